@@ -1,0 +1,1 @@
+"""Numerical parity between precisions and formats, per-layer localization, reports."""

@@ -1,0 +1,1 @@
+"""Sample networks and the bundled handwritten-digits data set."""

@@ -1,0 +1,218 @@
+"""Sample networks. Each registry entry declares its input shape and class count.
+
+A user's own network is given as ``path/to/file.py:factory``; the factory returns an
+``nn.Cell`` and declares ``input_shape`` (C, H, W) and ``num_classes`` either as
+attributes of the returned cell or of the factory function itself.
+"""
+from __future__ import annotations
+
+import math
+
+import mindspore as ms
+from mindspore import nn, ops
+
+
+class SimpleCNN(nn.Cell):
+    """Conv2d 1->32 (3x3), ReLU, Flatten, Dense to 10 classes; input 1x28x28."""
+
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 32, 3, pad_mode="valid", has_bias=True)
+        self.relu = nn.ReLU()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(32 * 26 * 26, num_classes)
+
+    def construct(self, x):
+        return self.fc(self.flatten(self.relu(self.conv(x))))
+
+
+class LeNet5(nn.Cell):
+    """LeNet-5 on 1x32x32 inputs."""
+
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, pad_mode="valid", has_bias=True)
+        self.relu1 = nn.ReLU()
+        self.pool1 = nn.MaxPool2d(2, 2)
+        self.conv2 = nn.Conv2d(6, 16, 5, pad_mode="valid", has_bias=True)
+        self.relu2 = nn.ReLU()
+        self.pool2 = nn.MaxPool2d(2, 2)
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Dense(16 * 5 * 5, 120)
+        self.relu3 = nn.ReLU()
+        self.fc2 = nn.Dense(120, 84)
+        self.relu4 = nn.ReLU()
+        self.fc3 = nn.Dense(84, num_classes)
+
+    def construct(self, x):
+        x = self.pool1(self.relu1(self.conv1(x)))
+        x = self.pool2(self.relu2(self.conv2(x)))
+        x = self.relu3(self.fc1(self.flatten(x)))
+        x = self.relu4(self.fc2(x))
+        return self.fc3(x)
+
+
+class ResidualBlock(nn.Cell):
+    """Two 3x3 convolutions with BatchNorm and an identity or 1x1 shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, pad_mode="same")
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(cout, cout, 3, pad_mode="same")
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu2 = nn.ReLU()
+        self.project = stride != 1 or cin != cout
+        if self.project:
+            self.shortcut = nn.SequentialCell(
+                nn.Conv2d(cin, cout, 1, stride=stride, pad_mode="same"), nn.BatchNorm2d(cout))
+
+    def construct(self, x):
+        out = self.relu1(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = self.shortcut(x) if self.project else x
+        return self.relu2(out + identity)
+
+
+class SmallResNet(nn.Cell):
+    """A small ResNet with BatchNorm; input 1x28x28."""
+
+    def __init__(self, num_classes: int = 10, width: int = 16):
+        super().__init__()
+        self.stem = nn.SequentialCell(
+            nn.Conv2d(1, width, 3, pad_mode="same"), nn.BatchNorm2d(width), nn.ReLU())
+        self.layer1 = ResidualBlock(width, width, 1)
+        self.layer2 = ResidualBlock(width, 2 * width, 2)
+        self.layer3 = ResidualBlock(2 * width, 4 * width, 2)
+        self.fc = nn.Dense(4 * width, num_classes)
+
+    def construct(self, x):
+        x = self.layer3(self.layer2(self.layer1(self.stem(x))))
+        return self.fc(x.mean(axis=(2, 3)))
+
+
+class Attention(nn.Cell):
+    """Multi-head softmax self-attention."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.qkv = nn.Dense(dim, 3 * dim)
+        self.softmax = nn.Softmax(axis=-1)
+        self.proj = nn.Dense(dim, dim)
+
+    def construct(self, x):
+        b, n, d = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).transpose(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = self.softmax(ops.matmul(q, k.transpose(0, 1, 3, 2)) * self.scale)
+        out = ops.matmul(attn, v).transpose(0, 2, 1, 3).reshape(b, n, d)
+        return self.proj(out)
+
+
+class Block(nn.Cell):
+    """Pre-norm transformer block: LayerNorm, attention, LayerNorm, MLP."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.norm1 = nn.LayerNorm((dim,))
+        self.attn = Attention(dim, heads)
+        self.norm2 = nn.LayerNorm((dim,))
+        self.fc1 = nn.Dense(dim, 2 * dim)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Dense(2 * dim, dim)
+
+    def construct(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.fc2(self.act(self.fc1(self.norm2(x))))
+
+
+class TinyTransformer(nn.Cell):
+    """A tiny vision transformer: 4x4 patches of a 1x28x28 image, 2 blocks, mean pooling."""
+
+    def __init__(self, num_classes: int = 10, dim: int = 32, depth: int = 2, heads: int = 4,
+                 patch: int = 4, image: int = 28):
+        super().__init__()
+        self.patch = patch
+        self.grid = image // patch
+        self.embed = nn.Dense(patch * patch, dim)
+        self.pos = ms.Parameter(ms.Tensor(
+            ms.numpy.randn(1, self.grid * self.grid, dim).asnumpy() * 0.02, ms.float32), name="pos")
+        self.blocks = nn.CellList([Block(dim, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm((dim,))
+        self.head = nn.Dense(dim, num_classes)
+
+    def construct(self, x):
+        b = x.shape[0]
+        g, p = self.grid, self.patch
+        x = x.reshape(b, g, p, g, p).transpose(0, 1, 3, 2, 4).reshape(b, g * g, p * p)
+        x = self.embed(x) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x).mean(axis=1))
+
+
+class L2Normalize(nn.Cell):
+    """Scales features up, then divides by their L2 norm.
+
+    The sum of squares exceeds float16's range (65504) for ordinary activations, so
+    in fp16 the norm is inf and the output collapses to zero; in fp32 it is exact.
+    """
+
+    def __init__(self, gain: float = 256.0):
+        super().__init__()
+        self.gain = gain
+
+    def construct(self, x):
+        y = x * self.gain
+        return y / ops.sqrt((y * y).sum(axis=-1, keepdims=True) + 1e-6)
+
+
+class TrapMLP(nn.Cell):
+    """An MLP with one fp16-unsafe layer (``norm``): healthy in fp32, broken in fp16."""
+
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Dense(28 * 28, 128)
+        self.relu1 = nn.ReLU()
+        self.norm = L2Normalize()
+        self.fc2 = nn.Dense(128, 64)
+        self.relu2 = nn.ReLU()
+        self.fc3 = nn.Dense(64, num_classes)
+
+    def construct(self, x):
+        x = self.relu1(self.fc1(self.flatten(x)))
+        x = self.relu2(self.fc2(self.norm(x) * 8.0))
+        return self.fc3(x)
+
+
+class ModelSpec:
+    """A registry entry: how to build the network and what it expects."""
+
+    def __init__(self, name, factory, input_shape, num_classes, summary):
+        self.name = name
+        self.factory = factory
+        self.input_shape = tuple(input_shape)
+        self.num_classes = num_classes
+        self.summary = summary
+
+    def build(self) -> nn.Cell:
+        return self.factory(num_classes=self.num_classes)
+
+
+REGISTRY = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("simplecnn", SimpleCNN, (1, 28, 28), 10, "Conv2d 1->32, ReLU, Flatten, Dense"),
+        ModelSpec("lenet5", LeNet5, (1, 32, 32), 10, "LeNet-5"),
+        ModelSpec("resnet", SmallResNet, (1, 28, 28), 10, "small ResNet with BatchNorm"),
+        ModelSpec("transformer", TinyTransformer, (1, 28, 28), 10,
+                  "tiny transformer classifier with LayerNorm and softmax attention"),
+        ModelSpec("trapmlp", TrapMLP, (1, 28, 28), 10,
+                  "MLP with a planted fp16-unsafe L2 normalization (for parity demos)"),
+    )
+}

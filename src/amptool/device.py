@@ -1,0 +1,69 @@
+"""Device selection. Every MindSpore import in amptool goes through ``import_mindspore``."""
+from __future__ import annotations
+
+import os
+
+from .errors import DeviceError, UsageError
+
+DEVICES = ("auto", "CPU", "GPU", "Ascend")
+
+
+def import_mindspore():
+    """Import MindSpore with its start-up chatter (GLOG warnings) silenced."""
+    os.environ.setdefault("GLOG_v", "3")
+    import mindspore
+
+    return mindspore
+
+
+def normalize_device(name: str) -> str:
+    for dev in DEVICES:
+        if name.lower() == dev.lower():
+            return dev
+    raise UsageError(f"unknown device '{name}'", f"use one of {', '.join(DEVICES)}")
+
+
+def available_devices() -> list[str]:
+    """The MindSpore backends usable on this host, CPU always last."""
+    ms = import_mindspore()
+    found = []
+    for dev in ("Ascend", "GPU"):
+        try:
+            if ms.hal.is_available(dev):
+                found.append(dev)
+        except Exception:  # a broken plugin means the device is not usable
+            pass
+    return found + ["CPU"]
+
+
+def resolve_device(name: str = "auto") -> str:
+    """Turn ``auto`` into the best backend here; refuse a backend this host lacks."""
+    name = normalize_device(name)
+    usable = available_devices()
+    if name == "auto":
+        return usable[0]
+    if name not in usable:
+        raise DeviceError(f"device {name} is not usable on this host (usable: {', '.join(usable)})",
+                          "pass --device auto or one of those")
+    return name
+
+
+_selected: list = []
+
+
+def set_device(device: str, graph: bool = True) -> None:
+    """Select the backend (once per process, before any kernel runs) and the mode."""
+    ms = import_mindspore()
+    if not _selected:
+        try:
+            ms.set_device(device)
+        except RuntimeError:  # the runtime already started on the default backend
+            if device != ms.get_context("device_target"):
+                raise DeviceError(f"this process already runs on "
+                                  f"{ms.get_context('device_target')}, cannot switch to {device}",
+                                  "run one device per process") from None
+        _selected.append(device)
+    elif _selected[0] != device:
+        raise DeviceError(f"this process already runs on {_selected[0]}, cannot switch to {device}",
+                          "run one device per process")
+    ms.set_context(mode=ms.GRAPH_MODE if graph else ms.PYNATIVE_MODE)

@@ -1,0 +1,1 @@
+"""AMP training: data, the loss-scaled step, checkpoints and the msrun launcher."""

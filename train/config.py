@@ -1,0 +1,53 @@
+"""The resolved configuration of one training run."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything ``amptool train`` needs; defaults are the bundled quick run."""
+
+    model: str = "simplecnn"
+    """Built-in sample name or path/to/file.py:factory."""
+    data: str = "digits"
+    """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
+    amp_level: str = "O2"
+    """O0, O1, O2 or O3 (ignored when ``policy`` names a file)."""
+    policy: str = ""
+    """Precision policy file (TOML/YAML/JSON); empty means the level's built-in policy."""
+    loss_scale: str = ""
+    """dynamic, static:VALUE or none; empty means dynamic for O1/O2 and none for O0/O3."""
+    scale_init: float = 65536.0
+    """Initial dynamic loss scale (2**16, as torch GradScaler and Apex)."""
+    scale_factor: int = 2
+    """Dynamic loss scale growth/back-off factor."""
+    scale_window: int = 2000
+    """Clean steps before the dynamic loss scale grows."""
+    max_skipped: int = 50
+    """Consecutive skipped (overflow) steps that count as divergence."""
+    epochs: int = 5
+    """Total epochs (a resumed run continues up to this number)."""
+    batch_size: int = 32
+    """Per-worker batch size; the global batch is batch_size x workers."""
+    lr: float = 0.001
+    """Learning rate."""
+    optimizer: str = "adam"
+    """adam, sgd or momentum."""
+    seed: int = 0
+    """Seed for weights and data order."""
+    device: str = "auto"
+    """auto, CPU, GPU or Ascend."""
+    out: str = "runs/train"
+    """Output folder for checkpoints, metrics.jsonl and run.json."""
+    val_fraction: float = 0.2
+    """Held-out validation fraction (the split is fixed by the data)."""
+    ckpt_format: str = "ckpt"
+    """Checkpoint format: ckpt or safetensors."""
+    resume: bool = False
+    """Continue from ``last`` in ``out`` (weights, optimizer, loss scale, epoch, data order)."""
+    workers: int = 1
+    """Data-parallel workers launched on this host through msrun."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
