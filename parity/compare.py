@@ -1,0 +1,174 @@
+"""``check_parity``: run a reference and candidates on the same real inputs and judge them.
+
+The library returns a report (a JSON-ready dict); it never prints or exits. A breach of
+any threshold makes ``report["passed"]`` false: there is no warn-only mode.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from amptool.errors import UsageError
+from amptool.parity.config import ParityConfig, resolve_thresholds
+from amptool.parity.inputs import (DEFAULT_DATA, InputSet, load_data_inputs, load_golden,
+                                   load_npz_inputs, run_batched, save_golden)
+from amptool.parity.metrics import check_metrics, compute_metrics, passed
+from amptool.parity.sources import Source, open_source
+
+
+def check_config(cfg: ParityConfig) -> None:
+    if cfg.load_outputs and cfg.save_outputs:
+        raise UsageError("--load-outputs and --save-outputs exclude each other",
+                         "save golden outputs in one run, compare against them in another")
+    if cfg.load_outputs and not cfg.candidates:
+        raise UsageError("--load-outputs needs at least one candidate artefact",
+                         "amptool parity --load-outputs FILE.npz CANDIDATE")
+    if not cfg.load_outputs and not cfg.reference:
+        raise UsageError("no reference given", "amptool parity REFERENCE CANDIDATE")
+    if not cfg.load_outputs and not cfg.candidates and not cfg.save_outputs:
+        raise UsageError("no candidate to compare with the reference",
+                         "amptool parity REFERENCE CANDIDATE [CANDIDATE ...] (or --save-outputs FILE)")
+    if cfg.inputs and cfg.data:
+        raise UsageError("--inputs and --data exclude each other", "give one source of inputs")
+    if cfg.layer_samples < 1 or cfg.batch_size < 1:
+        raise UsageError("--layer-samples and --batch-size must be >= 1", "give positive counts")
+
+
+def check_parity(cfg: ParityConfig) -> dict:
+    """Compare every candidate with the reference; return the report."""
+    check_config(cfg)
+    t0 = time.perf_counter()
+    from amptool.device import import_mindspore, resolve_device, set_device
+
+    import_mindspore()
+    set_device(resolve_device(cfg.device), graph=False)
+    golden_out = None
+    if cfg.load_outputs:
+        ref, inputs, golden_out = load_golden(cfg.load_outputs)
+        cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
+    else:
+        ref = open_source(cfg.reference, cfg.model, cfg.ckpt, cfg.key)
+        cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
+    for cand in cands:
+        check_compatible(ref, cand)
+    if golden_out is None:
+        inputs = make_inputs(cfg, ref, cands)
+        fed = inputs.for_preprocess(ref.preprocess)
+        ref_out = run_batched(ref.runner, fed, cfg.batch_size)
+        if cfg.save_outputs:
+            save_golden(cfg.save_outputs, ref, inputs, fed, ref_out)
+    else:
+        ref_out = golden_out
+        if cfg.inputs:
+            inputs = load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
+    probes: dict = {}
+    results = [_judge(cfg, ref, cand, inputs, ref_out, probes) for cand in cands]
+    return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
+            "inputs": {"description": inputs.description, "samples": inputs.count,
+                       "labels": inputs.labels is not None},
+            "candidates": results, "golden_saved": cfg.save_outputs or None,
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def check_compatible(ref: Source, cand: Source) -> None:
+    """Refuse two sources whose inputs or outputs cannot match (batch sizes may differ)."""
+    for what in ("inputs", "outputs"):
+        a, b = getattr(ref, what), getattr(cand, what)
+        if len(a) != len(b):
+            raise UsageError(f"{cand.path} has {len(b)} {what}, the reference {ref.path} has {len(a)}",
+                             "compare artefacts of the same model")
+        for x, y in zip(a, b):
+            sx, sy = list(x["shape"]), list(y["shape"])
+            fits = len(sx) == len(sy) and all(
+                p == q or p == -1 or q == -1 for p, q in list(zip(sx, sy))[1:])
+            if not fits:
+                raise UsageError(f"{what[:-1]} shapes cannot match: {cand.path} {sy} vs the "
+                                 f"reference {ref.path} {sx}", "compare artefacts of the same model")
+
+
+def _data_spec(cfg: ParityConfig, sources: list) -> str:
+    if cfg.data:
+        return cfg.data
+    for src in sources:
+        if src.data:
+            kind, _, arg = src.data.partition(":")
+            if not arg or Path(arg).exists():
+                return src.data
+    return DEFAULT_DATA
+
+
+def make_inputs(cfg: ParityConfig, ref: Source, cands: list) -> InputSet:
+    sources = [ref] + cands
+    if cfg.inputs:
+        return load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
+    prep = next((s.preprocess for s in sources if s.preprocess), None)
+    if prep is None:
+        raise UsageError("no manifest or run.json says how to preprocess inputs",
+                         "pass --inputs FILE.npz with ready inputs")
+    classes = next((s.num_classes for s in sources if s.num_classes), None)
+    if classes is None:
+        raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
+    val = cfg.val_fraction or next((s.val_fraction for s in sources if s.val_fraction), 0.2)
+    return load_data_inputs(_data_spec(cfg, sources), prep, classes, val, cfg.samples)
+
+
+def _judge(cfg: ParityConfig, ref: Source, cand: Source, inputs: InputSet, ref_out: list,
+           probes: dict) -> dict:
+    th = resolve_thresholds(ref.precision, cand.precision, cfg)
+    fed = inputs.for_preprocess(cand.preprocess)
+    cand_out = run_batched(cand.runner, fed, cfg.batch_size)
+    outputs = []
+    for i, (r, c) in enumerate(zip(ref_out, cand_out)):
+        name = ref.outputs[i]["name"] if i < len(ref.outputs) else f"output{i}"
+        metrics = compute_metrics(r, c, inputs.labels, th.atol, th.rtol)
+        rows = check_metrics(metrics, th)
+        outputs.append({"name": str(name), "metrics": metrics, "checks": rows,
+                        "passed": passed(rows)})
+    ok = all(o["passed"] for o in outputs)
+    findings = _preprocess_findings(ref, cand, inputs)
+    result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
+              "kind": cand.kind, "passed": ok, "thresholds": th.to_dict(), "outputs": outputs,
+              "findings": findings, "per_layer": None, "weights": None, "culprit": None}
+    if cfg.per_layer:
+        from amptool.parity.localize import localize_candidate
+
+        localize_candidate(cfg, ref, cand, inputs, th, probes, result)
+    if not ok:
+        result["culprit"] = pick_culprit(result)
+    return result
+
+
+def _preprocess_findings(ref: Source, cand: Source, inputs: InputSet) -> list:
+    if inputs.raw is None or not ref.preprocess or not cand.preprocess:
+        return []
+    a, b = ref.preprocess, cand.preprocess
+    keys = [k for k in ("mean", "std") if not np.isclose(a.get(k), b.get(k), rtol=1e-6, atol=0)]
+    if not keys:
+        return []
+    what = ", ".join(f"{k} {b[k]:.6g} vs {a[k]:.6g}" for k in keys)
+    return [{"kind": "preprocess", "where": "input",
+             "message": f"input normalization differs from the reference's ({what})"}]
+
+
+def pick_culprit(result: dict) -> Optional[dict]:
+    """The most specific explanation of a failure: inputs, then weights, then a cell."""
+    for finding in result["findings"]:
+        if finding["kind"] == "preprocess":
+            return finding
+    weights = result.get("weights") or {}
+    if weights.get("mismatched"):
+        first = weights["mismatched"][0]
+        return {"kind": "weights", "where": first["cell"],
+                "message": f"weight {first['name']} of cell '{first['cell']}' differs from the "
+                           f"reference's ({first['mismatched']}/{first['size']} values)"}
+    layer = result.get("per_layer") or {}
+    if layer.get("first_flagged"):
+        where, origin = layer["first_flagged"], layer["origin"]
+        how = {"born": "born there", "inherited": "inherited from its input",
+               "input": "the inputs already differ"}.get(origin, origin)
+        return {"kind": "layer", "where": where,
+                "message": f"first diverging cell '{where}' ({how})"}
+    return None

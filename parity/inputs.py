@@ -1,0 +1,162 @@
+"""Inputs for a comparison, batched runs, and golden outputs files.
+
+Real samples (``--data``) are kept as raw images in [0, 1] and standardized per source,
+as that source's manifest says: an artefact that expects other preprocessing gets what
+it expects, and a disagreement shows up as a numerical difference, not a silent match.
+Given inputs (``--inputs FILE.npz``) are fed as they are to every source.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+DEFAULT_DATA = "digits"
+
+
+@dataclass
+class InputSet:
+    """What is fed to every source, before each source's own preprocessing."""
+
+    raw: Optional[np.ndarray]
+    """Images in [0, 1], (N, C, H, W), when the inputs come from a data source."""
+    given: Optional[list]
+    """Ready inputs, one array per model input, fed as they are."""
+    labels: Optional[np.ndarray]
+    description: str
+    fallback_preprocess: Optional[dict] = None
+
+    @property
+    def count(self) -> int:
+        return len(self.raw) if self.raw is not None else len(self.given[0])
+
+    def for_preprocess(self, preprocess: Optional[dict]) -> list:
+        """The arrays a source with this preprocessing is fed."""
+        prep = preprocess or self.fallback_preprocess
+        if self.raw is not None and prep is not None:
+            return [((self.raw - prep["mean"]) / prep["std"]).astype(np.float32)]
+        if self.given is not None:
+            return self.given
+        raise UsageError("no preprocessing is known for these inputs (no manifest or run.json)",
+                         "pass --inputs FILE.npz with ready inputs")
+
+    def head(self, n: int) -> "InputSet":
+        return InputSet(None if self.raw is None else self.raw[:n],
+                        None if self.given is None else [g[:n] for g in self.given],
+                        None if self.labels is None else self.labels[:n], self.description,
+                        self.fallback_preprocess)
+
+
+def load_data_inputs(spec: str, preprocess: dict, num_classes: int, val_fraction: float,
+                     samples: Optional[int]) -> InputSet:
+    """The held-out split of ``spec`` as raw images fitted to the preprocess's C, H, W."""
+    from amptool.train.data import load_raw, split_indices
+
+    shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
+    x, y, _ = load_raw(spec, shape, num_classes)
+    _, val_idx = split_indices(len(x), val_fraction)
+    if samples is not None:
+        if samples < 1:
+            raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
+        val_idx = val_idx[:samples]
+    return InputSet(x[val_idx], None, y[val_idx],
+                    f"{spec} held-out split ({len(val_idx)} samples)", preprocess)
+
+
+def load_npz_inputs(path: str, input_names: list, samples: Optional[int]) -> InputSet:
+    """Ready inputs from an .npz: arrays named after the inputs, or ``x`` (labels ``y``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--inputs {path} does not exist", "give an .npz from numpy.savez")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise UsageError(f"cannot read --inputs {path} as .npz ({type(exc).__name__})",
+                         "give an .npz from numpy.savez") from None
+    if all(n in arrays for n in input_names):
+        given = [arrays[n] for n in input_names]
+    elif len(input_names) == 1 and "x" in arrays:
+        given = [arrays["x"]]
+    elif len(input_names) == 1 and len(arrays) == 1:
+        given = list(arrays.values())
+    else:
+        raise UsageError(f"--inputs {path} has arrays {', '.join(sorted(arrays))}, the model "
+                         f"takes {', '.join(input_names)}",
+                         "name the arrays after the inputs (or 'x' for one input, 'y' for labels)")
+    labels = arrays.get("y")
+    if samples is not None:
+        given = [g[:samples] for g in given]
+        labels = None if labels is None else labels[:samples]
+    if len({len(g) for g in given}) != 1 or (labels is not None and len(labels) != len(given[0])):
+        raise UsageError(f"--inputs {path}: arrays hold different sample counts",
+                         "store one row per sample in every array")
+    return InputSet(None, given, None if labels is None else labels.astype(np.int64),
+                    f"{path} ({len(given[0])} samples)")
+
+
+def run_batched(runner, arrays: list, chunk: int = 64) -> list:
+    """Run all samples through a runner in its batch size (padding a fixed last batch)."""
+    shape = runner.inputs[0]["shape"] if runner.inputs else [-1]
+    fixed = shape[0] if shape and isinstance(shape[0], int) and shape[0] > 0 else None
+    step = fixed or chunk
+    n = len(arrays[0])
+    parts = []
+    for start in range(0, n, step):
+        batch = [a[start:start + step] for a in arrays]
+        m = len(batch[0])
+        if fixed and m < fixed:
+            batch = [np.concatenate([b, np.repeat(b[-1:], fixed - m, axis=0)]) for b in batch]
+        parts.append([np.asarray(o)[:m] for o in runner.run(batch)])
+    return [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+
+
+def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> None:
+    """Reference outputs, the inputs fed to make them, raw images and labels, in one .npz."""
+    from amptool.fileio import atomic_path
+
+    meta = {"reference": ref.path, "format": ref.format, "precision": ref.precision,
+            "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
+            "num_classes": ref.num_classes, "inputs_meta": ref.inputs,
+            "outputs_meta": ref.outputs, "description": inputs.description}
+    arrays = {f"input_{i}": a for i, a in enumerate(fed)}
+    arrays.update({f"output_{i}": o for i, o in enumerate(outputs)})
+    if inputs.raw is not None:
+        arrays["raw"] = inputs.raw
+    if inputs.labels is not None:
+        arrays["labels"] = inputs.labels
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    with atomic_path(path, suffix=".npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+
+
+def load_golden(path: str):
+    """(Source standing for the stored reference, its InputSet, its outputs)."""
+    from amptool.parity.sources import Source
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--load-outputs {path} does not exist", "make it with --save-outputs")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    except Exception:
+        raise UsageError(f"--load-outputs {path} is not a golden outputs file",
+                         "make it with 'amptool parity REFERENCE --save-outputs FILE'") from None
+    fed = [arrays[f"input_{i}"] for i in range(len(meta["inputs_meta"]))]
+    outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]
+    src = Source(path=f"{path} (golden of {meta['reference']})", kind="golden",
+                 format=meta["format"], precision=meta["precision"],
+                 preprocess=meta["preprocess"], model=meta.get("model"),
+                 num_classes=meta.get("num_classes"),
+                 golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
+    inputs = InputSet(arrays.get("raw"), fed, arrays.get("labels"),
+                      f"golden {meta['description']}", meta["preprocess"])
+    return src, inputs, outputs

@@ -1,0 +1,71 @@
+"""Per-layer localization of one candidate: its weights and its cells against fp32.
+
+Weights come from the artefacts themselves where they can be read (so a corrupted stored
+weight is seen), else from the manifest's checkpoint or ``--ckpt``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from amptool.errors import UsageError
+from amptool.parity.config import ParityConfig
+from amptool.parity.inputs import InputSet
+from amptool.parity.sources import Source, source_weights
+
+
+def _checkpoint_weights(path: str, cache: dict) -> dict:
+    from amptool.parity.weights import read_checkpoint_weights
+
+    if path not in cache:
+        cache[path] = read_checkpoint_weights(path)
+    return cache[path]
+
+
+def _weights_of(src: Source, fallback: list, cache: dict) -> tuple:
+    """(name -> array, description) of the weights a source computes with."""
+    stored = source_weights(src) if src.kind != "golden" else None
+    if stored is not None:
+        return stored, f"{src.path} ({'checkpoint' if src.kind == 'checkpoint' else 'stored weights'})"
+    for ckpt in [src.checkpoint] + fallback:
+        if ckpt and Path(ckpt).is_file():
+            return _checkpoint_weights(ckpt, cache), f"checkpoint {ckpt}"
+    raise UsageError(f"per-layer: the weights of {src.path} cannot be read and no checkpoint "
+                     "is known", "pass --ckpt FILE (the checkpoint it was exported from)")
+
+
+def _policy_of(cand: Source):
+    from amptool.convert.policy import make_policy, policy_from_dict
+
+    if cand.precision == "fp32":
+        return make_policy("O0")
+    if cand.policy:
+        return policy_from_dict(cand.policy, source=f"policy in the manifest of {cand.path}")
+    return make_policy("O2")
+
+
+def localize_candidate(cfg: ParityConfig, ref: Source, cand: Source, inputs: InputSet,
+                       th, probes: dict, result: dict) -> None:
+    """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate."""
+    from amptool.parity.layers import LayerProbe
+    from amptool.parity.weights import compare_weights
+
+    model = cfg.model or cand.model or ref.model
+    if not model:
+        raise UsageError(f"per-layer: no manifest names the model of {cand.path}",
+                         "pass --model NAME or path/to/file.py:factory")
+    cache = probes.setdefault("__checkpoints__", {})
+    fallback = [cfg.ckpt, cand.checkpoint]
+    ref_w = _weights_of(ref, fallback, cache)
+    cand_w = _weights_of(cand, [cfg.ckpt], cache)
+    if model not in probes:
+        probes[model] = LayerProbe(model)
+    probe = probes[model]
+    mismatched = compare_weights(ref_w[0], cand_w[0], probe.param_names())
+    for item in mismatched:
+        item["cell"] = item["name"].rpartition(".")[0] or item["name"]
+    result["weights"] = {"reference": ref_w[1], "candidate": cand_w[1], "mismatched": mismatched}
+    sub = inputs.head(cfg.layer_samples)
+    ref_x = sub.for_preprocess(ref.preprocess)[0]
+    cand_x = sub.for_preprocess(cand.preprocess)[0]
+    min_cos = cfg.layer_min_cosine if cfg.layer_min_cosine is not None else (th.min_cosine or 0.99)
+    result["per_layer"] = probe.localize(ref_w, cand_w, _policy_of(cand), ref_x, cand_x, min_cos)

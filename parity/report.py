@@ -1,0 +1,156 @@
+"""Parity reports: a readable table, JSON, JUnit XML (for CI systems) and a failure line."""
+from __future__ import annotations
+
+import math
+from xml.etree import ElementTree as ET
+
+from amptool.fileio import write_json, write_text
+
+INFO_METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "rel_l2", "outside_frac",
+                "nonfinite", "top1_agree", "ref_acc", "cand_acc", "acc_drop")
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e-3 and abs(value) < 1e5:
+            return f"{value:.6f}".rstrip("0").rstrip(".") if abs(value) < 1 else f"{value:.4f}"
+        return f"{value:.3e}"
+    return str(value)
+
+
+def _metric_lines(output: dict) -> list:
+    checks = {row["metric"]: row for row in output["checks"]}
+    lines = [f"    {'output':<10} {'metric':<13} {'value':>12}  {'threshold':<13} result"]
+    for name in INFO_METRICS:
+        if name not in output["metrics"]:
+            continue
+        row = checks.get(name)
+        limit = row["limit"] if row else "-"
+        verdict = ("pass" if row["passed"] else "FAIL") if row else "info"
+        lines.append(f"    {output['name'][:10]:<10} {name:<13} {fmt(output['metrics'][name]):>12}"
+                     f"  {limit:<13} {verdict}")
+    return lines
+
+
+def layer_lines(layer: dict) -> list:
+    lines = [f"  per-layer ({layer['samples']} samples, {layer['policy']} vs fp32, cell cosine "
+             f">= {layer['min_cosine']}):",
+             f"    {'#':>3} {'cell':<28} {'type':<14} {'dtype':<8} {'cosine':>10} {'max_rel':>10}  note"]
+    first = layer["first_flagged"]
+    for i, row in enumerate(layer["rows"]):
+        note = ""
+        if row["path"] == first:
+            note = f"<< first below threshold ({row['origin']})"
+        elif row["flagged"]:
+            note = "below"
+        lines.append(f"    {i:>3} {row['path'][:28]:<28} {row['type'][:14]:<14} {row['dtype'][:8]:<8}"
+                     f" {fmt(row['cosine']):>10} {fmt(row['max_rel']):>10}  {note}".rstrip())
+    if first is None:
+        lines.append("    no cell below threshold")
+    return lines
+
+
+def format_table(report: dict) -> str:
+    ref = report["reference"]
+    lines = [f"reference  {ref['path']} ({ref['format']} {ref['precision'] or '?'})",
+             f"inputs     {report['inputs']['description']}"
+             + ("" if report["inputs"]["labels"] else ", no labels")]
+    for cand in report["candidates"]:
+        lines.append("")
+        lines.append(f"candidate  {cand['path']} ({cand['format']} {cand['precision'] or '?'}): "
+                     f"{'PASS' if cand['passed'] else 'FAIL'}")
+        for output in cand["outputs"]:
+            lines.extend(_metric_lines(output))
+        for finding in cand["findings"]:
+            lines.append(f"  note: {finding['message']}")
+        weights = cand.get("weights")
+        if weights is not None:
+            bad = weights["mismatched"]
+            lines.append(f"  weights: {len(bad)} parameter(s) differ from the reference's"
+                         + (": " + ", ".join(f"{b['name']} ({b['mismatched']}/{b['size']})"
+                                             for b in bad[:5]) if bad else ""))
+        if cand.get("per_layer"):
+            lines.extend(layer_lines(cand["per_layer"]))
+        if cand.get("culprit"):
+            lines.append(f"  culprit: {cand['culprit']['message']}")
+    lines.append("")
+    lines.append(f"parity {'PASSED' if report['passed'] else 'FAILED'} "
+                 f"({sum(c['passed'] for c in report['candidates'])}/{len(report['candidates'])}"
+                 f" candidates, {report['seconds']:.2f} s)")
+    return "\n".join(lines)
+
+
+def failure_line(report: dict) -> str:
+    """One line for stderr naming each failed candidate, its breaches and its culprit."""
+    parts = []
+    for cand in report["candidates"]:
+        if cand["passed"]:
+            continue
+        breaches = [f"{r['metric']} {fmt(r['value'])} (limit {r['limit']})"
+                    for o in cand["outputs"] for r in o["checks"] if not r["passed"]]
+        text = f"{_base(cand['path'])}: " + ", ".join(breaches[:3])
+        if cand.get("culprit"):
+            text += f"; culprit: {cand['culprit']['message']}"
+        parts.append(text)
+    return "parity failed for " + " | ".join(parts)
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def write_report_json(path: str, report: dict) -> None:
+    write_json(path, _jsonable(report))
+
+
+def _jsonable(obj):
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def junit_xml(report: dict) -> str:
+    """One testsuite per candidate, one testcase per checked metric of each output."""
+    suites = ET.Element("testsuites", name="amptool parity")
+    total = failures = 0
+    for cand in report["candidates"]:
+        cases = [(o, r) for o in cand["outputs"] for r in o["checks"]]
+        bad = sum(not r["passed"] for _, r in cases)
+        suite = ET.SubElement(suites, "testsuite", name=f"parity {_base(cand['path'])}",
+                              tests=str(len(cases)), failures=str(bad), errors="0",
+                              time=f"{report['seconds']:.3f}")
+        props = ET.SubElement(suite, "properties")
+        for key in ("path", "format", "precision"):
+            ET.SubElement(props, "property", name=key, value=str(cand[key]))
+        ET.SubElement(props, "property", name="reference", value=report["reference"]["path"])
+        for output, row in cases:
+            case = ET.SubElement(suite, "testcase", classname=f"parity.{_base(cand['path'])}",
+                                 name=f"{output['name']}.{row['metric']}", time="0")
+            if not row["passed"]:
+                msg = f"{row['metric']} = {fmt(row['value'])}, limit {row['limit']}"
+                if cand.get("culprit"):
+                    msg += f"; culprit: {cand['culprit']['message']}"
+                ET.SubElement(case, "failure", message=msg, type="ParityBreach").text = msg
+        total += len(cases)
+        failures += bad
+    suites.set("tests", str(total))
+    suites.set("failures", str(failures))
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(path: str, report: dict) -> None:
+    write_text(path, junit_xml(report))

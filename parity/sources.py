@@ -1,0 +1,171 @@
+"""What parity compares: exported artefacts, a checkpoint run eagerly in fp32, golden outputs.
+
+Each is opened into a ``Source``: something that runs (``runner.run(inputs) -> outputs``)
+plus what its manifest (or the run folder's run.json) says about the model, its inputs'
+preprocessing, its precision and policy, and where its weights come from.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+CKPT_SUFFIXES = (".ckpt", ".safetensors")
+
+
+@dataclass
+class Source:
+    """One side of a comparison."""
+
+    path: str
+    kind: str
+    """artefact, checkpoint or golden."""
+    format: str
+    precision: Optional[str]
+    runner: object = None
+    manifest: Optional[dict] = None
+    preprocess: Optional[dict] = None
+    model: Optional[str] = None
+    """Model name or file.py:factory (for per-layer localization)."""
+    num_classes: Optional[int] = None
+    checkpoint: Optional[str] = None
+    policy: Optional[dict] = None
+    data: Optional[str] = None
+    val_fraction: Optional[float] = None
+    encrypted: bool = False
+    golden: dict = field(default_factory=dict)
+    """Stored arrays and io metadata of a golden-outputs file."""
+    cache: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        prec = self.precision or "?"
+        return f"{self.path} ({self.format} {prec})"
+
+    @property
+    def inputs(self) -> list:
+        return self.runner.inputs if self.runner is not None else self.golden["inputs_meta"]
+
+    @property
+    def outputs(self) -> list:
+        return self.runner.outputs if self.runner is not None else self.golden["outputs_meta"]
+
+    def describe(self) -> dict:
+        return {"path": self.path, "kind": self.kind, "format": self.format,
+                "precision": self.precision, "model": self.model,
+                "preprocess": self.preprocess, "policy": self.policy}
+
+
+class EagerRunner:
+    """A checkpoint run eagerly (PyNative) in fp32, with the runners' interface."""
+
+    format = "CKPT"
+    precision = "fp32"
+    manifest = None
+
+    def __init__(self, model: str, params: dict, source: str):
+        import mindspore as ms
+
+        from amptool.samples.loader import resolve_model
+        from amptool.train.checkpoint import load_into_net
+
+        spec = resolve_model(model)
+        self.net = spec.build()
+        load_into_net(self.net, params, source)
+        self.net.set_train(False)
+        self._ms = ms
+        c, h, w = spec.input_shape
+        self.inputs = [{"name": "x", "shape": [-1, c, h, w], "dtype": "float32"}]
+        self.outputs = [{"name": "logits", "shape": [-1, spec.num_classes], "dtype": "float32"}]
+
+    def run(self, inputs: list) -> list:
+        ms = self._ms
+        out = self.net(*[ms.Tensor(np.asarray(x, dtype=np.float32)) for x in inputs])
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        return [o.asnumpy().astype(np.float32) for o in outs]
+
+
+def open_source(path: str, model: str = "", ckpt: str = "", key=None) -> Source:
+    """An artefact, a checkpoint file or a training run folder."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{path} does not exist", "give an exported artefact, a checkpoint or a run folder")
+    if p.is_dir() or p.suffix in CKPT_SUFFIXES:
+        return _open_checkpoint(p, model)
+    return _open_artefact(p, model, ckpt, key)
+
+
+def _run_info(folder: Path) -> dict:
+    info = folder / "run.json"
+    if not info.is_file():
+        return {}
+    try:
+        return json.loads(info.read_text(encoding="utf-8"))
+    except ValueError:
+        raise UsageError(f"{info} is not valid JSON", "re-run training or pass --model") from None
+
+
+def _open_checkpoint(p: Path, model: str) -> Source:
+    from amptool.train.checkpoint import read_checkpoint
+
+    if p.is_dir():
+        candidates = [p / f"{w}{s}" for w in ("best", "last") for s in CKPT_SUFFIXES]
+        found = [c for c in candidates if c.is_file()]
+        if not found:
+            raise UsageError(f"{p} holds no best/last checkpoint",
+                             "give a training run folder, a checkpoint or an artefact")
+        ckpt, info = found[0], _run_info(p)
+    else:
+        ckpt, info = p, _run_info(p.parent)
+    spec = model or info.get("config", {}).get("model") or info.get("model", {}).get("name")
+    if not spec:
+        raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
+                         "pass --model NAME or path/to/file.py:factory")
+    data = info.get("data", {})
+    params = read_checkpoint(ckpt)
+    runner = EagerRunner(spec, params, f"checkpoint {ckpt}")
+    src = Source(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
+                 runner=runner, preprocess=data.get("preprocess"), model=spec,
+                 num_classes=info.get("model", {}).get("num_classes") or runner.outputs[0]["shape"][1],
+                 checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
+                 val_fraction=data.get("val_fraction"))
+    src.cache["weights"] = {n: v.asnumpy() for n, v in params.items() if hasattr(v, "asnumpy")}
+    return src
+
+
+def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
+    try:
+        from amptool.export.runners import load_runner
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("amptool"):
+            raise
+        raise UsageError("this amptool has no export runners installed",
+                         "reinstall amptool with its export package") from None
+    runner = load_runner(str(p), key=key) if key is not None else load_runner(str(p))
+    manifest = runner.manifest or {}
+    mdl = manifest.get("model") or {}
+    ck = manifest.get("checkpoint") or {}
+    out_shape = runner.outputs[0]["shape"] if runner.outputs else []
+    num_classes = mdl.get("num_classes") or (out_shape[1] if len(out_shape) == 2 else None)
+    return Source(path=str(p), kind="artefact", format=runner.format,
+                  precision=runner.precision or manifest.get("precision"), runner=runner,
+                  manifest=runner.manifest, preprocess=manifest.get("preprocess"),
+                  model=model or mdl.get("spec") or mdl.get("name"), num_classes=num_classes,
+                  checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
+                  data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
+                  encrypted=bool(manifest.get("encrypted")))
+
+
+def source_weights(src: Source) -> Optional[dict]:
+    """The weights a source computes with, where they can be read (cached on the source)."""
+    if "weights" not in src.cache:
+        from amptool.parity.weights import read_artefact_weights
+
+        src.cache["weights"] = read_artefact_weights(src.path, src.format, src.encrypted) \
+            if src.kind == "artefact" else None
+    return src.cache["weights"]
