@@ -1,0 +1,172 @@
+"""``export_model``: checkpoint -> MINDIR/AIR/ONNX artefacts in fp32 and fp16, with manifests.
+
+Every artefact and manifest of one call is staged under a temporary name in the target
+folder and renamed into place only when all of them are written: a failure leaves
+nothing behind.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amptool.errors import UsageError
+
+FORMATS = ("MINDIR", "AIR", "ONNX")
+PRECISIONS = ("fp32", "fp16")
+IO_DTYPES = ("fp32", "fp16")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """Everything ``amptool export`` needs."""
+
+    run: str = ""
+    """Training run folder (run.json + best/last checkpoint); or use ``ckpt`` + ``model``."""
+    ckpt: str = ""
+    """Checkpoint file (.ckpt or .safetensors) when no run folder is given."""
+    model: str = ""
+    """Sample name or path/to/file.py:factory, with ``ckpt``."""
+    which: str = "best"
+    """Which checkpoint of the run: best or last."""
+    formats: tuple = ("MINDIR",)
+    """MINDIR, AIR and/or ONNX (case-insensitive)."""
+    precision: str = "both"
+    """fp32, fp16 or both."""
+    batch_size: int = 1
+    """Fixed batch dimension of the traced inputs (ignored with ``dynamic_batch``)."""
+    dynamic_batch: bool = False
+    """Export with a dynamic batch dimension (-1)."""
+    io_dtype: str = "fp32"
+    """Input/output dtype of the fp16 artefact: fp32 (drop-in for the fp32 one) or fp16."""
+    out: str = ""
+    """Output folder; default: <run>/export, or out/export with ``ckpt``."""
+    force: bool = False
+    """Replace existing artefacts."""
+    policy: str = ""
+    """Precision policy file overriding the run's (or the O2 default with ``ckpt``)."""
+    amp_level: str = ""
+    """AMP level overriding the run's policy (O0..O3)."""
+    data: str = "digits"
+    """With ``ckpt``: the training data, to record its preprocessing ("none" to skip)."""
+    val_fraction: float = 0.2
+    """With ``ckpt``: the validation fraction used in training."""
+    device: str = "auto"
+    """Backend to export on: auto, CPU, GPU or Ascend."""
+    encrypt_key: bytes | None = field(default=None, repr=False)
+    """AES-GCM key (16/24/32 bytes) for MINDIR; never printed or written."""
+
+
+@dataclass
+class ExportResult:
+    """One written artefact."""
+
+    format: str
+    precision: str
+    path: str
+    manifest_path: str
+    manifest: dict
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "precision": self.precision, "path": self.path,
+                "manifest_path": self.manifest_path, "manifest": self.manifest}
+
+
+def normalize_formats(formats) -> tuple:
+    found, bad = [], []
+    for item in formats:
+        for name in str(item).split(","):
+            name = name.strip().upper()
+            if not name:
+                continue
+            if name not in FORMATS:
+                bad.append(name)
+            elif name not in found:
+                found.append(name)
+    if bad or not found:
+        raise UsageError(f"unknown format {', '.join(bad) or '(none)'}",
+                         f"use {', '.join(FORMATS)} (several allowed)")
+    return tuple(found)
+
+
+def normalize_precision(precision: str) -> tuple:
+    value = str(precision).lower()
+    if value == "both":
+        return PRECISIONS
+    if value not in PRECISIONS:
+        raise UsageError(f"unknown precision '{precision}'", "use fp32, fp16 or both")
+    return (value,)
+
+
+def check_config(cfg: ExportConfig) -> tuple:
+    """Validate everything that needs no MindSpore; returns (formats, precisions)."""
+    formats = normalize_formats(cfg.formats)
+    precisions = normalize_precision(cfg.precision)
+    problems = []
+    if cfg.io_dtype not in IO_DTYPES:
+        problems.append(f"unknown io dtype '{cfg.io_dtype}' (use fp32 or fp16)")
+    if not cfg.dynamic_batch and cfg.batch_size < 1:
+        problems.append(f"batch size must be >= 1 (got {cfg.batch_size})")
+    if bool(cfg.run) == bool(cfg.ckpt):
+        problems.append("give either --run DIR or --ckpt FILE --model NAME")
+    if cfg.encrypt_key is not None and "ONNX" in formats:
+        problems.append("an encryption key applies to MINDIR only (ONNX cannot be encrypted)")
+    if cfg.encrypt_key is not None and len(cfg.encrypt_key) not in (16, 24, 32):
+        problems.append("the encryption key must be 16, 24 or 32 bytes")
+    if problems:
+        raise UsageError("; ".join(problems), "fix the export options")
+    return formats, precisions
+
+
+def format_module(name: str):
+    from . import air, mindir, onnx
+
+    return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
+
+
+def default_out(cfg: ExportConfig) -> str:
+    if cfg.out:
+        return cfg.out
+    return str(Path(cfg.run) / "export") if cfg.run else "out/export"
+
+
+def artefact_path(out: Path, model_name: str, precision: str, fmt: str) -> Path:
+    base = model_name.rsplit(":", 1)[-1] if ".py:" in model_name else model_name
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(base).name)
+    return out / f"{safe}_{precision}{format_module(fmt).SUFFIX}"
+
+
+def export_model(cfg: ExportConfig) -> list:
+    """Write the requested artefacts and manifests; return one ExportResult per artefact."""
+    formats, precisions = check_config(cfg)
+    if "AIR" in formats:  # refuse before any other work
+        format_module("AIR").check_available(cfg.device)
+    for fmt in formats:
+        format_module(fmt).check_available(cfg.device)
+    from amptool.device import resolve_device, set_device
+
+    from . import source as src
+
+    device = resolve_device(cfg.device)
+    if cfg.run:
+        source = src.from_run(cfg.run, cfg.which, cfg.policy, cfg.amp_level)
+    else:
+        source = src.from_checkpoint(cfg.ckpt, cfg.model, cfg.policy, cfg.amp_level, cfg.data,
+                                     cfg.val_fraction)
+    from amptool.fileio import ensure_out_dir
+
+    out = ensure_out_dir(default_out(cfg))
+    jobs = [(p, f, artefact_path(out, source.spec.name, p, f)) for p in precisions for f in formats]
+    _check_existing([path for _, _, path in jobs], cfg.force)
+    set_device(device)
+    from .writer import write_all
+
+    return write_all(cfg, source, jobs)
+
+
+def _check_existing(paths: list, force: bool) -> None:
+    from .manifest import manifest_path
+
+    existing = [str(p) for p in paths if p.exists() or manifest_path(p).exists()]
+    if existing and not force:
+        raise UsageError(f"{len(existing)} artefact(s) already exist ({', '.join(existing[:3])}); "
+                         "nothing was touched", "pass --force to replace them, or choose another --out")

@@ -1,0 +1,87 @@
+"""``inspect_artefact``: the facts of any MindIR or ONNX file, read from the file itself.
+
+Where a manifest sits beside the file it is shown too, and checked against the file
+(size and sha256).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from amptool.errors import UsageError
+from amptool.fileio import sha256
+
+
+def inspect_artefact(path, key: bytes | None = None) -> dict:
+    """Format, size, sha256, encryption, inputs, outputs and parameters; plus the manifest."""
+    from .api import format_module
+    from .manifest import read_manifest, summarize_params
+    from .runners import detect_format, infer_precision
+
+    path = Path(path)
+    fmt = detect_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist", "check the path")
+    if fmt == "AIR":
+        format_module("AIR").describe(path)
+    if fmt == "MINDIR":
+        from amptool.device import import_mindspore
+
+        import_mindspore()
+    module = format_module(fmt)
+    encrypted = module.is_encrypted(path)
+    manifest = read_manifest(path)
+    facts = {"format": fmt, "path": str(path), "file_size": path.stat().st_size,
+             "sha256": sha256(path), "encrypted": encrypted}
+    if encrypted and key is None:
+        facts.update(readable=False, inputs=None, outputs=None, params=None, precision=None)
+    else:
+        described = module.describe(path, key)
+        facts.update(readable=True, inputs=described["inputs"], outputs=described["outputs"],
+                     params=summarize_params(described["weights"]),
+                     precision=infer_precision(described), producer=described.get("producer"))
+        if "opset" in described:
+            facts["opset"] = described["opset"]
+    facts["manifest"] = manifest
+    facts["manifest_matches"] = _matches(facts, manifest)
+    return facts
+
+
+def _matches(facts: dict, manifest: dict | None) -> bool | None:
+    if manifest is None:
+        return None
+    same = (manifest.get("sha256") == facts["sha256"]
+            and manifest.get("file_size") == facts["file_size"])
+    if facts.get("params") is not None and manifest.get("params") is not None:
+        same = same and manifest["params"].get("bytes") == facts["params"]["bytes"]
+    return same
+
+
+def format_report(facts: dict) -> list:
+    """Human-readable lines."""
+    lines = [f"{facts['path']}: {facts['format']}, {facts['file_size']:,} bytes, "
+             f"sha256 {facts['sha256'][:16]}…" + (", encrypted" if facts["encrypted"] else "")]
+    if not facts["readable"]:
+        lines.append("  contents: encrypted (pass --key-file or --key-env to read them)")
+    else:
+        if facts.get("producer"):
+            lines.append(f"  producer: {facts['producer']}"
+                         + (f", opset {facts['opset']}" if facts.get("opset") else ""))
+        for kind in ("inputs", "outputs"):
+            for io in facts[kind]:
+                shape = "x".join("N" if d == -1 else str(d) for d in io["shape"])
+                lines.append(f"  {kind[:-1]:<6} {io['name']}: {io['dtype']} [{shape}]")
+        p = facts["params"]
+        dtypes = ", ".join(f"{k} {v:,}" for k, v in p["dtypes"].items())
+        lines.append(f"  params: {p['count']:,} in {p['tensors']} tensors, {p['bytes']:,} bytes"
+                     f" ({dtypes}); precision {facts['precision'] or 'mixed'}")
+    m = facts["manifest"]
+    if m is None:
+        lines.append("  manifest: none")
+    else:
+        policy = m.get("policy") or {}
+        lines.append(f"  manifest: {m.get('precision')} from {m.get('model', {}).get('spec')}, "
+                     f"policy {policy.get('level')}, MindSpore {m.get('mindspore_version')}, "
+                     f"created {m.get('created')}; "
+                     + ("matches the file" if facts["manifest_matches"] else
+                        "DOES NOT MATCH the file (re-export it)"))
+    return lines

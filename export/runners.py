@@ -1,0 +1,152 @@
+"""One interface to run any artefact: ``load_runner(path, key).run(inputs) -> outputs``.
+
+MindIR runs through ``nn.GraphCell(mindspore.load(...))`` (decrypting when keyed), ONNX
+through onnxruntime. Inputs are cast to the artefact's own input dtype. An artefact traced
+with a fixed batch runs any batch: inputs are split into chunks of that size (the last
+one zero-padded) and the outputs joined.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+from .keys import ENV_VAR, coerce_key
+
+
+def detect_format(path) -> str:
+    suffix = Path(path).suffix.lower()
+    formats = {".mindir": "MINDIR", ".onnx": "ONNX", ".air": "AIR"}
+    if suffix not in formats:
+        raise UsageError(f"{path}: unknown artefact type '{suffix}'", "give a .mindir or .onnx file")
+    return formats[suffix]
+
+
+class Runner:
+    """Runs one artefact. ``inputs``/``outputs``: [{name, shape (-1 dynamic), dtype}]."""
+
+    format = ""
+
+    def __init__(self, path, facts: dict, manifest: dict | None):
+        self.path = str(path)
+        self.inputs = facts["inputs"]
+        self.outputs = facts["outputs"]
+        self.manifest = manifest
+        self.precision = manifest.get("precision") if manifest else infer_precision(facts)
+
+    def _run_batch(self, arrays: list) -> list:
+        raise NotImplementedError
+
+    def run(self, inputs: list) -> list:
+        """Run on numpy arrays (one per input); returns numpy arrays (one per output)."""
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        if len(inputs) != len(self.inputs):
+            raise UsageError(f"{Path(self.path).name} takes {len(self.inputs)} input(s), "
+                             f"got {len(inputs)}", "pass one array per input")
+        arrays = [self._cast(np.asarray(x), spec) for x, spec in zip(inputs, self.inputs)]
+        batch = self.inputs[0]["shape"][0] if self.inputs[0]["shape"] else -1
+        n = arrays[0].shape[0] if arrays[0].ndim else 1
+        if batch in (-1, n):
+            return self._run_batch(arrays)
+        return self._run_chunked(arrays, batch, n)
+
+    def _cast(self, array: np.ndarray, spec: dict) -> np.ndarray:
+        want = spec["shape"][1:]
+        have = list(array.shape[1:])
+        if len(want) != len(have) or any(w not in (-1, h) for w, h in zip(want, have)):
+            raise UsageError(f"input {spec['name']} of {Path(self.path).name} has shape "
+                             f"{['N', *want]}, got {list(array.shape)}",
+                             "pass arrays of the artefact's input shape")
+        return np.ascontiguousarray(array.astype(np.dtype(spec["dtype"]), copy=False))
+
+    def _run_chunked(self, arrays: list, batch: int, n: int) -> list:
+        pieces = []
+        for start in range(0, n, batch):
+            chunk = [a[start:start + batch] for a in arrays]
+            real = chunk[0].shape[0]
+            if real < batch:
+                chunk = [np.concatenate([c, np.zeros((batch - real, *c.shape[1:]), c.dtype)])
+                         for c in chunk]
+            pieces.append([o[:real] for o in self._run_batch(chunk)])
+        return [np.concatenate([p[i] for p in pieces]) for i in range(len(pieces[0]))]
+
+
+class MindIRRunner(Runner):
+    format = "MINDIR"
+
+    def __init__(self, path, key: bytes | None, manifest: dict | None):
+        from amptool.device import import_mindspore
+
+        import_mindspore()
+        _ensure_device()
+        from . import mindir
+
+        if mindir.is_encrypted(path) and key is None:
+            key = _env_key()
+        self.cell = mindir.load_graph(path, key)
+        facts = mindir.describe(path, key)
+        super().__init__(path, facts, manifest)
+
+    def _run_batch(self, arrays: list) -> list:
+        import mindspore as ms
+
+        out = self.cell(*[ms.Tensor(a) for a in arrays])
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        return [o.asnumpy() for o in outs]
+
+
+class ONNXRunner(Runner):
+    format = "ONNX"
+
+    def __init__(self, path, manifest: dict | None):
+        from . import onnx as onnx_format
+
+        self.session = onnx_format.load_session(path)
+        facts = onnx_format.describe(path)
+        super().__init__(path, facts, manifest)
+
+    def _run_batch(self, arrays: list) -> list:
+        feed = {spec["name"]: a for spec, a in zip(self.inputs, arrays)}
+        return list(self.session.run(None, feed))
+
+
+def infer_precision(facts: dict) -> str | None:
+    """fp16 when any stored weight is float16, fp32 when all are float32, else None."""
+    dtypes = {dtype for dtype, _ in facts.get("weights", {}).values()}
+    if "float16" in dtypes:
+        return "fp16"
+    return "fp32" if dtypes == {"float32"} else None
+
+
+def _env_key() -> bytes | None:
+    from .keys import key_from_env
+
+    return key_from_env(ENV_VAR, required=False)
+
+
+def _ensure_device() -> None:
+    """Select the best backend unless this process already chose one (mode left as is)."""
+    from amptool import device
+
+    if not device._selected:
+        device.set_device(device.resolve_device("auto"))
+
+
+def load_runner(path, key=None) -> Runner:
+    """A runner for a .mindir or .onnx artefact; ``key`` (bytes or hex) for encrypted MindIR."""
+    from .manifest import read_manifest
+
+    path = Path(path)
+    fmt = detect_format(path)
+    if not path.is_file():
+        raise UsageError(f"artefact {path} does not exist", "check the path or export it first")
+    manifest = read_manifest(path)
+    if fmt == "MINDIR":
+        return MindIRRunner(path, coerce_key(key), manifest)
+    if fmt == "ONNX":
+        return ONNXRunner(path, manifest)
+    raise UsageError(f"{path}: AIR artefacts run on Ascend with CANN tools, not here",
+                     "run the MINDIR export of the same model")
