@@ -52,6 +52,18 @@ class Policy:
             lines.append(f"{key} = {json.dumps(value)}")
         return "\n".join(lines) + "\n"
 
+    def to_text(self, fmt: str = "toml") -> str:
+        """The policy as a TOML, YAML or JSON document (``load_policy`` reads all three)."""
+        if fmt == "toml":
+            return self.to_toml()
+        if fmt == "json":
+            return json.dumps(self.to_dict(), indent=2) + "\n"
+        if fmt in ("yaml", "yml"):
+            import yaml
+
+            return "# amptool precision policy\n" + yaml.safe_dump(self.to_dict(), sort_keys=False)
+        raise UsageError(f"unknown policy file format '{fmt}'", "use .toml, .yaml, .yml or .json")
+
     def describe(self) -> str:
         extra = []
         if self.fp32_types:
@@ -106,10 +118,40 @@ def policy_from_dict(data: dict, source: str = "policy") -> Policy:
 
 
 def load_policy(path: str | Path) -> Policy:
-    """Read a policy from a TOML, YAML or JSON file."""
+    """Read a policy from a TOML, YAML or JSON file.
+
+    A run.json or export manifest (a mapping with a ``policy`` mapping inside) is
+    accepted too: its recorded policy is returned.
+    """
     from amptool.config import read_config_file
 
-    return policy_from_dict(read_config_file(path), source=f"policy file {path}")
+    data = read_config_file(path)
+    if isinstance(data.get("policy"), dict):
+        data = data["policy"]
+    return policy_from_dict(data, source=f"policy file {path}")
+
+
+def policy_format(path: str | Path) -> str:
+    """'toml', 'yaml' or 'json' from a policy file's extension."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix in ("toml", "json", "yaml", "yml"):
+        return "yaml" if suffix == "yml" else suffix
+    raise UsageError(f"policy file {path} has an unknown extension '.{suffix}'",
+                     "name it .toml, .yaml, .yml or .json")
+
+
+def save_policy(policy: Policy, path: str | Path, force: bool = False) -> Path:
+    """Write ``policy`` atomically in the format its extension names."""
+    from amptool.fileio import write_text
+
+    path = Path(path)
+    text = policy.to_text(policy_format(path))
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists", "pass --force to overwrite it")
+    if not path.parent.is_dir():
+        raise UsageError(f"folder {path.parent} does not exist", "create it or choose another path")
+    write_text(path, text)
+    return path
 
 
 def check_dtype_on_device(policy: Policy, device: str) -> None:
@@ -200,6 +242,30 @@ def _make_wrappers():
     return KeepFP32, OutputFP32
 
 
+_REWRITE_DIR: list = []
+
+
+def _rewrite_o1(net, dtype):
+    """MindSpore's O1 (operator white list, by rewrite) with its generated source kept
+    in a private temp folder for the process's lifetime instead of the working folder."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    import mindspore as ms
+
+    if not _REWRITE_DIR:
+        _REWRITE_DIR.append(tempfile.mkdtemp(prefix="amptool-o1-"))
+        atexit.register(shutil.rmtree, _REWRITE_DIR[0], True)
+    cwd = os.getcwd()
+    os.chdir(_REWRITE_DIR[0])
+    try:
+        return ms.amp.auto_mixed_precision(net, "O1", dtype)
+    finally:
+        os.chdir(cwd)
+
+
 def apply_policy(net, policy: Policy):
     """Return ``net`` set up to compute under ``policy``; parameters stay as they are.
 
@@ -211,7 +277,7 @@ def apply_policy(net, policy: Policy):
         return net
     dtype = _ms_dtype(policy)
     if policy.level == "O1":
-        return ms.amp.auto_mixed_precision(net, "O1", dtype)
+        return _rewrite_o1(net, dtype)
     kept = resolve_fp32_cells(net, policy)
     KeepFP32, OutputFP32 = _make_wrappers()
     net.to_float(dtype)

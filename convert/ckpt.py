@@ -1,0 +1,266 @@
+"""Checkpoint precision conversion: fp32 <-> fp16 for MindSpore ckpt and safetensors files.
+
+Float entries are cast to the target dtype; integer, boolean and string entries are
+copied untouched. Converting to fp16 keeps in fp32 the parameters of the cells the
+policy keeps in fp32 (unless ``all_floats``) and any entry whose values lie beyond
+fp16's range (they would become inf, e.g. a loss scale of 65536).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+TARGETS = ("fp16", "fp32")
+FORMATS = ("ckpt", "safetensors")
+FP16_MAX = 65504.0
+
+
+@dataclass(frozen=True)
+class CkptConfig:
+    """What ``amptool convert ckpt`` was asked to do."""
+
+    src: str
+    """Checkpoint to read (ckpt or safetensors; the format is detected from the content)."""
+    dst: str
+    """File to write."""
+    to: str = "fp16"
+    """Target float dtype: fp16 or fp32."""
+    format: Optional[str] = None
+    """Output format, ckpt or safetensors; None: from dst's extension (.safetensors), else ckpt."""
+    policy: Optional[str] = None
+    """Policy file whose fp32 cells keep their parameters in fp32 (needs the model)."""
+    model: Optional[str] = None
+    """Network the checkpoint belongs to; None: the checkpoint's own 'model' entry, if any."""
+    all_floats: bool = False
+    """Convert every float entry, ignoring the policy's fp32 cells."""
+    weights_only: bool = False
+    """Write only the network's parameters (drop optimizer and loss-scale state, counters)."""
+    force: bool = False
+    """Overwrite dst if it exists."""
+
+
+@dataclass
+class CkptReport:
+    """What a conversion did."""
+
+    src: str
+    dst: str
+    to: str
+    format: str
+    policy: str
+    bytes_before: int
+    bytes_after: int
+    converted: list = field(default_factory=list)
+    kept_policy: list = field(default_factory=list)
+    kept_range: list = field(default_factory=list)
+    untouched: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)
+    underflow: int = 0
+    underflow_entries: list = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.bytes_after / self.bytes_before if self.bytes_before else 0.0
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["ratio"] = self.ratio
+        return d
+
+
+def detect_format(path: Path) -> str:
+    """'safetensors' when the file starts with a safetensors JSON header, else 'ckpt'."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(9)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and permissions") from None
+    if len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < (1 << 30):
+        return "safetensors"
+    return "ckpt"
+
+
+def read_entries(path: str | os.PathLike) -> tuple[dict, str]:
+    """name -> Parameter/str of a checkpoint, and its format; one clear error if unreadable."""
+    import mindspore as ms
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"checkpoint {path} does not exist", "check the path")
+    fmt = detect_format(path)
+    try:
+        return ms.load_checkpoint(str(path), format=fmt), fmt
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
+                         "it is truncated or corrupt: re-train or re-convert it") from None
+
+
+def _is_float(value) -> bool:
+    import mindspore as ms
+
+    return not isinstance(value, str) and value.dtype in (ms.float16, ms.float32, ms.float64,
+                                                          ms.bfloat16)
+
+
+def _as_float32(value) -> np.ndarray:
+    import mindspore as ms
+
+    if value.dtype == ms.bfloat16:
+        return value.astype(ms.float32).asnumpy()
+    return value.asnumpy().astype(np.float32)
+
+
+def _output_format(cfg: CkptConfig) -> str:
+    if cfg.format is None:
+        return "safetensors" if Path(cfg.dst).suffix.lower() == ".safetensors" else "ckpt"
+    if cfg.format not in FORMATS:
+        raise UsageError(f"unknown checkpoint format '{cfg.format}'", "use ckpt or safetensors")
+    return cfg.format
+
+
+def check_config(cfg: CkptConfig) -> str:
+    """Validate options before any work; return the output format."""
+    problems = []
+    if cfg.to not in TARGETS:
+        problems.append(f"unknown target dtype '{cfg.to}' (use fp16 or fp32)")
+    if cfg.format is not None and cfg.format not in FORMATS:
+        problems.append(f"unknown checkpoint format '{cfg.format}' (use ckpt or safetensors)")
+    if problems:
+        raise UsageError("; ".join(problems), "fix the options")
+    src, dst = Path(cfg.src), Path(cfg.dst)
+    if not src.is_file():
+        raise UsageError(f"checkpoint {src} does not exist", "check the input path")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise UsageError(f"output {dst} is the input file", "write the converted checkpoint elsewhere")
+    if dst.exists() and not cfg.force:
+        raise UsageError(f"{dst} already exists", "pass --force to overwrite it")
+    if dst.is_dir():
+        raise UsageError(f"{dst} is a folder", "give a file path for the converted checkpoint")
+    if not dst.parent.is_dir():
+        raise UsageError(f"folder {dst.parent} does not exist", "create it or choose another path")
+    return _output_format(cfg)
+
+
+def _model_name(cfg: CkptConfig, entries: dict) -> Optional[str]:
+    saved = entries.get("model")
+    return cfg.model or (saved if isinstance(saved, str) else None)
+
+
+def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
+    """Names the policy keeps fp32, network parameter names (None: unknown), policy text."""
+    model = _model_name(cfg, entries)
+    if model is None:
+        if cfg.policy or cfg.weights_only:
+            raise UsageError(f"{'--policy' if cfg.policy else '--weights-only'} needs the network",
+                             "pass --model (the network the checkpoint belongs to)")
+        what = "every float entry converted" if cfg.to == "fp16" else "none"
+        return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
+    from amptool.convert.policy import load_policy, make_policy, resolve_fp32_cells
+    from amptool.samples.loader import resolve_model
+
+    policy = load_policy(cfg.policy) if cfg.policy else make_policy("O2")
+    net = resolve_model(model).build()
+    weights = {p.name for p in net.get_parameters()}
+    if cfg.to != "fp16":
+        return set(), weights, "none"
+    if cfg.all_floats:
+        return set(), weights, "none (--all)"
+    kept = resolve_fp32_cells(net, policy)
+    names = {p.name for cell in kept.values() for p in cell.get_parameters()}
+    return names, weights, f"{policy.describe()} on {model}"
+
+
+def _kept_by_policy(name: str, kept: set) -> bool:
+    """A kept parameter, or optimizer state of one (``moment1.<name>``)."""
+    return name in kept or any(name.endswith("." + k) for k in kept)
+
+
+def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
+    """Convert the float entries of ``cfg.src`` to ``cfg.to`` and write ``cfg.dst`` atomically."""
+    from amptool.device import import_mindspore
+
+    ms = import_mindspore()
+    fmt = check_config(cfg)
+    entries, _ = read_entries(cfg.src)
+    kept, weights, policy_text = _plan(cfg, entries)
+    target = ms.float16 if cfg.to == "fp16" else ms.float32
+    report = CkptReport(cfg.src, cfg.dst, cfg.to, fmt, policy_text, os.path.getsize(cfg.src), 0)
+    items, strings = [], {}
+    for name, value in entries.items():
+        if cfg.weights_only and name not in weights:
+            report.dropped.append(name)
+            continue
+        if isinstance(value, str):
+            if fmt == "safetensors":
+                report.dropped.append(name)
+            else:
+                strings[name] = value
+                report.untouched.append(name)
+            continue
+        data = _convert_entry(name, value, target, kept, report)
+        items.append({"name": name, "data": data})
+    _write(cfg.dst, items, strings, fmt)
+    report.bytes_after = os.path.getsize(cfg.dst)
+    return report
+
+
+def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
+    import mindspore as ms
+
+    if not _is_float(value):
+        report.untouched.append(name)
+        return value
+    if target == ms.float16 and _kept_by_policy(name, kept):
+        report.kept_policy.append(name)
+        return ms.Tensor(_as_float32(value)) if value.dtype != ms.float32 else value
+    arr = _as_float32(value)
+    if target == ms.float16:
+        finite = arr[np.isfinite(arr)]
+        if finite.size and float(np.abs(finite).max()) > FP16_MAX:
+            report.kept_range.append(name)
+            return ms.Tensor(arr)
+        half = arr.astype(np.float16)
+        flushed = int(((half == 0) & (arr != 0)).sum())
+        if flushed:
+            report.underflow += flushed
+            report.underflow_entries.append(name)
+        report.converted.append(name)
+        return ms.Tensor(half)
+    report.converted.append(name)
+    return ms.Tensor(arr)
+
+
+def _write(dst: str, items: list, strings: dict, fmt: str) -> None:
+    import mindspore as ms
+
+    from amptool.fileio import atomic_path
+
+    try:
+        with atomic_path(dst, suffix=".safetensors" if fmt == "safetensors" else ".ckpt") as tmp:
+            ms.save_checkpoint(items, str(tmp), append_dict=strings or None, format=fmt)
+    except OSError as exc:
+        raise UsageError(f"cannot write {dst}: {exc.strerror}", "choose a writable path") from None
+
+
+def load_converted(net, path: str | os.PathLike) -> None:
+    """Load a (possibly fp16) checkpoint into ``net``, casting entries to each parameter's dtype."""
+    import mindspore as ms
+
+    from amptool.train.checkpoint import load_into_net
+
+    entries, _ = read_entries(path)
+    fitted = {}
+    for p in net.get_parameters():
+        value = entries.get(p.name)
+        if value is not None and not isinstance(value, str) and value.dtype != p.dtype:
+            value = ms.Parameter(ms.Tensor(_as_float32(value)).astype(p.dtype), name=p.name)
+        if value is not None:
+            fitted[p.name] = value
+    load_into_net(net, fitted, f"checkpoint {path}")

@@ -1,0 +1,184 @@
+"""``amptool convert policy|ckpt|search``: thin commands over convert's library functions."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from amptool.cli import handle_errors
+
+convert_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                          help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
+
+MODEL_HELP = "Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or path/to/file.py:factory."
+
+
+def policy_command(
+    level: Optional[str] = typer.Option(None, help="Built-in level O0, O1, O2 or O3. [default: O2]"),
+    dtype: Optional[str] = typer.Option(None, help="Low dtype: fp16 or bf16 (bf16 not on CPU). [default: fp16]"),
+    policy: Optional[Path] = typer.Option(None, help="Read this policy file (TOML/YAML/JSON, or a run.json/manifest)."),
+    fp32_type: List[str] = typer.Option([], "--fp32-type", help="Cell type kept in fp32 (repeatable), e.g. Softmax."),
+    fp32_cell: List[str] = typer.Option([], "--fp32-cell", help="Cell path kept in fp32 (repeatable), e.g. blocks.1.attn.softmax."),
+    fp16_cell: List[str] = typer.Option([], "--fp16-cell", help="Cell path forced to the low dtype (repeatable)."),
+    model: Optional[str] = typer.Option(None, help=MODEL_HELP + " Shows each cell's dtype."),
+    device: Optional[str] = typer.Option(None, help="Check the dtype runs on this device (CPU, GPU, Ascend, auto)."),
+    out: Optional[Path] = typer.Option(None, help="Write the policy to this file (.toml, .yaml, .json)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Show what a level or policy file means (per cell with --model); write it as a policy file."""
+    from amptool.convert.explain import PolicyConfig, explain_policy
+
+    cfg = PolicyConfig(level=level, dtype=dtype, policy=str(policy) if policy else None,
+                       fp32_types=tuple(fp32_type), fp32_cells=tuple(fp32_cell),
+                       fp16_cells=tuple(fp16_cell), model=model, device=device,
+                       out=str(out) if out else None, force=force)
+    report = explain_policy(cfg)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    typer.echo(f"policy {report.policy.describe()}: {report.meaning}")
+    if report.rows:
+        width = max(len(r[0]) for r in report.rows)
+        typer.echo(f"{'cell':<{width}}  {'type':<16} {'dtype':<8} params")
+        for path, kind, dt, nparams in report.rows:
+            typer.echo(f"{path:<{width}}  {kind:<16} {dt:<8} {nparams}")
+        counts = report.counts()
+        total = sum(p for _, p in counts.values()) or 1
+        typer.echo("; ".join(f"{dt}: {c} cells, {p / total:.1%} of leaf-cell parameters"
+                             for dt, (c, p) in sorted(counts.items())))
+    else:
+        typer.echo(report.policy.to_toml().rstrip())
+    if report.out:
+        typer.echo(f"wrote {report.out}")
+
+
+def ckpt_command(
+    src: Path = typer.Argument(..., help="Checkpoint to convert (ckpt or safetensors)."),
+    dst: Path = typer.Argument(..., help="File to write."),
+    to: str = typer.Option(..., "--to", help="Target dtype of float entries: fp16 or fp32."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="ckpt or safetensors. [default: from OUT's extension, else ckpt]"),
+    policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs the model). [default: O2 when the model is known]"),
+    all_floats: bool = typer.Option(False, "--all", help="Convert every float entry, ignoring the policy."),
+    model: Optional[str] = typer.Option(None, help=MODEL_HELP + " [default: the checkpoint's 'model' entry]"),
+    weights_only: bool = typer.Option(False, "--weights-only", help="Keep only the network's parameters (drop optimizer/loss-scale state and counters; needs the model)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as they are."""
+    from amptool.convert.ckpt import CkptConfig, convert_checkpoint
+
+    cfg = CkptConfig(src=str(src), dst=str(dst), to=to.lower(), format=fmt,
+                     policy=str(policy) if policy else None, model=model, all_floats=all_floats,
+                     weights_only=weights_only, force=force)
+    report = convert_checkpoint(cfg)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    typer.echo(f"policy: {report.policy}")
+    typer.echo(f"converted {len(report.converted)} float entries to {report.to}; kept fp32: "
+               f"{len(report.kept_policy)} by policy, {len(report.kept_range)} beyond fp16 range; "
+               f"{len(report.untouched)} non-float entries untouched")
+    if report.kept_range:
+        typer.echo("beyond fp16 range (kept fp32): " + _names(report.kept_range))
+    if report.underflow:
+        typer.echo(f"{report.underflow} nonzero values flushed to zero in fp16, in "
+                   f"{len(report.underflow_entries)} entries: {_names(report.underflow_entries)}")
+    if report.dropped:
+        typer.echo(f"dropped {len(report.dropped)} entries (" + (
+            "--weights-only" if cfg.weights_only else "safetensors holds tensors only") + "): "
+            + _names(report.dropped))
+    typer.echo(f"size {_size(report.bytes_before)} -> {_size(report.bytes_after)} "
+               f"({report.ratio:.2f}x) | wrote {report.dst} ({report.format})")
+
+
+def _names(names: list) -> str:
+    return ", ".join(names[:6]) + (f" +{len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def search_command(
+    run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best checkpoint)."),
+    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or overriding the run's)."),
+    model: Optional[str] = typer.Option(None, help=MODEL_HELP + " [default: the run's]"),
+    data: Optional[str] = typer.Option(None, help="Data whose held-out split feeds the trials. [default: the run's, else digits]"),
+    samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole split)."),
+    level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm fp32)."),
+    policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its fp32 cells stay fp32."),
+    out: Path = typer.Option(Path("policy.toml"), help="Where to write the found policy (.toml, .yaml, .json)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    thresholds: Optional[Path] = typer.Option(None, help="Thresholds file (YAML/TOML/JSON) over parity's fp16 defaults."),
+    min_cosine: Optional[float] = typer.Option(None, help="Minimum cosine similarity. [default: 0.999]"),
+    min_top1: Optional[float] = typer.Option(None, help="Minimum top-1 agreement. [default: 0.99]"),
+    max_acc_drop: Optional[float] = typer.Option(None, help="Maximum accuracy drop (fraction). [default: 0.005]"),
+    max_abs: Optional[float] = typer.Option(None, help="Maximum absolute difference. [default: off]"),
+    max_rel: Optional[float] = typer.Option(None, help="Maximum relative difference. [default: off]"),
+    device: str = typer.Option("auto", help="auto, CPU, GPU or Ascend."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result (with the trace) as JSON."),
+) -> None:
+    """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
+    from amptool.convert.search import SearchConfig, search_policy
+
+    th = _thresholds(thresholds, dict(min_cosine=min_cosine, min_top1=min_top1,
+                                      max_acc_drop=max_acc_drop, max_abs=max_abs, max_rel=max_rel))
+    cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
+                       model=model, data=data, samples=samples or None, level=level.upper(),
+                       policy=str(policy) if policy else None, thresholds=th, out=str(out),
+                       force=force, device=device)
+    result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        return
+    kept = ", ".join(result.kept) if result.kept else "none"
+    typer.echo(f"kept in fp32 (beyond the base): {kept}")
+    typer.echo(f"policy {result.policy.describe()}")
+    typer.echo(f"fp16 share: {result.params_fp16:.1%} of parameters, {result.flops_fp16:.1%} of FLOPs"
+               f" | confirmed on a fresh network: cosine {result.confirm['metrics']['cosine']:.6f}")
+    typer.echo(f"{result.n_trials} trials (brute force: {len(result.candidates)}) in "
+               f"{result.seconds:.1f} s | wrote {result.out}")
+
+
+def _thresholds(path: Optional[Path], flags: dict):
+    from amptool.config import read_config_file
+    from amptool.parity.metrics import FP16_VS_FP32, thresholds_from_dict
+
+    th = FP16_VS_FP32
+    if path:
+        th = thresholds_from_dict(read_config_file(path), th, source=f"thresholds file {path}")
+    return thresholds_from_dict({k: v for k, v in flags.items() if v is not None}, th)
+
+
+def _fmt_metric(metrics: dict) -> str:
+    parts = [f"cosine {metrics['cosine']:.6f}"]
+    for key in ("top1_agree", "acc_drop", "max_abs"):
+        if key in metrics:
+            parts.append(f"{key} {metrics[key]:.4g}")
+    if metrics.get("nonfinite"):
+        parts.append(f"nonfinite {metrics['nonfinite']}")
+    return " ".join(parts)
+
+
+def _print_event(event: dict) -> None:
+    if event["kind"] == "start":
+        base = f" (base keeps {', '.join(event['base_kept'])})" if event["base_kept"] else ""
+        typer.echo(f"search on {event['model']} ({event['ckpt']}), base {event['base']}{base}, "
+                   f"{len(event['candidates'])} candidate cells, {event['samples']} samples, "
+                   f"{event['device']}")
+    elif event["kind"] == "trial":
+        cells = event["fp32"]
+        shown = ", ".join(cells[:4]) + (f" +{len(cells) - 4} more" if len(cells) > 4 else "")
+        typer.echo(f"trial {event['trial']:>3} {event['phase']:<8} fp32 [{shown}] "
+                   f"{_fmt_metric(event['metrics'])} -> {'pass' if event['passed'] else 'FAIL'}")
+
+
+def register(app: typer.Typer) -> None:
+    convert_app.command("policy")(handle_errors(policy_command))
+    convert_app.command("ckpt")(handle_errors(ckpt_command))
+    convert_app.command("search")(handle_errors(search_command))
+    app.add_typer(convert_app, name="convert")

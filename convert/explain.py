@@ -1,0 +1,98 @@
+"""``amptool convert policy``: build or read a policy, show what it means for a network."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from amptool.errors import UsageError
+
+LEVEL_MEANING = {
+    "O0": "everything in float32",
+    "O1": "MindSpore's white-list operators (Conv, Dense, MatMul, ReLU...) in the low dtype, "
+          "the rest float32",
+    "O2": "every cell in the low dtype except the black list (BatchNorm, LayerNorm) and the "
+          "policy's fp32 cells",
+    "O3": "every cell in the low dtype except the policy's fp32 cells",
+}
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """What ``amptool convert policy`` was asked to show or write."""
+
+    level: Optional[str] = None
+    """Built-in level O0-O3 (default O2 when no policy file is given)."""
+    dtype: Optional[str] = None
+    """Low-precision dtype: float16 (fp16) or bfloat16 (bf16)."""
+    policy: Optional[str] = None
+    """A policy file to read (TOML/YAML/JSON, or a run.json/manifest)."""
+    fp32_types: tuple = ()
+    """Extra cell types kept in fp32."""
+    fp32_cells: tuple = ()
+    """Extra cell paths kept in fp32."""
+    fp16_cells: tuple = ()
+    """Cell paths forced to the low dtype."""
+    model: Optional[str] = None
+    """Network to resolve the policy against."""
+    device: Optional[str] = None
+    """Check the dtype runs on this device (CPU refuses bfloat16)."""
+    out: Optional[str] = None
+    """Write the policy to this file (.toml, .yaml or .json)."""
+    force: bool = False
+    """Overwrite ``out``."""
+
+
+@dataclass
+class PolicyReport:
+    policy: object
+    meaning: str
+    rows: list
+    out: Optional[str]
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy.to_dict(), "meaning": self.meaning, "out": self.out,
+                "cells": [{"path": p, "type": t, "dtype": d, "params": n}
+                          for p, t, d, n in self.rows]}
+
+    def counts(self) -> dict:
+        by_dtype: dict = {}
+        for _, _, dtype, nparams in self.rows:
+            cells, params = by_dtype.get(dtype, (0, 0))
+            by_dtype[dtype] = (cells + 1, params + nparams)
+        return by_dtype
+
+
+def build_policy(cfg: PolicyConfig):
+    """The policy the options describe: a file, or a level plus extra cell lists."""
+    from amptool.convert.policy import load_policy, make_policy
+
+    if cfg.policy:
+        if cfg.level or cfg.dtype or cfg.fp32_types or cfg.fp32_cells or cfg.fp16_cells:
+            raise UsageError("--policy cannot be combined with --level, --dtype or cell options",
+                             "edit the policy file, or build one from --level and cell options")
+        return load_policy(cfg.policy)
+    return make_policy(cfg.level or "O2", cfg.dtype or "float16", cfg.fp32_types,
+                       cfg.fp32_cells, cfg.fp16_cells)
+
+
+def explain_policy(cfg: PolicyConfig) -> PolicyReport:
+    """Resolve the policy, check it against the model and device, optionally write it."""
+    from amptool.convert.policy import check_dtype_on_device, save_policy
+
+    policy = build_policy(cfg)
+    if cfg.device:
+        from amptool.device import resolve_device
+
+        check_dtype_on_device(policy, resolve_device(cfg.device))
+    rows = []
+    if cfg.model:
+        from amptool.convert.policy import cell_dtypes
+        from amptool.device import import_mindspore
+        from amptool.samples.loader import resolve_model
+
+        import_mindspore()
+        net = resolve_model(cfg.model).build()
+        rows = cell_dtypes(net, policy)  # raises one error listing unknown paths/types
+    if cfg.out:
+        save_policy(policy, cfg.out, force=cfg.force)
+    return PolicyReport(policy, LEVEL_MEANING[policy.level], rows, cfg.out)
