@@ -1,0 +1,175 @@
+"""Checkpoint conversion on a real training checkpoint: dtypes, untouched entries, formats,
+sizes, loading back within fp16 rounding, refusing overwrites, atomic writes."""
+import json
+import os
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from amptool.cli import app
+from amptool.convert.ckpt import CkptConfig, convert_checkpoint, load_converted, read_entries
+
+runner = CliRunner()
+FP16_ULP = 2.0 ** -11  # relative rounding of fp16
+
+
+def _one_line_error(result, code=2):
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("amptool: error:"), result.output
+    return lines[0]
+
+
+def _dtypes(path):
+    entries, _ = read_entries(path)
+    return {k: (v if isinstance(v, str) else str(v.dtype)) for k, v in entries.items()}
+
+
+@pytest.fixture(scope="module")
+def fp16_ckpt(cnn_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("conv") / "half.ckpt"
+    result = runner.invoke(app, ["convert", "ckpt", str(cnn_run / "best.ckpt"), str(out),
+                                 "--to", "fp16", "--json"])
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.output)
+
+
+def test_fp16_conversion_of_a_training_checkpoint(cnn_run, fp16_ckpt):
+    out, report = fp16_ckpt
+    before, after = _dtypes(cnn_run / "best.ckpt"), _dtypes(out)
+    assert list(before) == list(after)
+    assert after["conv.weight"] == after["fc.weight"] == after["moment1.fc.weight"] == "Float16"
+    # integers and strings untouched; the loss scale (65536) does not fit fp16 and stays fp32
+    assert after["global_step"] == "Int32" and after["epoch"] == "Int64"
+    assert after["model"] == "simplecnn"
+    assert report["kept_range"] == ["amptool_loss_scale.scale_value"]
+    assert after["amptool_loss_scale.scale_value"] == "Float32"
+    assert report["bytes_before"] == os.path.getsize(cnn_run / "best.ckpt")
+    assert report["bytes_after"] == os.path.getsize(out)
+    assert 0.45 < report["ratio"] < 0.6
+
+
+def _outputs(net, x):
+    import mindspore as ms
+
+    net.set_train(False)
+    return net(ms.Tensor(x)).asnumpy()
+
+
+def test_fp16_checkpoint_loads_back_within_rounding(cnn_run, fp16_ckpt):
+    import mindspore as ms
+
+    from amptool.samples.models import REGISTRY
+    from amptool.train.data import load_dataset
+
+    out, _ = fp16_ckpt
+    spec = REGISTRY["simplecnn"]
+    original = spec.build()
+    ms.load_param_into_net(original, ms.load_checkpoint(str(cnn_run / "best.ckpt")))
+    restored = spec.build()
+    load_converted(restored, out)
+    for p, q in zip(original.get_parameters(), restored.get_parameters()):
+        assert q.dtype == ms.float32
+        a, b = p.asnumpy(), q.asnumpy()
+        np.testing.assert_allclose(b, a, rtol=FP16_ULP, atol=6e-8)
+        assert not np.array_equal(a, b) or p.name.endswith("bias")  # really rounded
+    x = load_dataset("digits", spec.input_shape, 10).val_x[:128]
+    ref, got = _outputs(original, x), _outputs(restored, x)
+    cosine = float((ref * got).sum() / np.linalg.norm(ref) / np.linalg.norm(got))
+    assert cosine > 0.99999 and (ref.argmax(1) == got.argmax(1)).mean() >= 0.99
+
+
+def test_rounding_check_catches_a_planted_fault(cnn_run, fp16_ckpt, tmp_path):
+    """A conversion that damages one weight (a sign flip) must fail the same comparison."""
+    import mindspore as ms
+
+    from amptool.samples.models import REGISTRY
+
+    out, _ = fp16_ckpt
+    entries, _ = read_entries(out)
+    broken = [{"name": k, "data": (-v if k == "fc.bias" else v)} for k, v in entries.items()
+              if not isinstance(v, str)]
+    ms.save_checkpoint(broken, str(tmp_path / "broken.ckpt"))
+    original, restored = REGISTRY["simplecnn"].build(), REGISTRY["simplecnn"].build()
+    ms.load_param_into_net(original, ms.load_checkpoint(str(cnn_run / "best.ckpt")))
+    load_converted(restored, tmp_path / "broken.ckpt")
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(restored.fc.bias.asnumpy(), original.fc.bias.asnumpy(),
+                                   rtol=FP16_ULP, atol=6e-8)
+
+
+def test_safetensors_round_trip(fp16_ckpt, tmp_path):
+    out, _ = fp16_ckpt
+    st = tmp_path / "half.safetensors"
+    report = convert_checkpoint(CkptConfig(str(out), str(st), to="fp16", all_floats=True))
+    assert report.format == "safetensors" and report.dropped == ["model"]
+    back = tmp_path / "full.ckpt"
+    report = convert_checkpoint(CkptConfig(str(st), str(back), to="fp32", format="ckpt"))
+    half, _ = read_entries(st)
+    full, fmt = read_entries(back)
+    assert fmt == "ckpt" and str(full["fc.weight"].dtype) == "Float32"
+    np.testing.assert_array_equal(full["fc.weight"].asnumpy(),
+                                  half["fc.weight"].asnumpy().astype(np.float32))  # exact widening
+    assert str(full["global_step"].dtype) == "Int32"
+    assert 1.8 < report.ratio < 2.2
+
+
+def test_policy_keeps_its_fp32_cells(tmp_path):
+    import mindspore as ms
+
+    from amptool.convert.policy import make_policy, save_policy
+    from amptool.samples.models import REGISTRY
+
+    src = tmp_path / "resnet.ckpt"
+    ms.save_checkpoint(REGISTRY["resnet"].build(), str(src))
+    default = convert_checkpoint(CkptConfig(str(src), str(tmp_path / "o2.ckpt"), model="resnet"))
+    dtypes = _dtypes(tmp_path / "o2.ckpt")
+    assert dtypes["layer1.bn1.gamma"] == dtypes["stem.1.moving_variance"] == "Float32"
+    assert dtypes["layer1.conv1.weight"] == "Float16" and "O2" in default.policy
+    policy = save_policy(make_policy("O3", fp32_cells=["fc"]), tmp_path / "fc.yaml")
+    convert_checkpoint(CkptConfig(str(src), str(tmp_path / "fc.ckpt"), model="resnet",
+                                  policy=str(policy)))
+    dtypes = _dtypes(tmp_path / "fc.ckpt")
+    assert dtypes["fc.weight"] == "Float32" and dtypes["layer1.bn1.gamma"] == "Float16"
+    result = runner.invoke(app, ["convert", "ckpt", str(src), str(tmp_path / "all.ckpt"),
+                                 "--to", "fp16", "--model", "resnet", "--all"])
+    assert result.exit_code == 0, result.output
+    assert set(_dtypes(tmp_path / "all.ckpt").values()) == {"Float16"}
+
+
+def test_never_overwrites_without_force(fp16_ckpt, cnn_run, tmp_path):
+    out, _ = fp16_ckpt
+    target = tmp_path / "t.ckpt"
+    target.write_bytes(b"keep me")
+    os.chmod(target, 0o400)
+    args = ["convert", "ckpt", str(out), str(target), "--to", "fp32"]
+    assert "already exists" in _one_line_error(runner.invoke(app, args))
+    assert target.read_bytes() == b"keep me"
+    assert runner.invoke(app, args + ["--force"]).exit_code == 0
+    assert _dtypes(target)["fc.weight"] == "Float32"
+
+
+def test_user_mistakes_are_one_line_and_leave_nothing(fp16_ckpt, tmp_path):
+    out, _ = fp16_ckpt
+    corrupt = tmp_path / "corrupt.ckpt"
+    corrupt.write_bytes(out.read_bytes()[:5000])
+    cases = [
+        (["convert", "ckpt", str(corrupt), str(tmp_path / "a.ckpt"), "--to", "fp16"], "cannot be read"),
+        (["convert", "ckpt", str(tmp_path / "no.ckpt"), str(tmp_path / "a.ckpt"), "--to", "fp16"], "does not exist"),
+        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "int8"], "unknown target dtype"),
+        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "fp16", "--format", "pt"], "unknown checkpoint format"),
+        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "fp16", "--model", "lenet5",
+          "--policy", str(tmp_path / "missing.toml")], "does not exist"),
+        (["convert", "ckpt", str(out), str(out), "--to", "fp16", "--force"], "is the input file"),
+    ]
+    for args, message in cases:
+        assert message in _one_line_error(runner.invoke(app, args))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.ckpt"]
+
+
+def test_weights_only_keeps_just_the_network(cnn_run, tmp_path):
+    report = convert_checkpoint(CkptConfig(str(cnn_run / "best.ckpt"), str(tmp_path / "w.ckpt"),
+                                           weights_only=True))
+    assert set(_dtypes(tmp_path / "w.ckpt")) == {"conv.weight", "conv.bias", "fc.weight", "fc.bias"}
+    assert "moment1.fc.weight" in report.dropped and report.ratio < 0.2

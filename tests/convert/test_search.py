@@ -1,0 +1,128 @@
+"""The fp32-cell search: finds the planted fp16-unsafe cell, keeps nothing on a healthy
+model, fails clearly when nothing passes."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from amptool.cli import app
+from amptool.convert.policy import load_policy, make_policy, save_policy
+from amptool.convert.search import bisect
+
+runner = CliRunner()
+
+
+def _one_line_error(result, code=2):
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("amptool: error:"), result.output
+    return lines[0]
+
+
+def _oracle(needed):
+    calls = []
+
+    def trial(kept, phase):
+        calls.append(list(kept))
+        return all(any(c in kept for c in group) for group in needed)
+
+    return trial, calls
+
+
+def test_bisect_finds_scattered_cells_in_fewer_trials_than_brute_force():
+    cells = [f"c{i}" for i in range(32)]
+    trial, calls = _oracle([{"c3"}, {"c29"}])
+    assert bisect(cells, trial) == ["c3", "c29"]
+    assert len(calls) < len(cells)
+
+
+def test_bisect_drop_phase_removes_a_cell_needed_only_earlier():
+    """c1 is needed only while c6 is fp32 (cells interact): once c6 went fp16, drop c1."""
+    cells = [f"c{i}" for i in range(8)]
+    log = []
+
+    def trial(kept, phase):
+        log.append(phase)
+        return "c4" in kept and ("c1" in kept or "c6" not in kept)
+
+    assert bisect(cells, trial) == ["c4"]
+    assert "drop" in log
+
+
+@pytest.fixture(scope="module")
+def trap_search(trap_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("search") / "trap.toml"
+    result = runner.invoke(app, ["convert", "search", "--run", str(trap_run), "--samples", "128",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_search_keeps_the_planted_cell(trap_search):
+    out, text = trap_search
+    policy = load_policy(out)
+    assert policy.level == "O3" and "norm" in policy.fp32_cells and len(policy.fp32_cells) <= 2
+    trials = [line for line in text.splitlines() if line.startswith("trial")]
+    assert "all-fp16" in trials[0] and trials[0].endswith("FAIL")
+    assert "all-fp32" in trials[1] and trials[1].endswith("pass")
+    assert "kept in fp32 (beyond the base): norm" in text
+    assert f"{len(trials)} trials (brute force: 7)" in text
+
+
+def test_found_policy_passes_and_all_fp16_fails_on_a_fresh_network(trap_run, trap_search):
+    """The planted fault is caught by the metrics, and the found policy removes it."""
+    import mindspore as ms
+
+    from amptool.convert.search import judge
+    from amptool.convert.source import build_with_weights, load_source
+    from amptool.convert.policy import apply_policy
+    from amptool.parity.metrics import FP16_VS_FP32
+
+    src = load_source(str(trap_run), None, None, None, 128)
+    x = ms.Tensor(src.x)
+    ref = build_with_weights(src.spec, src.weights, "ckpt")(x).asnumpy()
+    for policy, expect in ((make_policy("O3"), False), (load_policy(trap_search[0]), True)):
+        net = apply_policy(build_with_weights(src.spec, src.weights, "ckpt"), policy)
+        ok, metrics = judge(ref, net(x).asnumpy(), src.y, FP16_VS_FP32)
+        assert ok is expect, metrics
+
+
+def test_healthy_model_keeps_nothing_beyond_the_base(cnn_run, tmp_path):
+    out = tmp_path / "cnn.json"
+    result = runner.invoke(app, ["convert", "search", "--run", str(cnn_run), "--level", "O2",
+                                 "--samples", "128", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["kept"] == [] and report["n_trials"] == 1
+    assert report["params_fp16"] == 1.0 and report["flops_fp16"] == 1.0
+    assert load_policy(out) == make_policy("O2")
+
+
+def test_nothing_passes_exits_1_and_writes_nothing(trap_run, tmp_path):
+    out = tmp_path / "never.toml"
+    result = runner.invoke(app, ["convert", "search", "--run", str(trap_run), "--samples", "64",
+                                 "--max-abs", "0", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "amptool: error: no policy passes parity" in result.output
+    assert "all-fp32" in result.output and not out.exists()
+
+
+def test_search_mistakes(trap_run, tmp_path):
+    exists = tmp_path / "exists.toml"
+    exists.write_text("x")
+    bf16 = save_policy(make_policy("O3", "bf16"), tmp_path / "bf16.toml")
+    bad = save_policy(make_policy("O3", fp32_cells=["nope"]), tmp_path / "bad.toml")
+    run = ["convert", "search", "--run", str(trap_run)]
+    cases = [
+        (["convert", "search"], "nothing to search on"),
+        (run + ["--out", str(exists)], "already exists"),
+        (run + ["--out", str(tmp_path / "p.txt")], "unknown extension"),
+        (run + ["--level", "O1", "--out", str(tmp_path / "p.toml")], "needs an O2 or O3 base"),
+        (run + ["--policy", str(bf16), "--out", str(tmp_path / "p.toml")], "bfloat16 is not supported on CPU"),
+        (run + ["--policy", str(bad), "--out", str(tmp_path / "p.toml")], "unknown cell path(s) nope"),
+        (["convert", "search", "--run", str(tmp_path), "--out", str(tmp_path / "p.toml")], "has no run.json"),
+        (run + ["--ckpt", str(tmp_path / "exists.toml"), "--out", str(tmp_path / "p.toml")], "cannot be read"),
+    ]
+    for args, message in cases:
+        assert message in _one_line_error(runner.invoke(app, args)), args
+    assert not (tmp_path / "p.toml").exists()
