@@ -59,15 +59,17 @@ def train_command(
     merged = {**base, **file_values}
     cfg = build_config(TrainConfig, merged, flags, source=f"config {config}" if config else "config")
     _check_level(cfg.amp_level)
+    reporter = _Reporter(quiet or as_json)
     if cfg.workers > 1 or nodes > 1:
         from amptool.train.launch import launch_workers
 
-        summary = launch_workers(cfg, nodes=nodes, node_rank=node_rank, master_addr=master_addr,
-                                 master_port=master_port, quiet=quiet or as_json)
+        with reporter:
+            summary = launch_workers(cfg, nodes=nodes, node_rank=node_rank,
+                                     master_addr=master_addr, master_port=master_port,
+                                     quiet=quiet or as_json, on_event=reporter.on_event)
     else:
         from amptool.train.loop import train_model
 
-        reporter = _Reporter(quiet or as_json)
         with reporter:
             summary = train_model(cfg, on_event=reporter.on_event).to_dict()
     _print_summary(summary, as_json)

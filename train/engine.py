@@ -95,8 +95,9 @@ class TrainStep:
 
         def _grads(x, y):
             (_, loss), grads = grad_fn(x, y)
-            if reducer is not None:
+            if reducer is not None:  # average gradients, and report the global batch's loss
                 grads = tuple(all_reduce(g) / world for g in grads)
+                loss = all_reduce(loss) / world
             if scaler is not None:
                 grads = scaler.unscale(grads)
             return loss, grads

@@ -1,6 +1,7 @@
 """``train_model``: the whole training run, reported through a callback, never printed."""
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import time
@@ -40,6 +41,15 @@ class TrainSummary:
         d = dict(self.__dict__)
         d.update(d.pop("extra"))
         return d
+
+
+def weights_digest(net) -> str:
+    """sha256 over every parameter's name and bytes: equal digests mean bit-identical weights."""
+    digest = hashlib.sha256()
+    for param in sorted(net.get_parameters(), key=lambda p: p.name):
+        digest.update(param.name.encode())
+        digest.update(param.asnumpy().tobytes())
+    return digest.hexdigest()
 
 
 def ckpt_path(out: Path, which: str, fmt: str) -> Path:
@@ -219,7 +229,8 @@ def _run(cfg, emit, out, last_path, device, policy, loss_scale, spec, data, net,
         loss_scale=trainer.scale_value(), samples_per_s=timed_samples / timed_seconds if timed_seconds else 0.0,
         final_loss=loss_value, epochs=cfg.epochs, workers=world,
         seconds=time.perf_counter() - t_start, out=str(out),
-        extra={"model": spec.name, "policy": policy.describe(), "device": device})
+        extra={"model": spec.name, "policy": policy.describe(), "device": device,
+               "weights_sha256": weights_digest(net)})
     if lead:
         run_info["summary"] = summary.to_dict()
         write_json(out / "run.json", run_info)
