@@ -12,6 +12,7 @@ from amptool.cli import handle_errors
 convert_app = typer.Typer(no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
 
+LIMIT = "a number, or 'off' to disable"
 MODEL_HELP = "Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or path/to/file.py:factory."
 
 
@@ -112,12 +113,13 @@ def search_command(
     policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its fp32 cells stay fp32."),
     out: Path = typer.Option(Path("policy.toml"), help="Where to write the found policy (.toml, .yaml, .json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    thresholds: Optional[Path] = typer.Option(None, help="Thresholds file (YAML/TOML/JSON) over parity's fp16 defaults."),
-    min_cosine: Optional[float] = typer.Option(None, help="Minimum cosine similarity. [default: 0.999]"),
-    min_top1: Optional[float] = typer.Option(None, help="Minimum top-1 agreement. [default: 0.99]"),
-    max_acc_drop: Optional[float] = typer.Option(None, help="Maximum accuracy drop (fraction). [default: 0.005]"),
-    max_abs: Optional[float] = typer.Option(None, help="Maximum absolute difference. [default: off]"),
-    max_rel: Optional[float] = typer.Option(None, help="Maximum relative difference. [default: off]"),
+    thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity config's [thresholds] table works) over parity's fp16 defaults."),
+    min_cosine: Optional[str] = typer.Option(None, help=f"Least cosine similarity ({LIMIT}). [default: 0.999]"),
+    min_top1: Optional[str] = typer.Option(None, help=f"Least top-1 agreement ({LIMIT}). [default: 0.99]"),
+    max_acc_drop: Optional[str] = typer.Option(None, help=f"Largest accuracy drop as a fraction ({LIMIT}). [default: 0.005]"),
+    max_abs: Optional[str] = typer.Option(None, help=f"Largest absolute error ({LIMIT}). [default: off]"),
+    max_rel: Optional[str] = typer.Option(None, help=f"Largest relative error ({LIMIT}). [default: off]"),
+    max_outside: Optional[str] = typer.Option(None, help=f"Largest fraction of elements outside atol + rtol*|ref| ({LIMIT}). [default: off]"),
     device: str = typer.Option("auto", help="auto, CPU, GPU or Ascend."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
     as_json: bool = typer.Option(False, "--json", help="Print the result (with the trace) as JSON."),
@@ -126,7 +128,8 @@ def search_command(
     from amptool.convert.search import SearchConfig, search_policy
 
     th = _thresholds(thresholds, dict(min_cosine=min_cosine, min_top1=min_top1,
-                                      max_acc_drop=max_acc_drop, max_abs=max_abs, max_rel=max_rel))
+                                      max_acc_drop=max_acc_drop, max_abs=max_abs, max_rel=max_rel,
+                                      max_outside=max_outside))
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
                        model=model, data=data, samples=samples or None, level=level.upper(),
                        policy=str(policy) if policy else None, thresholds=th, out=str(out),
@@ -145,13 +148,25 @@ def search_command(
 
 
 def _thresholds(path: Optional[Path], flags: dict):
+    """Parity's fp16-vs-fp32 defaults, then a file's table and its fp16_vs_fp32 table, then flags."""
     from amptool.config import read_config_file
+    from amptool.parity.config import PAIR_TABLES, flag_overrides, validate_file_thresholds
     from amptool.parity.metrics import FP16_VS_FP32, thresholds_from_dict
 
     th = FP16_VS_FP32
     if path:
-        th = thresholds_from_dict(read_config_file(path), th, source=f"thresholds file {path}")
-    return thresholds_from_dict({k: v for k, v in flags.items() if v is not None}, th)
+        data = read_config_file(path)
+        table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
+        source = f"thresholds file {path}"
+        validate_file_thresholds(table, source)
+        general = {k: v for k, v in table.items() if k not in PAIR_TABLES}
+        for part in (general, table.get("fp16_vs_fp32", {})):
+            th = thresholds_from_dict({k: _off(v) for k, v in part.items()}, th, source)
+    return thresholds_from_dict(flag_overrides(**flags), th, "flags")
+
+
+def _off(value):
+    return None if isinstance(value, str) and value.lower() in ("off", "none") else value
 
 
 def _fmt_metric(metrics: dict) -> str:

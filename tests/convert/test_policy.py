@@ -107,3 +107,28 @@ def test_o2_equals_o3_with_its_black_list_as_types():
     out_o2 = apply_policy(nets[0], make_policy("O2"))(x).asnumpy()
     out_types = apply_policy(nets[1], as_types)(x).asnumpy()
     np.testing.assert_array_equal(out_o2, out_types)
+
+
+def test_thresholds_from_file_and_flags(tmp_path):
+    from amptool.convert.cli import _thresholds
+
+    path = tmp_path / "parity.toml"
+    path.write_text('[thresholds]\nmin_cosine = 0.9\nmax_acc_drop = "off"\n'
+                    '[thresholds.fp16_vs_fp32]\nmax_abs = 0.1\n')
+    th = _thresholds(path, {"min_top1": "off", "max_rel": "0.5"})
+    assert (th.min_cosine, th.max_acc_drop, th.max_abs, th.min_top1, th.max_rel) == (
+        0.9, None, 0.1, None, 0.5)
+    line = _one_line_error(runner.invoke(app, ["convert", "search", "--min-cosine", "high"]))
+    assert "--min-cosine takes a number" in line
+
+
+def test_cli_as_a_subprocess():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("amptool")
+    done = subprocess.run([str(exe), "convert", "policy", "--level", "O2", "--model", "lenet5"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "conv1" in done.stdout and "float16" in done.stdout

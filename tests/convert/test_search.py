@@ -126,3 +126,21 @@ def test_search_mistakes(trap_run, tmp_path):
     for args, message in cases:
         assert message in _one_line_error(runner.invoke(app, args)), args
     assert not (tmp_path / "p.toml").exists()
+
+
+def test_fp16_export_under_the_found_policy_passes_parity(trap_run, trap_search, tmp_path):
+    """End to end: search -> export --policy -> amptool parity; the all-fp16 export fails."""
+    found, _ = trap_search
+    all_fp16 = save_policy(make_policy("O3"), tmp_path / "o3.toml")
+    for name, policy in (("found", found), ("o3", all_fp16)):
+        result = runner.invoke(app, ["export", "--run", str(trap_run), "--policy", str(policy),
+                                     "--precision", "fp16" if name == "o3" else "both",
+                                     "--out", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    ref = tmp_path / "found" / "trapmlp_fp32.mindir"
+    good = runner.invoke(app, ["parity", str(ref), str(tmp_path / "found" / "trapmlp_fp16.mindir"),
+                               "--samples", "128"])
+    assert good.exit_code == 0, good.output
+    bad = runner.invoke(app, ["parity", str(ref), str(tmp_path / "o3" / "trapmlp_fp16.mindir"),
+                              "--samples", "128"])
+    assert bad.exit_code == 1 and "parity failed" in bad.output, bad.output
