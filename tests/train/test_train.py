@@ -1,0 +1,98 @@
+"""Training runs on the bundled digits: every AMP level learns, O2 matches O0, resume is exact."""
+import json
+
+import numpy as np
+import pytest
+
+from amptool.train.config import TrainConfig
+from amptool.train.loop import train_model
+
+
+def _losses(out):
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in rows if "loss" in r]
+
+
+def _params(path):
+    import mindspore as ms
+
+    return {k: v.asnumpy() for k, v in ms.load_checkpoint(str(path)).items() if hasattr(v, "asnumpy")}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("levels")
+    result = {}
+    for level, epochs in (("O0", 3), ("O1", 2), ("O2", 3), ("O3", 2)):
+        out = base / level
+        summary = train_model(TrainConfig(amp_level=level, epochs=epochs, out=str(out)))
+        result[level] = (out, summary)
+    return result
+
+
+@pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3"])
+def test_each_level_lowers_the_loss(runs, level):
+    out, summary = runs[level]
+    losses = _losses(out)
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+    assert summary.val_acc > 0.85
+    assert (out / "best.ckpt").is_file() and (out / "last.ckpt").is_file()
+    run = json.loads((out / "run.json").read_text())
+    assert run["policy"]["level"] == level
+    assert run["summary"]["steps"] == summary.steps
+    assert set(run["versions"]) >= {"mindspore", "amptool", "numpy"}
+
+
+def test_loss_scale_defaults_follow_level(runs):
+    kinds = {lvl: json.loads((out / "run.json").read_text())["loss_scale"]["kind"]
+             for lvl, (out, _) in runs.items()}
+    assert kinds == {"O0": "none", "O1": "dynamic", "O2": "dynamic", "O3": "none"}
+
+
+def test_o2_accuracy_within_one_point_of_o0(runs):
+    assert abs(runs["O2"][1].val_acc - runs["O0"][1].val_acc) <= 0.01
+
+
+def test_o2_really_computes_in_fp16(runs):
+    o0 = _losses(runs["O0"][0])
+    o2 = _losses(runs["O2"][0])
+    assert o0[0] != o2[0], "O2 must not compute bit-identically to fp32"
+    assert abs(o0[0] - o2[0]) < 1e-2
+
+
+def test_resume_matches_uninterrupted_run(runs, tmp_path):
+    full_out, full = runs["O2"]
+    out = tmp_path / "resumed"
+    train_model(TrainConfig(amp_level="O2", epochs=2, out=str(out)))
+    resumed = train_model(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
+    assert resumed.steps == full.steps
+    a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
+    assert set(a) == set(b)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), f"{name} differs after resume"
+    assert _losses(out) == _losses(full_out)
+
+
+def test_metrics_and_summary_fields(runs):
+    out, summary = runs["O2"]
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert set(first) >= {"step", "epoch", "loss", "loss_scale", "overflow", "lr", "samples_per_s"}
+    assert summary.samples_per_s > 0 and summary.loss_scale == 65536.0
+    assert summary.overflow_steps == 0
+
+
+def test_forced_overflow_is_counted(tmp_path):
+    summary = train_model(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40))
+    assert summary.overflow_steps >= 10
+    assert summary.loss_scale <= 2.0 ** 30
+    rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sum(1 for r in rows if r.get("overflow")) == summary.overflow_steps
+    assert summary.val_acc > 0.5
+
+
+@pytest.mark.parametrize("model", ["lenet5", "resnet", "transformer"])
+def test_other_samples_train(model, tmp_path):
+    summary = train_model(TrainConfig(model=model, epochs=1, out=str(tmp_path), lr=0.003))
+    losses = _losses(tmp_path)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+    assert np.isfinite(summary.final_loss) and summary.overflow_steps < summary.steps // 4
