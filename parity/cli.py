@@ -79,9 +79,9 @@ def build_parity_config(artefacts, flags: dict, thresholds: dict, config, key_fi
                              "give artefacts on the command line")
     key = None
     if key_file is not None:
-        if not key_file.is_file():
-            raise UsageError(f"--key-file {key_file} does not exist", "give the key file used at export")
-        key = key_file.read_bytes().strip()
+        from amptool.export.keys import key_from_file
+
+        key = key_from_file(key_file)
     load = flags.get("load_outputs") or file_values.get("load_outputs")
     ref, cands = ("", tuple(artefacts)) if load else (artefacts[0], tuple(artefacts[1:]))
     base = {**file_values}
@@ -93,7 +93,8 @@ def build_parity_config(artefacts, flags: dict, thresholds: dict, config, key_fi
 def emit_report(report: dict, json_out, junit, plot, quiet: bool) -> None:
     """Print the table, write the requested files, then exit 1 if parity failed."""
     from amptool.errors import CheckFailed
-    from amptool.parity.report import failure_line, format_table, write_junit, write_report_json
+    from amptool.parity.report import (failure_fix, failure_line, format_table, write_junit,
+                                       write_report_json)
 
     if json_out is not None:
         write_report_json(str(json_out), report)
@@ -106,8 +107,60 @@ def emit_report(report: dict, json_out, junit, plot, quiet: bool) -> None:
     text = format_table(report)
     typer.echo(text.splitlines()[-1] if quiet else text)
     if not report["passed"]:
-        raise CheckFailed(failure_line(report))
+        raise CheckFailed(failure_line(report), failure_fix(report))
+
+
+def run_command(
+    model: Optional[str] = typer.Option(None, help="Sample name or path/to/file.py:factory. [default: simplecnn]"),
+    data: Optional[str] = typer.Option(None, help="digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE. [default: digits]"),
+    amp_level: Optional[str] = typer.Option(None, "--amp-level", help="AMP level of training, O0..O3. [default: O2]"),
+    policy: Optional[Path] = typer.Option(None, help="Precision policy file (overrides --amp-level)."),
+    epochs: Optional[int] = typer.Option(None, help="Training epochs. [default: 5]"),
+    batch_size: Optional[int] = typer.Option(None, help="Training batch size. [default: 32]"),
+    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. [default: 0]"),
+    device: Optional[str] = typer.Option(None, help="auto, CPU, GPU or Ascend. [default: auto]"),
+    out: Optional[Path] = typer.Option(None, help="Output folder. [default: runs/pipeline]"),
+    onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. [default: auto]"),
+    samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. [default: all]"),
+    per_layer: bool = typer.Option(False, "--per-layer", help="Add per-layer localization to the parity report."),
+    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options; flags override it."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the summary table."),
+) -> None:
+    """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
+    import json
+
+    from amptool.config import build_config, read_config_file
+    from amptool.errors import CheckFailed
+    from amptool.parity.pipeline import PipelineConfig, run_pipeline
+
+    flags = dict(model=model, data=data, amp_level=amp_level.upper() if amp_level else None,
+                 policy=_s(policy), epochs=epochs, batch_size=batch_size, seed=seed,
+                 device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
+                 samples=samples, per_layer=per_layer or None)
+    file_values = read_config_file(config) if config else {}
+    cfg = build_config(PipelineConfig, file_values, flags, source=f"config {config}")
+    summary = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    else:
+        from amptool.parity.report import format_pipeline
+
+        typer.echo(format_pipeline(summary))
+    if not summary["passed"]:
+        why = "; ".join(c["message"] for c in summary["parity"]["culprits"])
+        raise CheckFailed(f"parity failed{': ' + why if why else ''}",
+                          f"see {Path(cfg.out) / 'parity.json'}")
+
+
+def _stage_printer(event: dict) -> None:
+    if event["kind"] == "stage":
+        extra = f" ({', '.join(event['formats'])})" if event.get("formats") else ""
+        typer.echo(f"== {event['stage']}{extra}")
+    elif event["kind"] == "epoch":
+        typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} val acc {event['val_acc']:.4f}")
 
 
 def register(app: typer.Typer) -> None:
     app.command("parity")(handle_errors(parity_command))
+    app.command("run")(handle_errors(run_command))

@@ -18,6 +18,8 @@ from amptool.parity.inputs import (DEFAULT_DATA, InputSet, load_data_inputs, loa
 from amptool.parity.metrics import check_metrics, compute_metrics, passed
 from amptool.parity.sources import Source, open_source
 
+FP16_MAX = 65504.0
+
 
 def check_config(cfg: ParityConfig) -> None:
     if cfg.load_outputs and cfg.save_outputs:
@@ -38,20 +40,34 @@ def check_config(cfg: ParityConfig) -> None:
 
 
 def check_parity(cfg: ParityConfig) -> dict:
-    """Compare every candidate with the reference; return the report."""
+    """Compare every candidate with the reference; return the report.
+
+    Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
+    """
     check_config(cfg)
     t0 = time.perf_counter()
     from amptool.device import import_mindspore, resolve_device, set_device
 
-    import_mindspore()
-    set_device(resolve_device(cfg.device), graph=False)
+    ms = import_mindspore()
+    device = resolve_device(cfg.device)
+    previous = ms.get_context("mode")
+    set_device(device, graph=False)
+    try:
+        report = _compare_all(cfg)
+    finally:
+        ms.set_context(mode=previous)
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    report["device"] = device
+    return report
+
+
+def _compare_all(cfg: ParityConfig) -> dict:
     golden_out = None
     if cfg.load_outputs:
         ref, inputs, golden_out = load_golden(cfg.load_outputs)
-        cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
     else:
         ref = open_source(cfg.reference, cfg.model, cfg.ckpt, cfg.key)
-        cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
+    cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
     for cand in cands:
         check_compatible(ref, cand)
     if golden_out is None:
@@ -63,14 +79,17 @@ def check_parity(cfg: ParityConfig) -> dict:
     else:
         ref_out = golden_out
         if cfg.inputs:
-            inputs = load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
+            raise UsageError("--inputs cannot replace the inputs stored with --load-outputs",
+                             "drop --inputs: golden outputs carry their inputs")
+        if cfg.samples is not None:
+            inputs = inputs.head(cfg.samples)
+            ref_out = [o[:cfg.samples] for o in ref_out]
     probes: dict = {}
     results = [_judge(cfg, ref, cand, inputs, ref_out, probes) for cand in cands]
     return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
             "inputs": {"description": inputs.description, "samples": inputs.count,
                        "labels": inputs.labels is not None},
-            "candidates": results, "golden_saved": cfg.save_outputs or None,
-            "seconds": round(time.perf_counter() - t0, 3)}
+            "candidates": results, "golden_saved": cfg.save_outputs or None}
 
 
 def check_compatible(ref: Source, cand: Source) -> None:
@@ -150,7 +169,9 @@ def _preprocess_findings(ref: Source, cand: Source, inputs: InputSet) -> list:
         return []
     what = ", ".join(f"{k} {b[k]:.6g} vs {a[k]:.6g}" for k in keys)
     return [{"kind": "preprocess", "where": "input",
-             "message": f"input normalization differs from the reference's ({what})"}]
+             "message": f"input normalization differs from the reference's ({what})",
+             "fix": "export both artefacts from the same run (the manifest's preprocess "
+                    "must match the data the weights were trained on)"}]
 
 
 def pick_culprit(result: dict) -> Optional[dict]:
@@ -163,12 +184,29 @@ def pick_culprit(result: dict) -> Optional[dict]:
         first = weights["mismatched"][0]
         return {"kind": "weights", "where": first["cell"],
                 "message": f"weight {first['name']} of cell '{first['cell']}' differs from the "
-                           f"reference's ({first['mismatched']}/{first['size']} values)"}
+                           f"reference's ({first['mismatched']}/{first['size']} values)",
+                "fix": "re-export the candidate from the reference's checkpoint"}
     layer = result.get("per_layer") or {}
     if layer.get("first_flagged"):
-        where, origin = layer["first_flagged"], layer["origin"]
-        how = {"born": "born there", "inherited": "inherited from its input",
-               "input": "the inputs already differ"}.get(origin, origin)
-        return {"kind": "layer", "where": where,
-                "message": f"first diverging cell '{where}' ({how})"}
+        return _layer_culprit(layer)
     return None
+
+
+def _layer_culprit(layer: dict) -> dict:
+    where, origin = layer["first_flagged"], layer["origin"]
+    row = next(r for r in layer["rows"] if r["path"] == where)
+    if origin == "input":
+        return {"kind": "layer", "where": where, "origin": origin,
+                "message": "the network inputs already differ from the reference's",
+                "fix": "check the candidate's input preprocessing"}
+    how = "born there" if origin == "born" else "inherited from its input"
+    cos = row["cosine"]
+    text = (f"first diverging cell '{where}' ({row['type']}, computes in {row['dtype']}; "
+            f"cosine {cos:.4g}; {how})" if cos == cos else
+            f"first diverging cell '{where}' ({row['type']}, computes in {row['dtype']}; "
+            f"NaN/Inf in its output; {how})")
+    if row.get("ref_absmax", 0) > FP16_MAX:
+        text += f"; its fp32 output reaches {row['ref_absmax']:.4g}, beyond fp16's {FP16_MAX:g}"
+    fix = (f"keep '{where}' in fp32: add it to the policy's fp32_cells" if origin == "born"
+           else "look at the operations feeding it in its parent's construct")
+    return {"kind": "layer", "where": where, "origin": origin, "message": text, "fix": fix}

@@ -20,11 +20,7 @@ def fmt(value) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return str(value)
-        if value == 0:
-            return "0"
-        if abs(value) >= 1e-3 and abs(value) < 1e5:
-            return f"{value:.6f}".rstrip("0").rstrip(".") if abs(value) < 1 else f"{value:.4f}"
-        return f"{value:.3e}"
+        return f"{value:.7g}"
     return str(value)
 
 
@@ -83,11 +79,19 @@ def format_table(report: dict) -> str:
             lines.extend(layer_lines(cand["per_layer"]))
         if cand.get("culprit"):
             lines.append(f"  culprit: {cand['culprit']['message']}")
+            if cand["culprit"].get("fix"):
+                lines.append(f"  fix: {cand['culprit']['fix']}")
     lines.append("")
     lines.append(f"parity {'PASSED' if report['passed'] else 'FAILED'} "
                  f"({sum(c['passed'] for c in report['candidates'])}/{len(report['candidates'])}"
                  f" candidates, {report['seconds']:.2f} s)")
     return "\n".join(lines)
+
+
+def failure_fix(report: dict) -> str:
+    fixes = [c["culprit"]["fix"] for c in report["candidates"]
+             if not c["passed"] and c.get("culprit") and c["culprit"].get("fix")]
+    return fixes[0] if fixes else "see the table above (add --per-layer to localize)"
 
 
 def failure_line(report: dict) -> str:
@@ -107,6 +111,30 @@ def failure_line(report: dict) -> str:
 
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
+
+
+def format_pipeline(summary: dict) -> str:
+    """The ``amptool run`` summary: artefacts, sizes, accuracy, parity verdict."""
+    train = summary["train"]
+    lines = [f"trained   {summary['config']['model']} {train['policy']} on {train['device']}: "
+             f"val acc {fmt(train['val_acc'])}, {train['steps']} steps, "
+             f"{train['overflow_steps']} overflow steps skipped",
+             "",
+             f"{'format':<7} {'precision':<9} {'size':>11} {'vs fp32':>8} {'accuracy':>9} "
+             f"{'cosine':>10} {'parity':<9} artefact"]
+    for row in summary["artefacts"]:
+        ratio = f"{row['size_ratio']:.3f}" if row.get("size_ratio") else "-"
+        lines.append(f"{row['format']:<7} {row['precision']:<9} {row['size']:>11,} {ratio:>8} "
+                     f"{fmt(row['accuracy']):>9} {fmt(row.get('cosine')):>10} "
+                     f"{row['verdict']:<9} {row['path']}")
+    parity = summary["parity"]
+    lines.append("")
+    for culprit in parity["culprits"]:
+        lines.append(f"culprit: {culprit['message']}")
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["seconds_by_stage"].items())
+    lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
+                 f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
+    return "\n".join(lines)
 
 
 def write_report_json(path: str, report: dict) -> None:

@@ -1,0 +1,139 @@
+"""``run_pipeline``: train -> export MINDIR (and ONNX) fp32 + fp16 -> parity -> summary.
+
+Layout of ``out``: ``train/`` (the training run), ``export/`` (artefacts and manifests),
+``parity.json`` and ``parity.xml`` (the parity report as JSON and JUnit), ``summary.json``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from amptool.errors import UsageError
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything ``amptool run`` needs; the defaults are the bundled quick pipeline."""
+
+    model: str = "simplecnn"
+    """Sample name or path/to/file.py:factory."""
+    data: str = "digits"
+    """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
+    amp_level: str = "O2"
+    """AMP level of training (O0..O3); the fp16 artefact follows the run's policy."""
+    policy: str = ""
+    """Precision policy file (overrides ``amp_level``)."""
+    epochs: int = 5
+    """Training epochs."""
+    batch_size: int = 32
+    """Training batch size."""
+    seed: int = 0
+    """Seed for weights and data order."""
+    device: str = "auto"
+    """auto, CPU, GPU or Ascend."""
+    out: str = "runs/pipeline"
+    """Output folder (train/, export/, parity.json, parity.xml, summary.json)."""
+    onnx: str = "auto"
+    """ONNX artefacts too: auto (when the onnx extra is installed), on or off."""
+    samples: Optional[int] = None
+    """Held-out samples in the parity check (all when None)."""
+    per_layer: bool = False
+    """Add per-layer localization to the parity report."""
+
+
+def check_config(cfg: PipelineConfig) -> tuple:
+    """Validate before any work; return the export formats."""
+    from amptool.hostinfo import onnx_available
+
+    if cfg.onnx not in ("auto", "on", "off"):
+        raise UsageError(f"unknown --onnx '{cfg.onnx}'", "use auto, on or off")
+    if cfg.onnx == "on" and not onnx_available():
+        raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
+                         "pip install 'amptool[onnx]', or pass --onnx off")
+    if cfg.epochs < 1:
+        raise UsageError(f"epochs must be >= 1 (got {cfg.epochs})", "give a positive --epochs")
+    with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_available())
+    return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
+
+
+def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]] = None) -> dict:
+    """Run every stage; return the summary (``summary["passed"]`` is the parity verdict)."""
+    emit = on_event or (lambda event: None)
+    formats = check_config(cfg)
+    from amptool.export.api import ExportConfig, export_model
+    from amptool.fileio import ensure_out_dir, write_json
+    from amptool.parity.compare import check_parity
+    from amptool.parity.config import ParityConfig
+    from amptool.parity.report import write_junit, write_report_json
+    from amptool.train.config import TrainConfig
+    from amptool.train.loop import train_model
+
+    out = ensure_out_dir(cfg.out)
+    times = {}
+    t0 = time.perf_counter()
+    emit({"kind": "stage", "stage": "train"})
+    train = train_model(TrainConfig(model=cfg.model, data=cfg.data, amp_level=cfg.amp_level,
+                                    policy=cfg.policy, epochs=cfg.epochs,
+                                    batch_size=cfg.batch_size, seed=cfg.seed, device=cfg.device,
+                                    out=str(out / "train")), on_event=on_event)
+    times["train"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    emit({"kind": "stage", "stage": "export", "formats": list(formats)})
+    results = export_model(ExportConfig(run=str(out / "train"), formats=formats, precision="both",
+                                        out=str(out / "export"), force=True, device=cfg.device,
+                                        dynamic_batch=True))
+    times["export"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    emit({"kind": "stage", "stage": "parity"})
+    ref, cands = order_artefacts(results)
+    report = check_parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
+                                       samples=cfg.samples, per_layer=cfg.per_layer,
+                                       device=cfg.device))
+    times["parity"] = time.perf_counter() - t2
+    write_report_json(str(out / "parity.json"), report)
+    write_junit(str(out / "parity.xml"), report)
+    summary = summarize(cfg, train.to_dict(), ref, cands, report, times)
+    summary["seconds"] = round(time.perf_counter() - t0, 2)
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def order_artefacts(results: list) -> tuple:
+    """The MINDIR fp32 artefact is the reference; every other one is a candidate."""
+    ref = next(r for r in results if r.format == "MINDIR" and r.precision == "fp32")
+    return ref, [r for r in results if r is not ref]
+
+
+def summarize(cfg, train: dict, ref, cands: list, report: dict, times: dict) -> dict:
+    by_path = {c["path"]: c for c in report["candidates"]}
+    rows = [_row(ref, None, None)]
+    sizes = {(r.format, r.precision): Path(r.path).stat().st_size for r in [ref] + cands}
+    for cand in cands:
+        rows.append(_row(cand, by_path.get(cand.path), sizes.get((cand.format, "fp32"))))
+    ref_acc = next((o["metrics"].get("ref_acc") for c in report["candidates"]
+                    for o in c["outputs"]), None)
+    rows[0]["accuracy"] = ref_acc
+    return {"passed": report["passed"], "config": asdict(cfg), "out": cfg.out,
+            "train": {k: train.get(k) for k in ("val_acc", "best_acc", "steps", "overflow_steps",
+                                                "loss_scale", "policy", "device", "seconds")},
+            "artefacts": rows, "parity": {"passed": report["passed"],
+                                          "samples": report["inputs"]["samples"],
+                                          "culprits": [c["culprit"] for c in report["candidates"]
+                                                       if c.get("culprit")]},
+            "seconds_by_stage": {k: round(v, 2) for k, v in times.items()}}
+
+
+def _row(result, judged: Optional[dict], fp32_size: Optional[int]) -> dict:
+    size = Path(result.path).stat().st_size
+    row = {"format": result.format, "precision": result.precision, "path": result.path,
+           "size": size, "size_ratio": round(size / fp32_size, 4) if fp32_size else None,
+           "accuracy": None, "verdict": "reference"}
+    if judged is not None:
+        metrics = judged["outputs"][0]["metrics"]
+        row["accuracy"] = metrics.get("cand_acc")
+        row["cosine"] = metrics.get("cosine")
+        row["max_abs"] = metrics.get("max_abs")
+        row["verdict"] = "PASS" if judged["passed"] else "FAIL"
+    return row

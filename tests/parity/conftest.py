@@ -1,0 +1,130 @@
+"""Shared, once-per-session artefacts for the parity tests: real training, real export.
+
+Healthy pipelines (a trained SimpleCNN, seeded LeNet-5/ResNet/Transformer exports) and
+planted faults: trapmlp (a cell whose sum of squares overflows fp16), an fp16 artefact
+with a corrupted stored weight, and an artefact that declares another input normalization.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _export(run=None, ckpt=None, model=None, out=None, formats=("MINDIR",)):
+    from amptool.export.api import ExportConfig, export_model
+
+    results = export_model(ExportConfig(run=str(run or ""), ckpt=str(ckpt or ""),
+                                        model=model or "", formats=formats, out=str(out),
+                                        force=True))
+    return {(r.format, r.precision): r.path for r in results}
+
+
+def _train(model, out, amp_level="O2"):
+    from amptool.train.config import TrainConfig
+    from amptool.train.loop import train_model
+
+    train_model(TrainConfig(model=model, amp_level=amp_level, epochs=1, out=str(out)))
+    return out
+
+
+def copy_artefact(src: str, dst_dir: Path, name: str) -> Path:
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    dst = dst_dir / name
+    shutil.copyfile(src, dst)
+    manifest = json.loads(Path(src + ".json").read_text())
+    return dst, manifest
+
+
+def write_manifest(artefact: Path, manifest: dict) -> None:
+    from amptool.fileio import sha256
+
+    manifest = dict(manifest, sha256=sha256(artefact), file_size=artefact.stat().st_size)
+    Path(str(artefact) + ".json").write_text(json.dumps(manifest, indent=2))
+
+
+def corrupt_mindir_weight(src: str, dst_dir: Path, param: str, rows: int = 4) -> Path:
+    """Byte-swap the fp16 values of the first ``rows`` rows of one stored weight, as a
+    broken fp16 writer would; the manifest is rewritten so the file looks consistent."""
+    from mindspore.train import mind_ir_pb2
+
+    dst, manifest = copy_artefact(src, dst_dir, Path(src).name)
+    model = mind_ir_pb2.ModelProto()
+    model.ParseFromString(dst.read_bytes())
+    tensor = next(t for t in model.graph.parameter if t.name.split(":", 1)[-1] == param)
+    values = np.frombuffer(tensor.raw_data, dtype=np.float16).reshape(tuple(tensor.dims)).copy()
+    values[:rows] = values[:rows].byteswap()
+    tensor.raw_data = values.tobytes()
+    dst.write_bytes(model.SerializeToString())
+    write_manifest(dst, manifest)
+    return dst
+
+
+def renormalize(src: str, dst_dir: Path, mean: float = 0.0, std: float = 1.0) -> Path:
+    """The same artefact, declaring other input normalization in its manifest."""
+    dst, manifest = copy_artefact(src, dst_dir, Path(src).name)
+    manifest["preprocess"] = dict(manifest["preprocess"], mean=mean, std=std)
+    write_manifest(dst, manifest)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def parity_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("parity")
+
+
+@pytest.fixture(scope="session")
+def simplecnn(parity_dir):
+    """A trained SimpleCNN (O2, 1 epoch) exported to MINDIR (and ONNX) fp32 + fp16."""
+    from amptool.hostinfo import onnx_available
+
+    run = _train("simplecnn", parity_dir / "simplecnn")
+    formats = ("MINDIR", "ONNX") if onnx_available() else ("MINDIR",)
+    paths = _export(run=run, out=parity_dir / "simplecnn_export", formats=formats)
+    return {"run": str(run), **{f"{f.lower()}_{p}": v for (f, p), v in paths.items()}}
+
+
+@pytest.fixture(scope="session")
+def trap(parity_dir):
+    """trapmlp trained in fp32: healthy in fp32, its fp16 graph collapses at cell 'norm'."""
+    run = _train("trapmlp", parity_dir / "trap", amp_level="O0")
+    paths = _export(run=run, out=parity_dir / "trap_export")
+    return {"run": str(run), "mindir_fp32": paths[("MINDIR", "fp32")],
+            "mindir_fp16": paths[("MINDIR", "fp16")]}
+
+
+@pytest.fixture(scope="session")
+def corrupted_fp16(simplecnn, parity_dir):
+    return str(corrupt_mindir_weight(simplecnn["mindir_fp16"], parity_dir / "corrupted",
+                                     "conv.weight"))
+
+
+@pytest.fixture(scope="session")
+def renormalized_fp16(simplecnn, parity_dir):
+    return str(renormalize(simplecnn["mindir_fp16"], parity_dir / "renormalized"))
+
+
+@pytest.fixture(scope="session")
+def seeded_export(parity_dir):
+    """name -> MINDIR fp32/fp16 of a seeded, untrained sample model (exported once)."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            from amptool.device import import_mindspore, resolve_device, set_device
+            from amptool.samples.models import REGISTRY
+
+            ms = import_mindspore()
+            set_device(resolve_device("auto"))
+            ms.set_seed(0)
+            ckpt = parity_dir / f"seeded_{name}.ckpt"
+            ms.save_checkpoint(REGISTRY[name].build(), str(ckpt))
+            paths = _export(ckpt=ckpt, model=name, out=parity_dir / f"seeded_{name}")
+            cache[name] = {"ckpt": str(ckpt), "mindir_fp32": paths[("MINDIR", "fp32")],
+                           "mindir_fp16": paths[("MINDIR", "fp16")]}
+        return cache[name]
+
+    return get
