@@ -83,7 +83,9 @@ def restore_state(net, optimizer, scaler_params, params: dict, source: str) -> d
     import mindspore as ms
 
     load_into_net(net, params, source)
-    opt_params = {p.name: params[p.name] for p in optimizer.get_parameters() if p.name in params}
+    # The learning rate is configuration: a resumed run uses the one it is given.
+    opt_params = {p.name: params[p.name] for p in optimizer.get_parameters()
+                  if p.name in params and p.name != "learning_rate"}
     ms.load_param_into_net(optimizer, opt_params)
     for param in scaler_params:
         key = SCALER_PREFIX + param.name

@@ -123,7 +123,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
 
     last_path = ckpt_path(Path(cfg.out), "last", cfg.ckpt_format)
     if cfg.resume and not last_path.is_file():
-        raise UsageError(f"--resume: no checkpoint {last_path.name} in {out}",
+        raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
     out = ensure_out_dir(cfg.out)
     device = resolve_device(cfg.device)
