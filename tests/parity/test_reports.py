@@ -1,0 +1,156 @@
+"""Reports (table, JSON, JUnit, plot), golden outputs, given inputs and thresholds."""
+from __future__ import annotations
+
+import json
+import sys
+from xml.etree import ElementTree as ET
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from amptool.cli import app
+
+runner = CliRunner()
+
+
+def _parity(*args):
+    return runner.invoke(app, ["parity", *map(str, args)])
+
+
+def _error_line(result) -> str:
+    lines = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+def test_table_json_and_junit_of_a_failure(simplecnn, corrupted_fp16, tmp_path):
+    js, xml = tmp_path / "r.json", tmp_path / "r.xml"
+    result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], corrupted_fp16,
+                     "--samples", 48, "--json", js, "--junit", xml)
+    assert result.exit_code == 1
+    out = result.output
+    assert "metric" in out and "threshold" in out and "FAIL" in out and "pass" in out
+    assert ">= 0.999" in out and "nonfinite" in out and "rel_l2" in out
+    report = json.loads(js.read_text())
+    assert [c["passed"] for c in report["candidates"]] == [True, False]
+    metrics = report["candidates"][0]["outputs"][0]["metrics"]
+    assert {"max_abs", "max_rel", "mean_abs", "rmse", "cosine", "rel_l2", "outside_frac",
+            "nonfinite", "top1_agree", "ref_acc", "cand_acc", "acc_drop"} <= set(metrics)
+    root = ET.parse(xml).getroot()
+    suites = root.findall("testsuite")
+    assert len(suites) == 2 and int(root.get("failures")) >= 1
+    assert suites[0].get("failures") == "0" and int(suites[1].get("failures")) >= 1
+    failed = [c for c in suites[1].findall("testcase") if c.find("failure") is not None]
+    assert any(c.get("name").endswith(".cosine") for c in failed)
+
+
+def test_plot_of_the_per_layer_errors(trap, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "layers.png"
+    result = _parity(trap["mindir_fp32"], trap["mindir_fp16"], "--samples", 32,
+                     "--layer-samples", 4, "--plot", png)
+    assert result.exit_code == 1  # --plot implies --per-layer, and the trap fails
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "first below threshold (born)" in result.output
+
+
+def test_plot_without_matplotlib_is_a_clear_error(simplecnn, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    png = tmp_path / "x.png"
+    result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--plot", png)
+    assert result.exit_code == 2
+    assert "--plot needs matplotlib" in _error_line(result) and not png.exists()
+
+
+def test_quiet_prints_the_verdict_only(simplecnn):
+    result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", 32, "-q")
+    assert result.exit_code == 0
+    assert result.output.strip().startswith("parity PASSED (1/1 candidates")
+
+
+def test_golden_outputs_round_trip(simplecnn, corrupted_fp16, renormalized_fp16, tmp_path):
+    golden = tmp_path / "golden.npz"
+    made = _parity(simplecnn["mindir_fp32"], "--save-outputs", golden, "--samples", 64)
+    assert made.exit_code == 0, made.output
+    with np.load(golden) as z:
+        assert z["output_0"].shape == (64, 10) and z["labels"].shape == (64,)
+    ok = _parity("--load-outputs", golden, simplecnn["mindir_fp16"], simplecnn["mindir_fp32"])
+    assert ok.exit_code == 0, ok.output
+    assert "golden" in ok.output
+    bad = _parity("--load-outputs", golden, corrupted_fp16)
+    assert bad.exit_code == 1
+    renorm = _parity("--load-outputs", golden, renormalized_fp16)
+    assert renorm.exit_code == 1
+    assert "input normalization differs" in _error_line(renorm)
+
+
+def test_given_inputs_file(simplecnn, tmp_path):
+    rng = np.random.default_rng(0)
+    good = tmp_path / "in.npz"
+    np.savez(good, x=rng.standard_normal((20, 1, 28, 28)).astype(np.float32))
+    result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--inputs", good)
+    assert result.exit_code == 0, result.output
+    assert "(20 samples), no labels" in result.output
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, a=np.zeros((2, 1, 28, 28), np.float32), b=np.zeros(2))
+    line = _error_line(_parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"],
+                               "--inputs", wrong))
+    assert "has arrays a, b" in line
+
+
+def test_threshold_flags_and_config_file(simplecnn, tmp_path):
+    pair = (simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", 48)
+    strict = _parity(*pair, "--min-cosine", "1.01")
+    assert strict.exit_code == 1 and "cosine" in _error_line(strict)
+    cfg = tmp_path / "parity.toml"
+    cfg.write_text('samples = 48\n[thresholds]\nmin_top1 = "off"\n'
+                   '[thresholds.fp16_vs_fp32]\nmax_abs = 1e-9\n')
+    js = tmp_path / "r.json"
+    from_file = _parity(*pair[:2], "--config", cfg, "--json", js)
+    assert from_file.exit_code == 1, from_file.output
+    checks = {r["metric"]: r for r in json.loads(js.read_text())["candidates"][0]["outputs"][0]["checks"]}
+    assert "top1_agree" not in checks and not checks["max_abs"]["passed"]
+    overridden = _parity(*pair[:2], "--config", cfg, "--max-abs", "off")
+    assert overridden.exit_code == 0, overridden.output
+
+
+def test_default_thresholds_per_pair():
+    from amptool.parity.config import ParityConfig, resolve_thresholds
+
+    fp16 = resolve_thresholds("fp32", "fp16", ParityConfig())
+    fp32 = resolve_thresholds("fp32", "fp32", ParityConfig())
+    assert (fp16.min_cosine, fp16.min_top1, fp16.max_acc_drop, fp16.max_abs) == (
+        0.999, 0.99, 0.005, None)
+    assert fp32.max_abs == 1e-4 and fp32.min_top1 == 1.0
+    tuned = resolve_thresholds("fp32", "fp16", ParityConfig(
+        file_thresholds={"min_cosine": 0.9, "same_precision": {"max_abs": 1.0}},
+        thresholds={"max_rel": 0.5}))
+    assert (tuned.min_cosine, tuned.max_abs, tuned.max_rel) == (0.9, None, 0.5)
+
+
+def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
+    ref, cand = simplecnn["mindir_fp32"], simplecnn["mindir_fp16"]
+    junk = tmp_path / "junk.npz"
+    np.savez(junk, q=np.zeros(3))
+    bad_cfg = tmp_path / "bad.toml"
+    bad_cfg.write_text("[thresholds]\nmin_cosin = 0.9\n")
+    lonely = tmp_path / "lonely.ckpt"
+    lonely.write_bytes(open(simplecnn["run"] + "/best.ckpt", "rb").read())
+    cases = [
+        ([tmp_path / "missing.mindir", cand], "does not exist"),
+        ([ref], "no candidate to compare"),
+        ([ref, seeded_export("lenet5")["mindir_fp16"]], "input shapes cannot match"),
+        ([ref, cand, "--min-cosine", "high"], "--min-cosine takes a number or 'off'"),
+        ([ref, cand, "--samples", "0"], "--samples must be >= 1"),
+        ([ref, cand, "--data", "nowhere"], "unknown data source"),
+        ([ref, cand, "--config", bad_cfg], "unknown threshold(s) min_cosin"),
+        (["--load-outputs", junk, cand], "is not a golden outputs file"),
+        (["--load-outputs", junk, "--save-outputs", tmp_path / "g.npz", cand], "exclude each other"),
+        ([lonely, cand], "pass --model"),
+        ([ref, tmp_path / "bad.toml"], "unknown artefact type"),
+    ]
+    for args, message in cases:
+        result = _parity(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in _error_line(result), (args, result.output)
