@@ -1,0 +1,97 @@
+"""Shared fixtures: one short training run per sample model, exported once, shared by tests."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MODELS = ("simplecnn", "lenet5", "resnet", "transformer", "trapmlp")
+# The planted fp16-unsafe cell of trapmlp stays fp32 in its training (and so export) policy.
+POLICIES = {"trapmlp": {"level": "O2", "fp32_cells": ["norm"]}}
+
+
+class Runs:
+    """Trains each sample model once (1 epoch) on demand."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.cache: dict = {}
+
+    def get(self, name: str) -> Path:
+        if name not in self.cache:
+            from amptool.train.config import TrainConfig
+            from amptool.train.loop import train_model
+
+            out = self.root / name
+            policy = ""
+            if name in POLICIES:
+                policy = str(self.root / f"{name}_policy.json")
+                Path(policy).write_text(json.dumps(POLICIES[name]))
+            train_model(TrainConfig(model=name, epochs=1, out=str(out), policy=policy,
+                                    batch_size=64, lr=0.003))
+            self.cache[name] = out
+        return self.cache[name]
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory) -> Runs:
+    return Runs(tmp_path_factory.mktemp("runs"))
+
+
+class Exports:
+    """Exports each trained model once: MINDIR + ONNX, fp32 + fp16, dynamic batch."""
+
+    def __init__(self, runs: Runs, root: Path):
+        self.runs, self.root, self.cache = runs, root, {}
+
+    def get(self, name: str) -> dict:
+        if name not in self.cache:
+            from amptool.export.api import ExportConfig, export_model
+
+            results = export_model(ExportConfig(
+                run=str(self.runs.get(name)), formats=("MINDIR", "ONNX"), dynamic_batch=True,
+                out=str(self.root / name)))
+            self.cache[name] = {(r.format, r.precision): r for r in results}
+        return self.cache[name]
+
+
+@pytest.fixture(scope="session")
+def exports(runs, tmp_path_factory) -> Exports:
+    return Exports(runs, tmp_path_factory.mktemp("exports"))
+
+
+def reference(run_dir: Path, samples: int | None = None):
+    """(x, y, fp32 logits of the in-memory network with the run's best weights)."""
+    import mindspore as ms
+
+    from amptool.samples.loader import resolve_model
+    from amptool.train.checkpoint import load_into_net, read_checkpoint
+    from amptool.train.data import load_eval_split
+
+    info = json.loads((run_dir / "run.json").read_text())
+    spec = resolve_model(info["config"]["model"])
+    x, y = load_eval_split(info["data"]["source"], info["data"]["preprocess"], spec.num_classes,
+                           info["data"]["val_fraction"], samples)
+    net = spec.build()
+    load_into_net(net, read_checkpoint(run_dir / "best.ckpt"))
+    net.set_train(False)
+    return x, y, net(ms.Tensor(x)).asnumpy()
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="session")
+def references(runs):
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = reference(runs.get(name))
+        return cache[name]
+
+    return get

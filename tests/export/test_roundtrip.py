@@ -1,0 +1,105 @@
+"""Every sample model x fp32/fp16 x MINDIR/ONNX: export, load, run, compare with the network."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from amptool.export.runners import load_runner
+
+from .conftest import MODELS, cosine
+
+
+TIE = 4e-3  # relative fp16 resolution (4 ulps): a closer top-2 race is a tie, not a fault
+
+
+def fp16_checks(out: np.ndarray, ref: np.ndarray) -> tuple:
+    """(cosine >= 0.999, identical top-1 on every sample that is not a near-tie in fp32).
+
+    Near-ties (top-2 gap under TIE x the largest |logit|) must be under 2% of the split.
+    """
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    decided = (top2[:, 1] - top2[:, 0]) > TIE * np.abs(ref).max()
+    same = bool(np.array_equal(out.argmax(1)[decided], ref.argmax(1)[decided]))
+    return cosine(out, ref) >= 0.999, same and decided.mean() >= 0.98
+
+
+@pytest.mark.parametrize("fmt", ["MINDIR", "ONNX"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("model", MODELS)
+def test_artefact_matches_network(model, precision, fmt, exports, references):
+    result = exports.get(model)[(fmt, precision)]
+    x, y, ref = references(model)
+    runner = load_runner(result.path)
+    assert runner.format == fmt and runner.precision == precision
+    assert runner.inputs[0]["shape"] == [-1, *result.manifest["model"]["input_shape"]]
+    out = runner.run([x])[0]
+    assert out.shape == ref.shape and out.dtype == np.float32
+    if precision == "fp32":
+        assert np.abs(out - ref).max() <= 1e-5
+    else:
+        close, same_top1 = fp16_checks(out, ref)
+        assert close and same_top1, (cosine(out, ref), (out.argmax(1) != ref.argmax(1)).sum())
+    # dynamic batch: batches of 1 and 7 give the rows of the full batch
+    for n in (1, 7):
+        part = runner.run([x[:n]])[0]
+        assert part.shape == (n, ref.shape[1])
+        np.testing.assert_allclose(part, out[:n], rtol=1e-3, atol=1e-3 if precision == "fp16" else 1e-5)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
+    """fp16 stores exactly the checkpoint rounded to fp16, except the policy's fp32 cells."""
+    from amptool.convert.policy import low_precision_params, policy_from_dict, resolve_fp32_cells
+    from amptool.export import mindir, onnx
+    from amptool.export.source import export_policy
+    from amptool.samples.loader import resolve_model
+    from amptool.train.checkpoint import read_checkpoint
+
+    got = exports.get(model)
+    manifest = got[("MINDIR", "fp16")].manifest
+    spec = resolve_model(model)
+    net = spec.build()
+    policy = export_policy(policy_from_dict(manifest["source_policy"]))
+    low = {p.name for p in low_precision_params(net, policy)}
+    kept = {p.name for c in resolve_fp32_cells(net, policy).values() for p in c.get_parameters()}
+    ckpt = {k: v.asnumpy() for k, v in read_checkpoint(runs.get(model) / "best.ckpt").items()}
+    names = {p.name for p in net.get_parameters()}
+    for module, fmt in ((mindir, "MINDIR"), (onnx, "ONNX")):
+        w32 = module.read_weights(got[(fmt, "fp32")].path)
+        w16 = module.read_weights(got[(fmt, "fp16")].path)
+        assert set(w32) == names and set(w16) == names
+        for name in names:
+            assert np.array_equal(w32[name], ckpt[name]), name
+            if name in low:
+                assert w16[name].dtype == np.float16
+                assert np.array_equal(w16[name], ckpt[name].astype(np.float16)), name
+            else:
+                assert w16[name].dtype == np.float32 and np.array_equal(w16[name], ckpt[name])
+        p32 = got[(fmt, "fp32")].manifest["params"]
+        p16 = got[(fmt, "fp16")].manifest["params"]
+        kept_elems = sum(int(np.prod(ckpt[n].shape)) for n in names - low)
+        assert p16["count"] == p32["count"]
+        assert p16["bytes"] * 2 == p32["bytes"] + kept_elems * 4  # half, plus fp32-kept params
+        assert p16["dtypes"].get("float32", 0) == kept_elems
+    if model in ("resnet", "transformer", "trapmlp"):
+        assert kept and kept <= names - low  # BatchNorm / LayerNorm / norm stay fp32
+
+
+def test_planted_fp16_fault_is_caught(runs, references, tmp_path):
+    """trapmlp exported with plain O2 (its unsafe cell in fp16) fails the fp16 checks."""
+    from amptool.export.api import ExportConfig, export_model
+
+    results = export_model(ExportConfig(run=str(runs.get("trapmlp")), precision="fp16",
+                                        amp_level="O2", dynamic_batch=True, out=str(tmp_path)))
+    x, _, ref = references("trapmlp")
+    out = load_runner(results[0].path).run([x])[0]
+    assert results[0].manifest["policy"]["fp32_cells"] == []
+    assert fp16_checks(out, ref) != (True, True)
+    assert cosine(out, ref) < 0.99
+
+
+def test_fp32_tolerance_catches_fp16_error(exports, references):
+    """The fp32 bound (1e-5) is tight enough to tell an fp16 graph from an fp32 one."""
+    x, _, ref = references("simplecnn")
+    out = load_runner(exports.get("simplecnn")[("MINDIR", "fp16")].path).run([x])[0]
+    assert np.abs(out - ref).max() > 1e-5
