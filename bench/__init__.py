@@ -1,0 +1,1 @@
+"""amptool's benchmarks: ``python -m bench`` runs them all (see bench/run.py)."""
