@@ -7,6 +7,6 @@ subpkgs = find_packages(where=".", include=[f"{t}*" for t in SUBTREES])
 setup(
     packages=["amptool"] + [f"amptool.{p}" for p in subpkgs],
     package_dir={"amptool": "src/amptool", **{f"amptool.{t}": t for t in SUBTREES}},
-    package_data={"amptool.samples": ["data/*.npz", "data/*.md", "configs/*"]},
+    package_data={"amptool.samples": ["data/*.npz", "data/*.md", "data/*.py"]},
     include_package_data=False,
 )
