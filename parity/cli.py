@@ -148,9 +148,11 @@ def run_command(
 
         typer.echo(format_pipeline(summary))
     if not summary["passed"]:
-        why = "; ".join(c["message"] for c in summary["parity"]["culprits"])
-        raise CheckFailed(f"parity failed{': ' + why if why else ''}",
-                          f"see {Path(cfg.out) / 'parity.json'}")
+        culprits = summary["parity"]["culprits"]
+        why = "; ".join(f"{Path(c['artefact']).name}: {c['message']}" for c in culprits)
+        fix = next((c["fix"] for c in culprits if c.get("fix")), "")
+        raise CheckFailed(f"parity failed{' for ' + why if why else ''}",
+                          (fix + "; " if fix else "") + f"see {Path(cfg.out) / 'parity.json'}")
 
 
 def _stage_printer(event: dict) -> None:

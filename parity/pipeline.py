@@ -120,7 +120,8 @@ def summarize(cfg, train: dict, ref, cands: list, report: dict, times: dict) -> 
                                                 "loss_scale", "policy", "device", "seconds")},
             "artefacts": rows, "parity": {"passed": report["passed"],
                                           "samples": report["inputs"]["samples"],
-                                          "culprits": [c["culprit"] for c in report["candidates"]
+                                          "culprits": [dict(c["culprit"], artefact=c["path"])
+                                                       for c in report["candidates"]
                                                        if c.get("culprit")]},
             "seconds_by_stage": {k: round(v, 2) for k, v in times.items()}}
 

@@ -130,7 +130,7 @@ def format_pipeline(summary: dict) -> str:
     parity = summary["parity"]
     lines.append("")
     for culprit in parity["culprits"]:
-        lines.append(f"culprit: {culprit['message']}")
+        lines.append(f"culprit in {_base(culprit['artefact'])}: {culprit['message']}")
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["seconds_by_stage"].items())
     lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
                  f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")

@@ -1,0 +1,54 @@
+"""``amptool run``: train -> export -> parity -> summary, healthy and planted-fault."""
+from __future__ import annotations
+
+import json
+from xml.etree import ElementTree as ET
+
+from typer.testing import CliRunner
+
+from amptool.cli import app
+
+runner = CliRunner()
+
+
+def test_default_pipeline_passes_and_writes_its_reports(tmp_path):
+    out = tmp_path / "pipe"
+    result = runner.invoke(app, ["run", "--epochs", "1", "--samples", "64", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for stage in ("== train", "== export", "== parity"):
+        assert stage in result.output
+    assert "MINDIR  fp16" in result.output and "parity PASSED on 64 samples" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}
+    assert rows[("MINDIR", "fp32")]["verdict"] == "reference"
+    assert rows[("MINDIR", "fp16")]["verdict"] == "PASS"
+    assert rows[("MINDIR", "fp16")]["size_ratio"] < 0.51
+    assert all(r["accuracy"] is not None for r in rows.values())
+    from amptool.hostinfo import onnx_available
+
+    assert (("ONNX", "fp32") in rows) == onnx_available()
+    assert json.loads((out / "parity.json").read_text())["passed"]
+    assert ET.parse(out / "parity.xml").getroot().get("failures") == "0"
+
+
+def test_pipeline_exits_1_on_the_planted_fp16_overflow(tmp_path):
+    out = tmp_path / "trap"
+    result = runner.invoke(app, ["run", "--model", "trapmlp", "--amp-level", "O0", "--epochs", "1",
+                                 "--samples", "48", "--onnx", "off", "--per-layer", "--json",
+                                 "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    errors = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    assert len(errors) == 1 and "trapmlp_fp16.mindir: first diverging cell 'norm'" in errors[0]
+    summary = json.loads(result.output[:result.output.rindex("}") + 1])
+    assert not summary["passed"] and summary["parity"]["culprits"][0]["where"] == "norm"
+    assert [r["verdict"] for r in summary["artefacts"]] == ["reference", "FAIL"]
+
+
+def test_pipeline_mistakes_fail_before_any_work(tmp_path):
+    out = tmp_path / "never"
+    for args, message in ((["--onnx", "maybe"], "unknown --onnx 'maybe'"),
+                          (["--epochs", "0"], "epochs must be >= 1")):
+        result = runner.invoke(app, ["run", "--out", str(out), *args])
+        assert result.exit_code == 2, result.output
+        assert message in result.output
+    assert not out.exists()
