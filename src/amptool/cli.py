@@ -56,18 +56,13 @@ def info() -> None:
 
 
 def _register_subcommands() -> None:
+    from amptool.convert import cli as convert_cli
+    from amptool.export import cli as export_cli
+    from amptool.parity import cli as parity_cli
     from amptool.train import cli as train_cli
 
-    train_cli.register(app)
-    for module in ("amptool.export.cli", "amptool.parity.cli", "amptool.convert.cli",
-                   "amptool.pipeline_cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        mod.register(app)
+    for module in (train_cli, export_cli, parity_cli, convert_cli):
+        module.register(app)
 
 
 _register_subcommands()
