@@ -56,8 +56,9 @@ class ParityConfig:
     """A config file's ``thresholds`` table (may hold the pair tables)."""
     device: str = "auto"
     """auto, CPU, GPU or Ascend."""
-    batch_size: int = 64
-    """Batch size for artefacts with a dynamic batch dimension."""
+    batch_size: int = 512
+    """Samples per call for artefacts with a dynamic batch dimension (each new batch shape
+    costs a graph compilation, so few large calls are fastest)."""
 
 
 def _off(value):

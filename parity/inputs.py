@@ -100,20 +100,16 @@ def load_npz_inputs(path: str, input_names: list, samples: Optional[int]) -> Inp
                     f"{path} ({len(given[0])} samples)")
 
 
-def run_batched(runner, arrays: list, chunk: int = 64) -> list:
-    """Run all samples through a runner in its batch size (padding a fixed last batch)."""
-    shape = runner.inputs[0]["shape"] if runner.inputs else [-1]
-    fixed = shape[0] if shape and isinstance(shape[0], int) and shape[0] > 0 else None
-    step = fixed or chunk
+def run_batched(runner, arrays: list, chunk: int = 512) -> list:
+    """Run all samples through a runner, ``chunk`` samples per call.
+
+    Runners of fixed-batch artefacts split (and pad) their input themselves.
+    """
     n = len(arrays[0])
-    parts = []
-    for start in range(0, n, step):
-        batch = [a[start:start + step] for a in arrays]
-        m = len(batch[0])
-        if fixed and m < fixed:
-            batch = [np.concatenate([b, np.repeat(b[-1:], fixed - m, axis=0)]) for b in batch]
-        parts.append([np.asarray(o)[:m] for o in runner.run(batch)])
-    return [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+    if n <= chunk:
+        return [np.asarray(o) for o in runner.run(arrays)]
+    parts = [runner.run([a[start:start + chunk] for a in arrays]) for start in range(0, n, chunk)]
+    return [np.concatenate([np.asarray(p[i]) for p in parts]) for i in range(len(parts[0]))]
 
 
 def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> None:
