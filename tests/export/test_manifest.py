@@ -42,7 +42,7 @@ def test_manifest_fields(fmt, precision, exports, runs):
     assert m["batch"] == {"dynamic": True, "size": None}
     net = resolve_model("resnet").build()
     assert m["params"]["count"] == sum(int(p.size) for p in net.get_parameters())
-    assert m["params"]["tensors"] == len(net.get_parameters())
+    assert m["params"]["tensors"] == len(list(net.get_parameters()))
     assert set(m["params"]["dtypes"]) == ({"float32"} if precision == "fp32" else {"float16", "float32"})
     import mindspore
 
@@ -81,7 +81,7 @@ def test_inspect_flags_a_tampered_file(exports, tmp_path):
     target.write_bytes(bytes(data))
     (tmp_path / "lenet5_fp32.onnx.json").write_text(json.dumps(result.manifest))
     assert cli.invoke(app, ["inspect", str(target)]).exit_code == 0
-    data[-20] ^= 0xFF  # flip bits inside the stored weights
+    data[len(data) // 2] ^= 0xFF  # flip bits inside the stored weights (fc1 is most of the file)
     target.write_bytes(bytes(data))
     res = cli.invoke(app, ["inspect", str(target)])
     assert res.exit_code == 1 and "does not match" in res.output

@@ -15,12 +15,12 @@ TIE = 4e-3  # relative fp16 resolution (4 ulps): a closer top-2 race is a tie, n
 def fp16_checks(out: np.ndarray, ref: np.ndarray) -> tuple:
     """(cosine >= 0.999, identical top-1 on every sample that is not a near-tie in fp32).
 
-    Near-ties (top-2 gap under TIE x the largest |logit|) must be under 2% of the split.
+    Near-ties (top-2 gap under TIE x the sample's largest |logit|) must be under 5% of the split.
     """
     top2 = np.sort(ref, axis=1)[:, -2:]
-    decided = (top2[:, 1] - top2[:, 0]) > TIE * np.abs(ref).max()
+    decided = (top2[:, 1] - top2[:, 0]) > TIE * np.abs(ref).max(axis=1)
     same = bool(np.array_equal(out.argmax(1)[decided], ref.argmax(1)[decided]))
-    return cosine(out, ref) >= 0.999, same and decided.mean() >= 0.98
+    return cosine(out, ref) >= 0.999, same and decided.mean() >= 0.95
 
 
 @pytest.mark.parametrize("fmt", ["MINDIR", "ONNX"])
@@ -38,7 +38,9 @@ def test_artefact_matches_network(model, precision, fmt, exports, references):
         assert np.abs(out - ref).max() <= 1e-5
     else:
         close, same_top1 = fp16_checks(out, ref)
-        assert close and same_top1, (cosine(out, ref), (out.argmax(1) != ref.argmax(1)).sum())
+        top2 = np.sort(ref, axis=1)[:, -2:]
+        ties = ((top2[:, 1] - top2[:, 0]) <= TIE * np.abs(ref).max(axis=1)).mean()
+        assert close and same_top1, (cosine(out, ref), (out.argmax(1) != ref.argmax(1)).sum(), ties)
     # dynamic batch: batches of 1 and 7 give the rows of the full batch
     for n in (1, 7):
         part = runner.run([x[:n]])[0]
@@ -62,8 +64,9 @@ def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
     policy = export_policy(policy_from_dict(manifest["source_policy"]))
     low = {p.name for p in low_precision_params(net, policy)}
     kept = {p.name for c in resolve_fp32_cells(net, policy).values() for p in c.get_parameters()}
-    ckpt = {k: v.asnumpy() for k, v in read_checkpoint(runs.get(model) / "best.ckpt").items()}
     names = {p.name for p in net.get_parameters()}
+    ckpt = {k: v.asnumpy() for k, v in read_checkpoint(runs.get(model) / "best.ckpt").items()
+            if k in names}
     for module, fmt in ((mindir, "MINDIR"), (onnx, "ONNX")):
         w32 = module.read_weights(got[(fmt, "fp32")].path)
         w16 = module.read_weights(got[(fmt, "fp16")].path)
@@ -81,8 +84,10 @@ def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
         assert p16["count"] == p32["count"]
         assert p16["bytes"] * 2 == p32["bytes"] + kept_elems * 4  # half, plus fp32-kept params
         assert p16["dtypes"].get("float32", 0) == kept_elems
-    if model in ("resnet", "transformer", "trapmlp"):
-        assert kept and kept <= names - low  # BatchNorm / LayerNorm / norm stay fp32
+    if model in ("resnet", "transformer"):
+        assert kept and kept == names - low  # BatchNorm / LayerNorm weights stay fp32
+    else:
+        assert low == names  # trapmlp's fp32 cell (norm) has no weights
 
 
 def test_planted_fp16_fault_is_caught(runs, references, tmp_path):
