@@ -27,6 +27,8 @@ def save_state(path: str | os.PathLike, items: list, meta: dict, fmt: str = "ckp
     """Write a checkpoint atomically: a crash never leaves a half-written file."""
     import mindspore as ms
 
+    if fmt == "safetensors":  # safetensors holds tensors only: numbers yes, strings no
+        meta = {k: v for k, v in meta.items() if not isinstance(v, str)}
     with atomic_path(path) as tmp:
         ms.save_checkpoint(items, str(tmp), append_dict=dict(meta), format=fmt)
 

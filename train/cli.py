@@ -13,27 +13,27 @@ LEVEL_HELP = "AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNo
 
 
 def train_command(
-    model: Optional[str] = typer.Option(None, help="Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or path/to/file.py:factory. [default: simplecnn]"),
-    data: Optional[str] = typer.Option(None, help="digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE. [default: digits]"),
-    amp_level: Optional[str] = typer.Option(None, "--amp-level", help=LEVEL_HELP + " [default: O2]"),
+    model: Optional[str] = typer.Option(None, help="Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or path/to/file.py:factory. (default: simplecnn)"),
+    data: Optional[str] = typer.Option(None, help="digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE. (default: digits)"),
+    amp_level: Optional[str] = typer.Option(None, "--amp-level", help=LEVEL_HELP + " (default: O2)"),
     policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON); overrides --amp-level."),
-    loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. [default: dynamic for O1/O2, none for O0/O3]"),
-    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. [default: 65536]"),
-    scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. [default: 2]"),
-    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. [default: 2000]"),
-    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. [default: 50]"),
-    epochs: Optional[int] = typer.Option(None, help="Total epochs. [default: 5]"),
-    batch_size: Optional[int] = typer.Option(None, help="Batch size per worker. [default: 32]"),
-    lr: Optional[float] = typer.Option(None, help="Learning rate. [default: 0.001]"),
-    optimizer: Optional[str] = typer.Option(None, help="adam, sgd or momentum. [default: adam]"),
-    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. [default: 0]"),
-    device: Optional[str] = typer.Option(None, help="auto, CPU, GPU or Ascend. [default: auto]"),
-    out: Optional[Path] = typer.Option(None, help="Output folder. [default: runs/train]"),
-    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. [default: 0.2]"),
-    ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. [default: ckpt]"),
+    loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. (default: dynamic for O1/O2, none for O0/O3)"),
+    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. (default: 65536)"),
+    scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. (default: 2)"),
+    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. (default: 2000)"),
+    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. (default: 50)"),
+    epochs: Optional[int] = typer.Option(None, help="Total epochs. (default: 5)"),
+    batch_size: Optional[int] = typer.Option(None, help="Batch size per worker. (default: 32)"),
+    lr: Optional[float] = typer.Option(None, help="Learning rate. (default: 0.001)"),
+    optimizer: Optional[str] = typer.Option(None, help="adam, sgd or momentum. (default: adam)"),
+    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. (default: 0)"),
+    device: Optional[str] = typer.Option(None, help="auto, CPU, GPU or Ascend. (default: auto)"),
+    out: Optional[Path] = typer.Option(None, help="Output folder. (default: runs/train)"),
+    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. (default: 0.2)"),
+    ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. (default: ckpt)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
     config: Optional[Path] = typer.Option(None, help="YAML or TOML file of these options; flags override it."),
-    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. [default: 1]"),
+    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. (default: 1)"),
     nodes: int = typer.Option(1, help="Hosts taking part (msrun); --workers is per host."),
     node_rank: int = typer.Option(0, help="This host's rank among --nodes."),
     master_addr: str = typer.Option("127.0.0.1", help="Address of the rank-0 host (msrun)."),
@@ -132,7 +132,14 @@ class _Reporter:
         if self.quiet:
             return
         kind = event["kind"]
-        if kind == "start":
+        if kind == "launch":
+            line = (f"launching {event['workers']} workers through msrun (port {event['port']}),"
+                    f" logs in {event['logs']}")
+            if self.progress:
+                self.progress.console.print(line)
+            else:
+                typer.echo(line)
+        elif kind == "start":
             total = event["epochs"] * event["steps_per_epoch"]
             done = event["start_epoch"] * event["steps_per_epoch"]
             line = (f"training on {event['device']}, policy {event['policy']}, "

@@ -96,3 +96,11 @@ def test_other_samples_train(model, tmp_path):
     losses = _losses(tmp_path)
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
     assert np.isfinite(summary.final_loss) and summary.overflow_steps < summary.steps // 4
+
+
+def test_safetensors_checkpoints_and_resume(tmp_path):
+    train_model(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors"))
+    assert (tmp_path / "last.safetensors").is_file() and (tmp_path / "best.safetensors").is_file()
+    resumed = train_model(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
+                                      resume=True))
+    assert resumed.steps == 88
