@@ -8,17 +8,20 @@ rank fails, dies, or has not joined within ``start_timeout`` seconds.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import socket
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from amptool.errors import AmpToolError, UsageError, WorkerFailed
+from amptool.errors import AmpToolError, CheckFailed, UsageError, WorkerFailed
 from amptool.fileio import ensure_out_dir, write_json
 
 from .config import TrainConfig
@@ -61,16 +64,17 @@ def check_layout(cfg: TrainConfig, nodes: int, node_rank: int, master_port: int)
 
 
 def _is_local(addr: str) -> bool:
+    """Whether ``addr`` is this host (msrun then starts its scheduler here)."""
     try:
         ip = socket.gethostbyname(addr)
     except OSError:
         raise UsageError(f"master address '{addr}' does not resolve",
                          "pass the rank-0 host's IP address as --master-addr") from None
-    if ip.startswith("127.") or ip in ("0.0.0.0", socket.gethostbyname(socket.gethostname())):
+    if ip.startswith("127.") or ip == "0.0.0.0":
         return True
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.bind((ip, 0))
+            s.bind((ip, 0))  # only an address of one of this host's interfaces binds
         return True
     except OSError:
         return False
@@ -87,6 +91,7 @@ def pick_port(master_addr: str, port: int, hosts_scheduler: bool) -> int:
             return s.getsockname()[1]
     if hosts_scheduler:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no conflict
             try:
                 s.bind(("", port))
             except OSError:
@@ -160,15 +165,35 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     emit({"kind": "launch", "workers": layout.world, "nodes": nodes, "port": port,
           "logs": str(logs)})
     try:
-        job.run(emit)
+        with _terminate_as_exit():
+            job.run(emit)
     except AmpToolError as exc:
         job.stop()
         _drop_partial_files(out)
-        raise type(exc)(exc.problem, _fix_after_failure(exc, out, cfg)) from None
+        if isinstance(exc, CheckFailed):  # a crash or divergence: say what survived
+            raise type(exc)(exc.problem, _fix_after_failure(exc, out, cfg)) from None
+        raise
     finally:
         job.stop()
         shutil.rmtree(shim, ignore_errors=True)
     return _summary(job, cfg, layout, out)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM unwinds like Ctrl+C, so the job is stopped rather than orphaned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _drop_partial_files(out: Path) -> None:

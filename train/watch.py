@@ -188,13 +188,23 @@ class Job:
         return WorkerFailed(f"rank {rank} of {self.world} crashed: {state.get('error')} "
                             f"(log: {log})", self._fix())
 
+    def _exit_codes(self, pids: set) -> dict:
+        """Exit codes msrun logged for these pids; msrun looks once a second, so wait a bit."""
+        deadline = time.monotonic() + 2.5
+        while True:
+            codes = {}
+            try:
+                text = (self.logs / "msrun.log").read_text(errors="replace")
+                for pid, code in _EXIT_LINE.findall(text):
+                    codes.setdefault(int(pid), int(code))
+            except OSError:
+                pass
+            if pids & set(codes) or self.proc.poll() is not None or time.monotonic() > deadline:
+                return codes
+            time.sleep(POLL_S)
+
     def _crashed(self, dead: list) -> WorkerFailed:
-        codes = {}
-        try:
-            for pid, code in _EXIT_LINE.findall((self.logs / "msrun.log").read_text(errors="replace")):
-                codes.setdefault(int(pid), int(code))
-        except OSError:
-            pass
+        codes = self._exit_codes({self.states[r]["pid"] for r in dead})
         named = [r for r in dead if self.states[r]["pid"] in codes]
         rank = named[0] if named else dead[0]
         code = codes.get(self.states[rank]["pid"])
