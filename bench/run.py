@@ -129,17 +129,37 @@ def _flatten(value, prefix=""):
         yield prefix, value
 
 
+def _leaf(key: str) -> str:
+    return key.rsplit(".", 1)[-1].lower()
+
+
 def _is_ratio(key: str) -> bool:
-    leaf = key.rsplit(".", 1)[-1].lower()
+    leaf = _leaf(key)
     return leaf.endswith("_x") or any(word in leaf for word in RATIO_WORDS)
 
 
 def _fmt(key: str, value) -> str:
+    leaf = _leaf(key)
+    if "overhead" in leaf or "efficiency" in leaf:  # relative figures: 0.03 means 3 %
+        return f"{value:+.1%}"
     if _is_ratio(key):
         return f"{value:.3g}x"
-    if key.endswith("_s"):
+    if leaf.endswith("_s"):
         return f"{value:.3g} s"
     return f"{value:g}"
+
+
+def _target(figures: dict, key: str) -> str:
+    """A target the benchmark states: ``targets[key]`` or a sibling ``target``."""
+    targets = figures.get("targets") if isinstance(figures.get("targets"), dict) else {}
+    if key in targets:
+        return str(targets[key])
+    node = figures
+    for part in key.split(".")[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and "target" in node and not isinstance(node["target"], dict):
+        return str(node["target"])
+    return ""
 
 
 def table(results: dict) -> str:
@@ -147,15 +167,16 @@ def table(results: dict) -> str:
     m = results["machine"]
     lines = [f"Measured {results['date']} on {m['cpu']}, {m['cores']} cores, MindSpore "
              f"{m['mindspore']}, Python {m['python']}{' (quick run)' if results['quick'] else ''}.",
-             "", "| benchmark | figure | value |", "|---|---|---|"]
+             "", "| benchmark | figure | value | target |", "|---|---|---|---|"]
     for name, entry in results["benchmarks"].items():
         if entry["status"] != "ok":
-            lines.append(f"| {name} | {entry['status']} | {entry.get('error', '')[:120]} |")
+            lines.append(f"| {name} | {entry['status']} | {entry.get('error', '')[:120]} | |")
             continue
-        rows = list(_flatten(entry["figures"]))
+        figures = entry["figures"]
+        rows = [(k, v) for k, v in _flatten(figures) if not k.startswith("targets.")]
         ratios = [(k, v) for k, v in rows if _is_ratio(k)]
         for key, value in (ratios or rows[:8]):
-            lines.append(f"| {name} | {key} | {_fmt(key, value)} |")
+            lines.append(f"| {name} | {key} | {_fmt(key, value)} | {_target(figures, key)} |")
     return "\n".join(lines)
 
 
