@@ -149,6 +149,8 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
         (["--load-outputs", junk, "--save-outputs", tmp_path / "g.npz", cand], "exclude each other"),
         ([lonely, cand], "pass --model"),
         ([ref, tmp_path / "bad.toml"], "unknown artefact type"),
+        ([ref, cand, "--device", "TPU"], "unknown device 'TPU'"),
+        ([ref, cand, "--inputs", junk, "--data", "digits"], "exclude each other"),
     ]
     for args, message in cases:
         result = _parity(*args)
