@@ -237,6 +237,16 @@ def test_a_worker_that_never_starts_times_out(tmp_path):
     assert _left_alive(out) == []
 
 
+def test_a_ranks_own_error_keeps_its_class_and_exit_code(tmp_path):
+    out = tmp_path / "usage"
+    result = CliRunner().invoke(app, ["train", "--workers", "2", "--batch-size", "1000",
+                                      "--out", str(out), "-q"])
+    assert result.exit_code == 2
+    assert "exceeds the 1438 training samples; lower --batch-size" in result.stderr
+    assert result.stderr.startswith("amptool: error: rank ") and result.stderr.count("\n") == 1
+    assert _left_alive(out) == []
+
+
 def test_a_port_in_use_fails_before_launching(tmp_path):
     with socket.socket() as busy:
         busy.bind(("", 0))
