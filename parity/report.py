@@ -70,7 +70,9 @@ def format_table(report: dict) -> str:
         for finding in cand["findings"]:
             lines.append(f"  note: {finding['message']}")
         weights = cand.get("weights")
-        if weights is not None:
+        if weights is not None and weights["reference"] == weights["candidate"]:
+            lines.append(f"  weights: not compared (both sides use {weights['candidate']})")
+        elif weights is not None:
             bad = weights["mismatched"]
             lines.append(f"  weights: {len(bad)} parameter(s) differ from the reference's"
                          + (": " + ", ".join(f"{b['name']} ({b['mismatched']}/{b['size']})"

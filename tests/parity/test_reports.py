@@ -156,3 +156,36 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
         result = _parity(*args)
         assert result.exit_code == 2, (args, result.output)
         assert message in _error_line(result), (args, result.output)
+
+
+def test_encrypted_artefacts_with_a_key_file(simplecnn, tmp_path):
+    import secrets
+
+    from amptool.export.api import ExportConfig, export_model
+
+    key = tmp_path / "key.hex"
+    key.write_text(secrets.token_hex(16))
+    results = export_model(ExportConfig(run=simplecnn["run"], formats=("MINDIR",),
+                                        out=str(tmp_path / "enc"),
+                                        encrypt_key=bytes.fromhex(key.read_text())))
+    paths = {r.precision: r.path for r in results}
+    locked = _parity(paths["fp32"], paths["fp16"], "--samples", 16)
+    assert locked.exit_code == 2 and "encrypted" in _error_line(locked)
+    result = _parity(paths["fp32"], paths["fp16"], "--key-file", key, "--samples", 32,
+                     "--per-layer", "--layer-samples", 4)
+    assert result.exit_code == 0, result.output
+    assert "weights: not compared (both sides use checkpoint" in result.output
+
+
+def test_parity_as_a_subprocess(trap):
+    import subprocess
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("amptool")
+    done = subprocess.run([str(exe), "parity", trap["mindir_fp32"], trap["mindir_fp16"],
+                           "--samples", "32", "-q"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.strip().startswith("parity FAILED")
+    errors = [l for l in done.stderr.splitlines() if l.strip()]
+    assert errors[-1].startswith("amptool: error: parity failed for trapmlp_fp16.mindir")
+    assert "Traceback" not in done.stderr
