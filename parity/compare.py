@@ -35,8 +35,15 @@ def check_config(cfg: ParityConfig) -> None:
                          "amptool parity REFERENCE CANDIDATE [CANDIDATE ...] (or --save-outputs FILE)")
     if cfg.inputs and cfg.data:
         raise UsageError("--inputs and --data exclude each other", "give one source of inputs")
-    if cfg.layer_samples < 1 or cfg.batch_size < 1:
-        raise UsageError("--layer-samples and --batch-size must be >= 1", "give positive counts")
+    for name in ("samples", "layer_samples", "batch_size"):
+        value = getattr(cfg, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise UsageError(f"--{name.replace('_', '-')} must be a whole number >= 1 "
+                             f"(got {value!r})", "give a positive count")
+    lmc = cfg.layer_min_cosine
+    if lmc is not None and (isinstance(lmc, bool) or not isinstance(lmc, (int, float))):
+        raise UsageError(f"--layer-min-cosine must be a number (got {lmc!r})", "e.g. 0.99")
 
 
 def check_parity(cfg: ParityConfig) -> dict:

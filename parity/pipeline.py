@@ -54,6 +54,10 @@ def check_config(cfg: PipelineConfig) -> tuple:
                          "pip install 'amptool[onnx]', or pass --onnx off")
     if cfg.epochs < 1:
         raise UsageError(f"epochs must be >= 1 (got {cfg.epochs})", "give a positive --epochs")
+    if cfg.samples is not None and (isinstance(cfg.samples, bool)
+                                    or not isinstance(cfg.samples, int) or cfg.samples < 1):
+        raise UsageError(f"samples must be a whole number >= 1 (got {cfg.samples!r})",
+                         "give a positive --samples")
     with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_available())
     return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
 

@@ -135,6 +135,8 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
     np.savez(junk, q=np.zeros(3))
     bad_cfg = tmp_path / "bad.toml"
     bad_cfg.write_text("[thresholds]\nmin_cosin = 0.9\n")
+    str_cfg = tmp_path / "str.toml"
+    str_cfg.write_text('samples = "many"\n')
     lonely = tmp_path / "lonely.ckpt"
     lonely.write_bytes(open(simplecnn["run"] + "/best.ckpt", "rb").read())
     cases = [
@@ -142,9 +144,10 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
         ([ref], "no candidate to compare"),
         ([ref, seeded_export("lenet5")["mindir_fp16"]], "input shapes cannot match"),
         ([ref, cand, "--min-cosine", "high"], "--min-cosine takes a number or 'off'"),
-        ([ref, cand, "--samples", "0"], "--samples must be >= 1"),
+        ([ref, cand, "--samples", "0"], "--samples must be a whole number >= 1"),
         ([ref, cand, "--data", "nowhere"], "unknown data source"),
         ([ref, cand, "--config", bad_cfg], "unknown threshold(s) min_cosin"),
+        ([ref, cand, "--config", str_cfg], "--samples must be a whole number >= 1 (got 'many')"),
         (["--load-outputs", junk, cand], "is not a golden outputs file"),
         (["--load-outputs", junk, "--save-outputs", tmp_path / "g.npz", cand], "exclude each other"),
         ([lonely, cand], "pass --model"),
