@@ -77,7 +77,7 @@ def run(quick: bool = False) -> dict:
     }
     for fn in variants.values():  # compile and warm up
         fn()
-    rounds = 2 if quick else 5
+    rounds = 2 if quick else 7
     times = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():

