@@ -115,11 +115,18 @@ def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def _fixed(value, digits: int = 4) -> str:
+    """Fixed decimals for a summary column; '-' when absent."""
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.{digits}f}"
+    return fmt(value)
+
+
 def format_pipeline(summary: dict) -> str:
     """The ``amptool run`` summary: artefacts, sizes, accuracy, parity verdict."""
     train = summary["train"]
     lines = [f"trained   {summary['config']['model']} {train['policy']} on {train['device']}: "
-             f"val acc {fmt(train['val_acc'])}, {train['steps']} steps, "
+             f"val acc {_fixed(train['val_acc'])}, {train['steps']} steps, "
              f"{train['overflow_steps']} overflow steps skipped",
              "",
              f"{'format':<7} {'precision':<9} {'size':>11} {'vs fp32':>8} {'accuracy':>9} "
@@ -127,7 +134,7 @@ def format_pipeline(summary: dict) -> str:
     for row in summary["artefacts"]:
         ratio = f"{row['size_ratio']:.3f}" if row.get("size_ratio") else "-"
         lines.append(f"{row['format']:<7} {row['precision']:<9} {row['size']:>11,} {ratio:>8} "
-                     f"{fmt(row['accuracy']):>9} {fmt(row.get('cosine')):>10} "
+                     f"{_fixed(row['accuracy']):>9} {_fixed(row.get('cosine'), 6):>10} "
                      f"{row['verdict']:<9} {row['path']}")
     parity = summary["parity"]
     lines.append("")
