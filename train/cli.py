@@ -38,6 +38,7 @@ def train_command(
     node_rank: int = typer.Option(0, help="This host's rank among --nodes."),
     master_addr: str = typer.Option("127.0.0.1", help="Address of the rank-0 host (msrun)."),
     master_port: int = typer.Option(0, help="msrun's port; 0 picks a free one."),
+    start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and the cluster to form before the job is stopped. (default: 120, or 600 with several --nodes)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final summary."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -66,7 +67,8 @@ def train_command(
         with reporter:
             summary = launch_workers(cfg, nodes=nodes, node_rank=node_rank,
                                      master_addr=master_addr, master_port=master_port,
-                                     quiet=quiet or as_json, on_event=reporter.on_event)
+                                     quiet=quiet or as_json, on_event=reporter.on_event,
+                                     start_timeout=start_timeout)
     else:
         from amptool.train.loop import train_model
 
@@ -128,38 +130,33 @@ class _Reporter:
         if self.progress:
             self.progress.stop()
 
+    def _say(self, line: str) -> None:
+        if self.progress:
+            self.progress.console.print(line)
+        else:
+            typer.echo(line)
+
     def on_event(self, event: dict) -> None:
         if self.quiet:
             return
         kind = event["kind"]
         if kind == "launch":
-            line = (f"launching {event['workers']} workers through msrun (port {event['port']}),"
-                    f" logs in {event['logs']}")
-            if self.progress:
-                self.progress.console.print(line)
-            else:
-                typer.echo(line)
+            self._say(f"launching {event['workers']} workers through msrun (port {event['port']}),"
+                      f" logs in {event['logs']}")
         elif kind == "start":
-            total = event["epochs"] * event["steps_per_epoch"]
-            done = event["start_epoch"] * event["steps_per_epoch"]
-            line = (f"training on {event['device']}, policy {event['policy']}, "
-                    f"loss scale {event['loss_scale']}, epochs {event['start_epoch'] + 1}..{event['epochs']}")
+            self._say(f"training on {event['device']}, policy {event['policy']}, loss scale "
+                      f"{event['loss_scale']}, epochs {event['start_epoch'] + 1}..{event['epochs']}")
             if self.progress:
-                self.progress.console.print(line)
-                self.task = self.progress.add_task("train", total=total, completed=done, info="")
-            else:
-                typer.echo(line)
+                self.task = self.progress.add_task(
+                    "train", total=event["epochs"] * event["steps_per_epoch"],
+                    completed=event["start_epoch"] * event["steps_per_epoch"], info="")
         elif kind == "step" and self.progress:
             self.progress.update(self.task, advance=1, info=(
                 f"epoch {event['epoch']} loss {event['loss']:.4f} scale {event['loss_scale']:g}"
                 + (" OVERFLOW" if event["overflow"] else "")))
         elif kind == "epoch":
-            line = (f"epoch {event['epoch']}: loss {event['loss']:.4f} "
-                    f"val acc {event['val_acc']:.4f} best {event['best_acc']:.4f}")
-            if self.progress:
-                self.progress.console.print(line)
-            else:
-                typer.echo(line)
+            self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
+                      f"val acc {event['val_acc']:.4f} best {event['best_acc']:.4f}")
 
 
 def register(app: typer.Typer) -> None:
