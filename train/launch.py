@@ -146,7 +146,11 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
                          "train without --resume first, or point --out at an earlier run")
     if start_timeout is None:
         start_timeout = 120.0 if nodes == 1 else 600.0
-    hosts_scheduler = _is_local(master_addr)
+    if not start_timeout > 0:
+        raise UsageError(f"start timeout must be > 0 seconds (got {start_timeout:g})",
+                         "pass a positive --start-timeout")
+    # msrun starts a scheduler wherever the master address is local; only node 0's serves
+    hosts_scheduler = _is_local(master_addr) and node_rank == 0
     port = pick_port(master_addr, master_port, hosts_scheduler)
     layout = Layout(cfg.workers, nodes, node_rank, master_addr, port)
     out = ensure_out_dir(cfg.out)
@@ -154,7 +158,8 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     logs.mkdir(exist_ok=True)
     _clear_previous(logs)
     config_file = logs / "config.json"
-    write_json(config_file, {"config": cfg.to_dict(), "lead_ranks": [layout.local_ranks[0]]})
+    write_json(config_file, {"config": cfg.to_dict(), "lead_ranks": [layout.local_ranks[0]],
+                             "serves_scheduler": hosts_scheduler})
     emit = (on_event or (lambda event: None)) if not quiet else (lambda event: None)
     shim = _python_shim(Path(tempfile.mkdtemp(prefix="amptool-python-")))
     env = dict(os.environ, PATH=f"{shim}{os.pathsep}{os.environ.get('PATH', '')}",

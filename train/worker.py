@@ -43,7 +43,9 @@ def _emit(event: dict) -> None:
     print(EVENT_PREFIX + json.dumps(event, default=str), flush=True)
 
 
-def _serve_scheduler(logs: Path) -> int:
+def _serve_scheduler(logs: Path, serves: bool) -> int:
+    if not serves:  # several nodes on one host: node 0's scheduler serves, this one is idle
+        return 0
     status = Status(logs, None)
     status.write()
     from amptool.device import import_mindspore
@@ -82,7 +84,8 @@ def main(argv=None) -> int:
     config_path = Path(args[0])
     logs = config_path.parent
     if os.environ.get("MS_ROLE") == "MS_SCHED":
-        return _serve_scheduler(logs)
+        spec = json.loads(config_path.read_text(encoding="utf-8"))
+        return _serve_scheduler(logs, spec.get("serves_scheduler", True))
     env_rank = os.environ.get("RANK_ID")
     status = Status(logs, int(env_rank) if env_rank is not None else os.getpid())
     status.write()
