@@ -59,6 +59,9 @@ def check_layout(cfg: TrainConfig, nodes: int, node_rank: int, master_port: int)
         problems.append(f"node rank must be in 0..{nodes - 1} (got {node_rank})")
     if master_port != 0 and not 1024 <= master_port <= 65535:
         problems.append(f"master port must be 0 or in 1024..65535 (got {master_port})")
+    if nodes > 1 and master_port == 0:
+        problems.append("several nodes need one --master-port that every host is given "
+                        "(0 would pick a different free port on each)")
     if problems:
         raise UsageError("; ".join(problems), "fix --workers/--nodes/--node-rank/--master-port")
 

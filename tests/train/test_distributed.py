@@ -262,6 +262,7 @@ def test_a_port_in_use_fails_before_launching(tmp_path):
 @pytest.mark.parametrize("args, text", [
     (["--nodes", "2", "--node-rank", "2"], "node rank must be in 0..1"),
     (["--master-port", "80"], "master port must be 0 or in 1024..65535"),
+    (["--nodes", "2"], "several nodes need one --master-port"),
     (["--workers", "0", "--nodes", "2"], "workers must be >= 1"),
     (["--resume"], "no 'last' checkpoint"),
 ])
