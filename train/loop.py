@@ -107,132 +107,170 @@ class _Evaluator:
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
                 world: int = 1) -> TrainSummary:
     """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``."""
-    emit = on_event or (lambda event: None)
     check_config(cfg)
-    from amptool.device import import_mindspore, resolve_device, set_device
-
-    ms = import_mindspore()
-    from mindspore import nn
-
-    from amptool.convert.policy import apply_policy, check_dtype_on_device
-    from amptool.samples.loader import resolve_model
-
-    from . import checkpoint as ckpt
-    from .data import epoch_batches, load_dataset
-    from .engine import TrainStep, make_optimizer, parse_loss_scale
-
     last_path = ckpt_path(Path(cfg.out), "last", cfg.ckpt_format)
     if cfg.resume and not last_path.is_file():
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
-    out = ensure_out_dir(cfg.out)
-    device = resolve_device(cfg.device)
-    policy = resolve_policy(cfg)
-    check_dtype_on_device(policy, device)
-    loss_scale = parse_loss_scale(cfg.loss_scale or None, policy.level, cfg.scale_init,
-                                  cfg.scale_factor, cfg.scale_window)
-    set_device(device)
-    spec = resolve_model(cfg.model)
-    data = load_dataset(cfg.data, spec.input_shape, spec.num_classes, cfg.val_fraction)
-    ms.set_seed(cfg.seed)
-    net = spec.build()
-    amp_net = apply_policy(net, policy)
-    optimizer = make_optimizer(cfg.optimizer, net.trainable_params(), cfg.lr)
-    trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), optimizer, loss_scale,
-                        reducer=world if world > 1 else None)
-    scaler_params = trainer.scaler_state()
-    items = ckpt.state_items(net, optimizer, scaler_params)
-    return _run(cfg, emit, out, last_path, device, policy, loss_scale, spec, data, net, amp_net,
-                optimizer, trainer, scaler_params, items, rank, world)
+    run = _Run(cfg, on_event or (lambda event: None), rank, world)
+    return run.train()
 
 
-def _run(cfg, emit, out, last_path, device, policy, loss_scale, spec, data, net, amp_net,
-         optimizer, trainer, scaler_params, items, rank, world):
-    import mindspore as ms
+class _Run:
+    """One training run: the set-up objects and the progress counters."""
 
-    from . import checkpoint as ckpt
-    from .data import epoch_batches
+    def __init__(self, cfg: TrainConfig, emit, rank: int, world: int):
+        from amptool.device import import_mindspore, resolve_device, set_device
 
-    start_epoch, step, best_acc, overflow = 0, 0, -1.0, 0
-    resume = cfg.resume
-    if resume:
-        meta = ckpt.restore_state(net, optimizer, scaler_params, ckpt.read_checkpoint(last_path),
-                                  f"checkpoint {last_path}")
-        start_epoch, step = int(meta.get("epoch", 0)), int(meta.get("step", 0))
-        best_acc = float(meta.get("best_acc", -1.0))
-        overflow = int(meta.get("overflow", 0))
-    lead = rank == 0
-    run_info = {"config": cfg.to_dict(), "model": {"name": spec.name, "input_shape": list(spec.input_shape),
-                "num_classes": spec.num_classes}, "data": {"source": data.source,
-                "train_samples": len(data.train_x), "val_samples": len(data.val_x),
-                "val_fraction": cfg.val_fraction, "preprocess": data.preprocess.to_dict()},
-                "policy": policy.to_dict(), "loss_scale": loss_scale.to_dict(),
-                "versions": versions(), "device": device, "seed": cfg.seed, "workers": world}
-    if lead:
-        write_json(out / "run.json", run_info)
-    metrics = open(out / "metrics.jsonl", "a" if resume else "w", encoding="utf-8") if lead else None
-    evaluator = _Evaluator(amp_net, cfg.batch_size)
-    emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": start_epoch,
-          "steps_per_epoch": len(data.train_x) // (cfg.batch_size * world), "device": device,
-          "policy": policy.describe(), "loss_scale": loss_scale.kind})
-    t_start, consecutive, loss_value, val_acc = time.perf_counter(), 0, float("nan"), 0.0
-    timed_samples, timed_seconds = 0, 0.0
-    try:
-        for epoch in range(start_epoch, cfg.epochs):
-            for i, idx in enumerate(epoch_batches(len(data.train_x), cfg.batch_size, cfg.seed,
-                                                  epoch, (rank, world))):
-                t0 = time.perf_counter()
-                loss, finite = trainer.step(ms.Tensor(data.train_x[idx]), ms.Tensor(data.train_y[idx]))
-                loss_value, ok = float(loss.asnumpy()), bool(finite.asnumpy())
-                dt = time.perf_counter() - t0
-                if step > 0 and i > 0:  # the first step includes graph compilation
-                    timed_samples += len(idx) * world
-                    timed_seconds += dt
-                step += 1
-                overflow += (not ok)
-                consecutive = 0 if ok else consecutive + 1
-                record = {"step": step, "epoch": epoch + 1, "loss": loss_value,
-                          "loss_scale": trainer.scale_value(), "overflow": not ok, "lr": cfg.lr,
-                          "samples_per_s": len(idx) * world / dt if dt > 0 else None}
-                if metrics:
-                    metrics.write(json.dumps(record) + "\n")
-                emit({"kind": "step", **record})
-                if loss_scale.kind == "none" and not (ok and np.isfinite(loss_value)):
-                    raise DivergedError(f"loss became {loss_value} at step {step} with loss scaling off",
-                                        f"last good checkpoint kept in {out}; use --loss-scale "
-                                        "dynamic or a lower --lr")
-                if consecutive >= cfg.max_skipped:
-                    raise DivergedError(f"{consecutive} consecutive overflow steps skipped at step "
-                                        f"{step} (loss scale {trainer.scale_value():g})",
-                                        f"last good checkpoint kept in {out}; lower --lr or use "
-                                        "a policy that keeps the overflowing layers in fp32")
-            val_acc = evaluator.accuracy(data.val_x, data.val_y)
-            improved = val_acc > best_acc
-            best_acc = max(best_acc, val_acc)
-            meta = {"epoch": epoch + 1, "step": step, "best_acc": best_acc, "val_acc": val_acc,
-                    "overflow": overflow, "model": spec.name}
-            if lead:
-                ckpt.save_state(last_path, items, meta, cfg.ckpt_format)
-                if improved:
-                    ckpt.save_state(ckpt_path(out, "best", cfg.ckpt_format), items, meta,
-                                    cfg.ckpt_format)
-                metrics.write(json.dumps({"epoch": epoch + 1, "val_acc": val_acc,
-                                          "best_acc": best_acc, "step": step}) + "\n")
-                metrics.flush()
-            emit({"kind": "epoch", "epoch": epoch + 1, "val_acc": val_acc, "best_acc": best_acc,
-                  "loss": loss_value})
-    finally:
-        if metrics:
-            metrics.close()
-    summary = TrainSummary(
-        val_acc=val_acc, best_acc=best_acc, steps=step, overflow_steps=overflow,
-        loss_scale=trainer.scale_value(), samples_per_s=timed_samples / timed_seconds if timed_seconds else 0.0,
-        final_loss=loss_value, epochs=cfg.epochs, workers=world,
-        seconds=time.perf_counter() - t_start, out=str(out),
-        extra={"model": spec.name, "policy": policy.describe(), "device": device,
-               "weights_sha256": weights_digest(net)})
-    if lead:
-        run_info["summary"] = summary.to_dict()
-        write_json(out / "run.json", run_info)
-    emit({"kind": "end", "summary": summary.to_dict()})
-    return summary
+        ms = import_mindspore()
+        from mindspore import nn
+
+        from amptool.convert.policy import apply_policy, check_dtype_on_device
+        from amptool.samples.loader import resolve_model
+
+        from . import checkpoint as ckpt
+        from .data import load_dataset
+        from .engine import TrainStep, make_optimizer, parse_loss_scale
+
+        self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
+        self.out = ensure_out_dir(cfg.out)
+        self.last_path = ckpt_path(self.out, "last", cfg.ckpt_format)
+        self.device = resolve_device(cfg.device)
+        self.policy = resolve_policy(cfg)
+        check_dtype_on_device(self.policy, self.device)
+        self.loss_scale = parse_loss_scale(cfg.loss_scale or None, self.policy.level,
+                                           cfg.scale_init, cfg.scale_factor, cfg.scale_window)
+        set_device(self.device)
+        self.spec = resolve_model(cfg.model)
+        self.data = load_dataset(cfg.data, self.spec.input_shape, self.spec.num_classes,
+                                 cfg.val_fraction)
+        ms.set_seed(cfg.seed)
+        self.net = self.spec.build()
+        amp_net = apply_policy(self.net, self.policy)
+        self.optimizer = make_optimizer(cfg.optimizer, self.net.trainable_params(), cfg.lr)
+        self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
+                                 reducer=world if world > 1 else None)
+        self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
+        self.evaluator = _Evaluator(amp_net, cfg.batch_size)
+        self.lead = rank == 0
+        self.epoch = self.step = self.overflow = self.consecutive = 0
+        self.best_acc, self.val_acc, self.loss = -1.0, 0.0, float("nan")
+        self.timed_samples, self.timed_seconds = 0, 0.0
+
+    def restore(self) -> None:
+        from . import checkpoint as ckpt
+
+        meta = ckpt.restore_state(self.net, self.optimizer, self.trainer.scaler_state(),
+                                  ckpt.read_checkpoint(self.last_path),
+                                  f"checkpoint {self.last_path}")
+        self.epoch, self.step = int(meta.get("epoch", 0)), int(meta.get("step", 0))
+        self.best_acc = float(meta.get("best_acc", -1.0))
+        self.overflow = int(meta.get("overflow", 0))
+
+    def run_info(self) -> dict:
+        cfg, spec, data = self.cfg, self.spec, self.data
+        return {"config": cfg.to_dict(),
+                "model": {"name": spec.name, "input_shape": list(spec.input_shape),
+                          "num_classes": spec.num_classes},
+                "data": {"source": data.source, "train_samples": len(data.train_x),
+                         "val_samples": len(data.val_x), "val_fraction": cfg.val_fraction,
+                         "preprocess": data.preprocess.to_dict()},
+                "policy": self.policy.to_dict(), "loss_scale": self.loss_scale.to_dict(),
+                "versions": versions(), "device": self.device, "seed": cfg.seed,
+                "workers": self.world}
+
+    def train(self) -> TrainSummary:
+        cfg = self.cfg
+        if cfg.resume:
+            self.restore()
+        info = self.run_info()
+        if self.lead:
+            write_json(self.out / "run.json", info)
+        metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", encoding="utf-8")
+                   if self.lead else None)
+        self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.epoch,
+                   "steps_per_epoch": len(self.data.train_x) // (cfg.batch_size * self.world),
+                   "device": self.device, "policy": self.policy.describe(),
+                   "loss_scale": self.loss_scale.kind})
+        t_start = time.perf_counter()
+        try:
+            for epoch in range(self.epoch, cfg.epochs):
+                self.train_epoch(epoch, metrics)
+                self.end_epoch(epoch, metrics)
+        finally:
+            if metrics:
+                metrics.close()
+        summary = self.summary(time.perf_counter() - t_start)
+        if self.lead:
+            info["summary"] = summary.to_dict()
+            write_json(self.out / "run.json", info)
+        self.emit({"kind": "end", "summary": summary.to_dict()})
+        return summary
+
+    def train_epoch(self, epoch: int, metrics) -> None:
+        import mindspore as ms
+
+        from .data import epoch_batches
+
+        cfg, data = self.cfg, self.data
+        for i, idx in enumerate(epoch_batches(len(data.train_x), cfg.batch_size, cfg.seed, epoch,
+                                              (self.rank, self.world))):
+            t0 = time.perf_counter()
+            loss, finite = self.trainer.step(ms.Tensor(data.train_x[idx]),
+                                             ms.Tensor(data.train_y[idx]))
+            self.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
+            dt = time.perf_counter() - t0
+            if self.step > 0 and i > 0:  # the first step includes graph compilation
+                self.timed_samples += len(idx) * self.world
+                self.timed_seconds += dt
+            self.step += 1
+            self.overflow += (not ok)
+            self.consecutive = 0 if ok else self.consecutive + 1
+            record = {"step": self.step, "epoch": epoch + 1, "loss": self.loss,
+                      "loss_scale": self.trainer.scale_value(), "overflow": not ok, "lr": cfg.lr,
+                      "samples_per_s": len(idx) * self.world / dt if dt > 0 else None}
+            if metrics:
+                metrics.write(json.dumps(record) + "\n")
+            self.emit({"kind": "step", **record})
+            self.check_divergence(ok)
+
+    def check_divergence(self, ok: bool) -> None:
+        if self.loss_scale.kind == "none" and not (ok and np.isfinite(self.loss)):
+            raise DivergedError(f"loss became {self.loss} at step {self.step} with loss scaling off",
+                                f"last good checkpoint kept in {self.out}; use --loss-scale "
+                                "dynamic or a lower --lr")
+        if self.consecutive >= self.cfg.max_skipped:
+            raise DivergedError(f"{self.consecutive} consecutive overflow steps skipped at step "
+                                f"{self.step} (loss scale {self.trainer.scale_value():g})",
+                                f"last good checkpoint kept in {self.out}; lower --lr or use "
+                                "a policy that keeps the overflowing layers in fp32")
+
+    def end_epoch(self, epoch: int, metrics) -> None:
+        from . import checkpoint as ckpt
+
+        cfg = self.cfg
+        self.val_acc = self.evaluator.accuracy(self.data.val_x, self.data.val_y)
+        improved = self.val_acc > self.best_acc
+        self.best_acc = max(self.best_acc, self.val_acc)
+        meta = {"epoch": epoch + 1, "step": self.step, "best_acc": self.best_acc,
+                "val_acc": self.val_acc, "overflow": self.overflow, "model": self.spec.name}
+        if self.lead:
+            ckpt.save_state(self.last_path, self.items, meta, cfg.ckpt_format)
+            if improved:
+                ckpt.save_state(ckpt_path(self.out, "best", cfg.ckpt_format), self.items, meta,
+                                cfg.ckpt_format)
+            metrics.write(json.dumps({"epoch": epoch + 1, "val_acc": self.val_acc,
+                                      "best_acc": self.best_acc, "step": self.step}) + "\n")
+            metrics.flush()
+        self.emit({"kind": "epoch", "epoch": epoch + 1, "val_acc": self.val_acc,
+                   "best_acc": self.best_acc, "loss": self.loss})
+
+    def summary(self, seconds: float) -> TrainSummary:
+        rate = self.timed_samples / self.timed_seconds if self.timed_seconds else 0.0
+        return TrainSummary(
+            val_acc=self.val_acc, best_acc=self.best_acc, steps=self.step,
+            overflow_steps=self.overflow, loss_scale=self.trainer.scale_value(),
+            samples_per_s=rate, final_loss=self.loss, epochs=self.cfg.epochs, workers=self.world,
+            seconds=seconds, out=str(self.out),
+            extra={"model": self.spec.name, "policy": self.policy.describe(),
+                   "device": self.device, "weights_sha256": weights_digest(self.net)})
