@@ -8,7 +8,7 @@ from amptool.errors import UsageError
 from amptool.fileio import atomic_path
 
 SCALER_PREFIX = "amptool_loss_scale."
-META_KEYS = ("epoch", "step", "best_acc", "val_acc", "overflow", "model")
+META_KEYS = ("epoch", "step", "best_acc", "val_acc", "overflow", "model", "optimizer")
 
 
 def state_items(net, optimizer, scaler_params) -> list:

@@ -163,6 +163,10 @@ class _Run:
         meta = ckpt.restore_state(self.net, self.optimizer, self.trainer.scaler_state(),
                                   ckpt.read_checkpoint(self.last_path),
                                   f"checkpoint {self.last_path}")
+        saved = meta.get("optimizer", self.cfg.optimizer)
+        if saved != self.cfg.optimizer:
+            raise UsageError(f"--resume: {self.last_path.name} holds {saved} state, not "
+                             f"{self.cfg.optimizer}", f"resume with --optimizer {saved}")
         self.epoch, self.step = int(meta.get("epoch", 0)), int(meta.get("step", 0))
         self.best_acc = float(meta.get("best_acc", -1.0))
         self.overflow = int(meta.get("overflow", 0))
@@ -253,7 +257,8 @@ class _Run:
         improved = self.val_acc > self.best_acc
         self.best_acc = max(self.best_acc, self.val_acc)
         meta = {"epoch": epoch + 1, "step": self.step, "best_acc": self.best_acc,
-                "val_acc": self.val_acc, "overflow": self.overflow, "model": self.spec.name}
+                "val_acc": self.val_acc, "overflow": self.overflow, "model": self.spec.name,
+                "optimizer": cfg.optimizer}
         if self.lead:
             ckpt.save_state(self.last_path, self.items, meta, cfg.ckpt_format)
             if improved:

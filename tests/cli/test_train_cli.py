@@ -145,13 +145,23 @@ def test_config_files(tmp_path, out):
 
 
 def test_divergence_exits_1_and_keeps_last_good_checkpoint(out):
-    code, output = invoke("train", "--epochs", "1", "--out", out, "--quiet")
+    code, output = invoke("train", "--epochs", "1", "--optimizer", "sgd", "--lr", "0.05",
+                          "--out", out, "--quiet")
     assert code == 0, output
     before = (out / "last.ckpt").read_bytes()
     code, output = invoke("train", "--resume", "--epochs", "2", "--lr", "1e30", "--optimizer", "sgd",
                           "--loss-scale", "none", "--out", out, "--quiet")
     assert code == 1, output
     assert "loss became" in output and "last good checkpoint" in output
+    assert (out / "last.ckpt").read_bytes() == before
+
+
+def test_resume_with_another_optimizer_is_refused(out):
+    code, output = invoke("train", "--epochs", "1", "--out", out, "--quiet")
+    assert code == 0, output
+    before = (out / "last.ckpt").read_bytes()
+    assert_one_line_error(*invoke("train", "--resume", "--epochs", "2", "--optimizer", "sgd",
+                                  "--out", out), "holds adam state", "--optimizer adam")
     assert (out / "last.ckpt").read_bytes() == before
 
 
