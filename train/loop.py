@@ -13,7 +13,7 @@ import numpy as np
 
 import amptool
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import ensure_out_dir, write_json
+from amptool.fileio import ensure_out_dir, write_json, write_text
 
 from .config import TrainConfig
 
@@ -171,6 +171,21 @@ class _Run:
         self.best_acc = float(meta.get("best_acc", -1.0))
         self.overflow = int(meta.get("overflow", 0))
 
+    def trim_metrics(self) -> None:
+        """Drop metric lines written after the checkpoint (an interrupted epoch's steps)."""
+        path = self.out / "metrics.jsonl"
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:  # a line cut short by the interruption
+                continue
+            if row.get("step", 0) <= self.step:  # step and epoch lines both carry a step
+                kept.append(line)
+        write_text(path, "".join(k + "\n" for k in kept))
+
     def run_info(self) -> dict:
         cfg, spec, data = self.cfg, self.spec, self.data
         return {"config": cfg.to_dict(),
@@ -190,8 +205,10 @@ class _Run:
         info = self.run_info()
         if self.lead:
             write_json(self.out / "run.json", info)
-        metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", encoding="utf-8")
-                   if self.lead else None)
+        if cfg.resume and self.lead:
+            self.trim_metrics()
+        metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
+                        encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
         self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.epoch,
                    "steps_per_epoch": len(self.data.train_x) // (cfg.batch_size * self.world),
                    "device": self.device, "policy": self.policy.describe(),

@@ -73,6 +73,37 @@ def test_resume_matches_uninterrupted_run(runs, tmp_path):
     assert _losses(out) == _losses(full_out)
 
 
+def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    full_out, full = runs["O2"]
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "amptool", "train", "--epochs", "3", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:  # kill once epoch 2 is under way
+            metrics = out / "metrics.jsonl"
+            if metrics.is_file() and '"epoch": 2, "loss"' in metrics.read_text():
+                break
+            assert proc.poll() is None, "training ended before it could be interrupted"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    resumed = train_model(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
+    assert resumed.steps == full.steps
+    a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
+    for name in a:
+        assert np.array_equal(a[name], b[name]), f"{name} differs after kill and resume"
+    assert _losses(out) == _losses(full_out), "metrics must hold each step once"
+
+
 def test_metrics_and_summary_fields(runs):
     out, summary = runs["O2"]
     first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
