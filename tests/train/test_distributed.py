@@ -118,24 +118,6 @@ def _rank_states(out: Path) -> list:
     return [json.loads((out / "logs" / f"rank_{r}.json").read_text()) for r in (0, 1)]
 
 
-def _left_alive(out: Path) -> list:
-    import psutil
-
-    pids = set(json.loads((out / "logs" / "launch.json").read_text())["pids"])
-    for status in (out / "logs").glob("*.json"):
-        pid = json.loads(status.read_text()).get("pid")
-        if pid:
-            pids.add(pid)
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            pass
-    return alive
-
-
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     base = tmp_path_factory.mktemp("dp")
@@ -204,7 +186,7 @@ def test_loss_trajectory_matches_one_process_with_the_global_batch(two_workers, 
     assert abs(two_workers[1]["val_acc"] - one_process[1].val_acc) <= 0.02
 
 
-def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path):
+def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path, left_alive):
     out = tmp_path / "crash"
     model = tmp_path / "crash.py"
     model.write_text(CRASH_MODEL.format(out=str(out)))
@@ -220,10 +202,10 @@ def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path):
 
     assert meta_of(read_checkpoint(out / "last.ckpt"))["epoch"] >= 1
     assert not list(out.glob(".amptool-tmp-*"))
-    assert _left_alive(out) == []
+    assert left_alive(out / "logs") == []
 
 
-def test_a_worker_that_never_starts_times_out(tmp_path):
+def test_a_worker_that_never_starts_times_out(tmp_path, left_alive):
     out = tmp_path / "hang"
     model = tmp_path / "hang.py"
     model.write_text(HANG_MODEL)
@@ -234,17 +216,17 @@ def test_a_worker_that_never_starts_times_out(tmp_path):
     assert "rank 1 of 2 did not start within 30 s" in str(err.value)
     assert str(out / "logs" / "worker_1.log") in str(err.value)
     assert "no checkpoint had been written yet" in str(err.value)
-    assert _left_alive(out) == []
+    assert left_alive(out / "logs") == []
 
 
-def test_a_ranks_own_error_keeps_its_class_and_exit_code(tmp_path):
+def test_a_ranks_own_error_keeps_its_class_and_exit_code(tmp_path, left_alive):
     out = tmp_path / "usage"
     result = CliRunner().invoke(app, ["train", "--workers", "2", "--batch-size", "1000",
                                       "--out", str(out), "-q"])
     assert result.exit_code == 2
     assert "exceeds the 1438 training samples; lower --batch-size" in result.stderr
     assert result.stderr.startswith("amptool: error: rank ") and result.stderr.count("\n") == 1
-    assert _left_alive(out) == []
+    assert left_alive(out / "logs") == []
 
 
 def test_a_port_in_use_fails_before_launching(tmp_path):

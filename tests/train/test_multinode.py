@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -53,24 +52,6 @@ def _finish(proc: subprocess.Popen, limit: float):
     return proc.returncode, out, err
 
 
-def _left_alive(logs: Path) -> list:
-    import psutil
-
-    pids = set(json.loads((logs / "launch.json").read_text())["pids"])
-    for status in logs.glob("*.json"):
-        pid = json.loads(status.read_text()).get("pid")
-        if pid:
-            pids.add(pid)
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            pass
-    return alive
-
-
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     base = tmp_path_factory.mktemp("nodes")
@@ -100,7 +81,7 @@ def test_both_nodes_finish_and_agree_bit_for_bit(two_nodes):
     assert len(digests) == 1 and None not in digests
 
 
-def test_node_0_writes_the_run_and_each_node_its_own_logs(two_nodes):
+def test_node_0_writes_the_run_and_each_node_its_own_logs(two_nodes, left_alive):
     (host0, host1), results = two_nodes
     summary = json.loads(results[0][1])
     run = json.loads((host0 / "run.json").read_text())
@@ -121,10 +102,10 @@ def test_node_0_writes_the_run_and_each_node_its_own_logs(two_nodes):
     assert (host0 / "logs" / "scheduler.json").is_file()  # the scheduler served on node 0
     assert not (host1 / "logs" / "scheduler.json").exists()
     assert "amptool-event " in (host1 / "logs" / "worker_1.log").read_text()
-    assert _left_alive(host0 / "logs") == [] and _left_alive(host1 / "logs") == []
+    assert left_alive(host0 / "logs") == [] and left_alive(host1 / "logs") == []
 
 
-def test_node_1_alone_gives_up_at_its_start_limit(tmp_path):
+def test_node_1_alone_gives_up_at_its_start_limit(tmp_path, left_alive):
     out = tmp_path / "alone"
     t0 = time.monotonic()
     proc = _amptool(*SMALL, "--node-rank", "1", "--master-port", str(_free_port()),
@@ -142,7 +123,7 @@ def test_node_1_alone_gives_up_at_its_start_limit(tmp_path):
     assert stdout == ""
     assert START_LIMIT_S <= elapsed < START_LIMIT_S + 60
     assert not (out / "last.ckpt").exists()
-    assert _left_alive(out / "logs") == []
+    assert left_alive(out / "logs") == []
 
 
 def test_a_start_timeout_not_above_zero_is_a_usage_error(tmp_path):
