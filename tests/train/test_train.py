@@ -57,7 +57,7 @@ def test_o2_really_computes_in_fp16(runs):
     o0 = _losses(runs["O0"][0])
     o2 = _losses(runs["O2"][0])
     assert o0[0] != o2[0], "O2 must not compute bit-identically to fp32"
-    assert abs(o0[0] - o2[0]) < 1e-2
+    assert abs(o0[0] - o2[0]) < 1e-2 * max(1.0, abs(o0[0]))
 
 
 def test_resume_matches_uninterrupted_run(runs, tmp_path):
