@@ -31,7 +31,7 @@ def _naive_o2_size(spec, params, tmp: Path) -> int:
     """mindspore.export of the network under MindSpore's O2 as it is."""
     import mindspore as ms
 
-    from amptool.train.checkpoint import load_into_net
+    from amptool.checkpoint import load_into_net
 
     net = spec.build()
     load_into_net(net, params)
@@ -46,10 +46,10 @@ def _naive_o2_size(spec, params, tmp: Path) -> int:
 def bench_model(name: str, tmp: Path, reps: int, batch: int) -> dict:
     import mindspore as ms
 
+    from amptool.artefact.runners import load_runner
+    from amptool.checkpoint import read_checkpoint
     from amptool.export.api import ExportConfig, export_model
-    from amptool.export.runners import load_runner
-    from amptool.samples.loader import resolve_model
-    from amptool.train.checkpoint import read_checkpoint
+    from amptool.models import resolve_model
 
     spec = resolve_model(name)
     ms.set_seed(0)

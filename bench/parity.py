@@ -47,17 +47,17 @@ def _prepare(name: str, root: Path, epochs: int, dynamic: bool) -> dict:
 
 def _seed_checkpoint(name: str, run: Path) -> None:
     from amptool.device import import_mindspore, resolve_device, set_device
-    from amptool.samples.models import REGISTRY
+    from amptool.models import sample_spec
 
     ms = import_mindspore()
     set_device(resolve_device("auto"))
     run.mkdir(parents=True, exist_ok=True)
     ms.set_seed(0)
-    ms.save_checkpoint(REGISTRY[name].build(), str(run / "best.ckpt"))
+    ms.save_checkpoint(sample_spec(name).build(), str(run / "best.ckpt"))
 
 
 def _bare(paths: dict, x) -> float:
-    from amptool.export.runners import load_runner
+    from amptool.artefact.runners import load_runner
 
     t0 = time.perf_counter()
     for precision in ("fp32", "fp16"):
@@ -76,9 +76,9 @@ def _parity(paths: dict, per_layer: bool = False) -> tuple:
 
 
 def overhead(paths: dict, rounds: int) -> dict:
+    from amptool.artefact.manifest import read_manifest
+    from amptool.data import load_eval_split
     from amptool.device import import_mindspore, resolve_device, set_device
-    from amptool.export.manifest import read_manifest
-    from amptool.train.data import load_eval_split
 
     ms = import_mindspore()
     manifest = read_manifest(paths["fp32"])

@@ -15,12 +15,12 @@ import numpy as np
 
 
 def _setup(level: str = "O2"):
+    from amptool.data import epoch_batches, load_dataset
     from amptool.device import resolve_device, set_device
-    from amptool.samples.models import REGISTRY
-    from amptool.train.data import epoch_batches, load_dataset
+    from amptool.models import sample_spec
 
     set_device(resolve_device("auto"))
-    spec = REGISTRY["simplecnn"]
+    spec = sample_spec("simplecnn")
     data = load_dataset("digits", spec.input_shape, spec.num_classes)
     batches = list(epoch_batches(len(data.train_x), 32, 0, 0))
     xs = [data.train_x[i] for i in batches]
@@ -32,7 +32,8 @@ def _amptool_runner(spec, xs, ys, loss_scale: str):
     import mindspore as ms
     from mindspore import nn
 
-    from amptool.convert.policy import apply_policy, make_policy
+    from amptool.policy import make_policy
+    from amptool.precision import apply_policy
     from amptool.train.engine import TrainStep, make_optimizer, parse_loss_scale
 
     ms.set_seed(0)

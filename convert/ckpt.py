@@ -14,10 +14,10 @@ from typing import Optional
 
 import numpy as np
 
+from amptool.checkpoint import FORMATS, is_float, read_checkpoint, write_checkpoint
 from amptool.errors import UsageError
 
 TARGETS = ("fp16", "fp32")
-FORMATS = ("ckpt", "safetensors")
 FP16_MAX = 65504.0
 
 
@@ -74,41 +74,6 @@ class CkptReport:
         return d
 
 
-def detect_format(path: Path) -> str:
-    """'safetensors' when the file starts with a safetensors JSON header, else 'ckpt'."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(9)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and permissions") from None
-    if len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < (1 << 30):
-        return "safetensors"
-    return "ckpt"
-
-
-def read_entries(path: str | os.PathLike) -> tuple[dict, str]:
-    """name -> Parameter/str of a checkpoint, and its format; one clear error if unreadable."""
-    import mindspore as ms
-
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"checkpoint {path} does not exist", "check the path")
-    fmt = detect_format(path)
-    try:
-        return ms.load_checkpoint(str(path), format=fmt), fmt
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
-                         "it is truncated or corrupt: re-train or re-convert it") from None
-
-
-def _is_float(value) -> bool:
-    import mindspore as ms
-
-    return not isinstance(value, str) and value.dtype in (ms.float16, ms.float32, ms.float64,
-                                                          ms.bfloat16)
-
-
 def _as_float32(value) -> np.ndarray:
     import mindspore as ms
 
@@ -162,10 +127,11 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
-    from amptool.convert.policy import load_policy, make_policy, resolve_fp32_cells
-    from amptool.samples.loader import resolve_model
+    from amptool.models import resolve_model
+    from amptool.policy import policy_for
+    from amptool.precision import resolve_fp32_cells
 
-    policy = load_policy(cfg.policy) if cfg.policy else make_policy("O2")
+    policy = policy_for(cfg.policy)
     net = resolve_model(model).build()
     weights = {p.name for p in net.get_parameters()}
     if cfg.to != "fp16":
@@ -188,7 +154,7 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
 
     ms = import_mindspore()
     fmt = check_config(cfg)
-    entries, _ = read_entries(cfg.src)
+    entries = read_checkpoint(cfg.src)
     kept, weights, policy_text = _plan(cfg, entries)
     target = ms.float16 if cfg.to == "fp16" else ms.float32
     report = CkptReport(cfg.src, cfg.dst, cfg.to, fmt, policy_text, os.path.getsize(cfg.src), 0)
@@ -206,7 +172,7 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
             continue
         data = _convert_entry(name, value, target, kept, report)
         items.append({"name": name, "data": data})
-    _write(cfg.dst, items, strings, fmt)
+    write_checkpoint(cfg.dst, items, strings, fmt)
     report.bytes_after = os.path.getsize(cfg.dst)
     return report
 
@@ -214,7 +180,7 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
 def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
     import mindspore as ms
 
-    if not _is_float(value):
+    if not is_float(value):
         report.untouched.append(name)
         return value
     if target == ms.float16 and _kept_by_policy(name, kept):
@@ -235,32 +201,3 @@ def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
         return ms.Tensor(half)
     report.converted.append(name)
     return ms.Tensor(arr)
-
-
-def _write(dst: str, items: list, strings: dict, fmt: str) -> None:
-    import mindspore as ms
-
-    from amptool.fileio import atomic_path
-
-    try:
-        with atomic_path(dst, suffix=".safetensors" if fmt == "safetensors" else ".ckpt") as tmp:
-            ms.save_checkpoint(items, str(tmp), append_dict=strings or None, format=fmt)
-    except OSError as exc:
-        raise UsageError(f"cannot write {dst}: {exc.strerror}", "choose a writable path") from None
-
-
-def load_converted(net, path: str | os.PathLike) -> None:
-    """Load a (possibly fp16) checkpoint into ``net``, casting entries to each parameter's dtype."""
-    import mindspore as ms
-
-    from amptool.train.checkpoint import load_into_net
-
-    entries, _ = read_entries(path)
-    fitted = {}
-    for p in net.get_parameters():
-        value = entries.get(p.name)
-        if value is not None and not isinstance(value, str) and value.dtype != p.dtype:
-            value = ms.Parameter(ms.Tensor(_as_float32(value)).astype(p.dtype), name=p.name)
-        if value is not None:
-            fitted[p.name] = value
-    load_into_net(net, fitted, f"checkpoint {path}")

@@ -1,33 +1,48 @@
 """``amptool convert policy|ckpt|search``: thin commands over convert's library functions."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from amptool.cli import handle_errors
+from amptool.options import (
+    AmpToolGroup,
+    DataOption,
+    DeviceOption,
+    JsonOption,
+    MaxAbsOption,
+    MaxAccDropOption,
+    MaxOutsideOption,
+    MaxRelOption,
+    MinCosineOption,
+    MinTop1Option,
+    ModelOption,
+    PolicyOutOption,
+    QuietOption,
+    about,
+    handle_errors,
+    noted,
+    print_json,
+    with_default,
+)
 
-convert_app = typer.Typer(no_args_is_help=True, add_completion=False,
+convert_app = typer.Typer(cls=AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
-
-LIMIT = "a number, or 'off' to disable"
-MODEL_HELP = "Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or path/to/file.py:factory."
 
 
 def policy_command(
-    level: Optional[str] = typer.Option(None, help="Built-in level O0, O1, O2 or O3. (default: O2)"),
-    dtype: Optional[str] = typer.Option(None, help="Low dtype: fp16 or bf16 (bf16 not on CPU). (default: fp16)"),
+    level: Optional[str] = typer.Option(None, help="Built-in level O0, O1, O2 or O3. \\[default: O2]"),
+    dtype: Optional[str] = typer.Option(None, help="Low dtype: fp16 or bf16 (bf16 not on CPU). \\[default: fp16]"),
     policy: Optional[Path] = typer.Option(None, help="Read this policy file (TOML/YAML/JSON, or a run.json/manifest)."),
     fp32_type: List[str] = typer.Option([], "--fp32-type", help="Cell type kept in fp32 (repeatable), e.g. Softmax."),
     fp32_cell: List[str] = typer.Option([], "--fp32-cell", help="Cell path kept in fp32 (repeatable), e.g. blocks.1.attn.softmax."),
     fp16_cell: List[str] = typer.Option([], "--fp16-cell", help="Cell path forced to the low dtype (repeatable)."),
-    model: Optional[str] = typer.Option(None, help=MODEL_HELP + " Shows each cell's dtype."),
-    device: Optional[str] = typer.Option(None, help="Check the dtype runs on this device (CPU, GPU, Ascend, auto)."),
-    out: Optional[Path] = typer.Option(None, help="Write the policy to this file (.toml, .yaml, .json)."),
+    model: noted(ModelOption, "Shows each cell's dtype.") = None,
+    device: noted(DeviceOption, "Check the dtype runs on this device.") = None,
+    out: PolicyOutOption = None,
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    as_json: about(JsonOption, "the policy, its meaning and per-cell rows") = False,
 ) -> None:
     """Show what a level or policy file means (per cell with --model); write it as a policy file."""
     from amptool.convert.explain import PolicyConfig, explain_policy
@@ -38,7 +53,7 @@ def policy_command(
                        out=str(out) if out else None, force=force)
     report = explain_policy(cfg)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        print_json(report.to_dict())
         return
     typer.echo(f"policy {report.policy.describe()}: {report.meaning}")
     if report.rows:
@@ -60,13 +75,13 @@ def ckpt_command(
     src: Path = typer.Argument(..., help="Checkpoint to convert (ckpt or safetensors)."),
     dst: Path = typer.Argument(..., help="File to write."),
     to: str = typer.Option(..., "--to", help="Target dtype of float entries: fp16 or fp32."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="ckpt or safetensors. (default: from OUT's extension, else ckpt)"),
-    policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs the model). (default: O2 when the model is known)"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="ckpt or safetensors. \\[default: from OUT's extension, else ckpt]"),
+    policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs the model). \\[default: O2 when the model is known]"),
     all_floats: bool = typer.Option(False, "--all", help="Convert every float entry, ignoring the policy."),
-    model: Optional[str] = typer.Option(None, help=MODEL_HELP + " (default: the checkpoint's 'model' entry)"),
+    model: with_default(ModelOption, "the checkpoint's 'model' entry") = None,
     weights_only: bool = typer.Option(False, "--weights-only", help="Keep only the network's parameters (drop optimizer/loss-scale state and counters; needs the model)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    as_json: about(JsonOption, "the conversion report") = False,
 ) -> None:
     """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as they are."""
     from amptool.convert.ckpt import CkptConfig, convert_checkpoint
@@ -76,7 +91,7 @@ def ckpt_command(
                      weights_only=weights_only, force=force)
     report = convert_checkpoint(cfg)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        print_json(report.to_dict())
         return
     typer.echo(f"policy: {report.policy}")
     typer.echo(f"converted {len(report.converted)} float entries to {report.to}; kept fp32: "
@@ -106,23 +121,23 @@ def _size(n: int) -> str:
 def search_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best checkpoint)."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or overriding the run's)."),
-    model: Optional[str] = typer.Option(None, help=MODEL_HELP + " (default: the run's)"),
-    data: Optional[str] = typer.Option(None, help="Data whose held-out split feeds the trials. (default: the run's, else digits)"),
+    model: with_default(ModelOption, "the run's") = None,
+    data: noted(DataOption, "Its held-out split feeds the trials. \\[default: the run's, else digits]") = None,
     samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole split)."),
     level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm fp32)."),
     policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its fp32 cells stay fp32."),
-    out: Path = typer.Option(Path("policy.toml"), help="Where to write the found policy (.toml, .yaml, .json)."),
+    out: PolicyOutOption = Path("policy.toml"),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity config's thresholds table works) over parity's fp16 defaults."),
-    min_cosine: Optional[str] = typer.Option(None, help=f"Least cosine similarity ({LIMIT}). (default: 0.999)"),
-    min_top1: Optional[str] = typer.Option(None, help=f"Least top-1 agreement ({LIMIT}). (default: 0.99)"),
-    max_acc_drop: Optional[str] = typer.Option(None, help=f"Largest accuracy drop as a fraction ({LIMIT}). (default: 0.005)"),
-    max_abs: Optional[str] = typer.Option(None, help=f"Largest absolute error ({LIMIT}). (default: off)"),
-    max_rel: Optional[str] = typer.Option(None, help=f"Largest relative error ({LIMIT}). (default: off)"),
-    max_outside: Optional[str] = typer.Option(None, help=f"Largest fraction of elements outside atol + rtol*|ref| ({LIMIT}). (default: off)"),
-    device: str = typer.Option("auto", help="auto, CPU, GPU or Ascend."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result (with the trace) as JSON."),
+    min_cosine: MinCosineOption = None,
+    min_top1: MinTop1Option = None,
+    max_acc_drop: MaxAccDropOption = None,
+    max_abs: MaxAbsOption = None,
+    max_rel: MaxRelOption = None,
+    max_outside: MaxOutsideOption = None,
+    device: DeviceOption = "auto",
+    quiet: QuietOption = False,
+    as_json: about(JsonOption, "the result with the whole trace") = False,
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
     from amptool.convert.search import SearchConfig, search_policy
@@ -136,7 +151,7 @@ def search_command(
                        force=force, device=device)
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        print_json(result.to_dict())
         return
     kept = ", ".join(result.kept) if result.kept else "none"
     typer.echo(f"kept in fp32 (beyond the base): {kept}")
@@ -150,8 +165,13 @@ def search_command(
 def _thresholds(path: Optional[Path], flags: dict):
     """Parity's fp16-vs-fp32 defaults, then a file's table and its fp16_vs_fp32 table, then flags."""
     from amptool.config import read_config_file
-    from amptool.parity.config import PAIR_TABLES, flag_overrides, validate_file_thresholds
-    from amptool.parity.metrics import FP16_VS_FP32, thresholds_from_dict
+    from amptool.metrics import (
+        FP16_VS_FP32,
+        PAIR_TABLES,
+        flag_overrides,
+        thresholds_from_dict,
+        validate_file_thresholds,
+    )
 
     th = FP16_VS_FP32
     if path:

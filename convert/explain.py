@@ -64,7 +64,7 @@ class PolicyReport:
 
 def build_policy(cfg: PolicyConfig):
     """The policy the options describe: a file, or a level plus extra cell lists."""
-    from amptool.convert.policy import load_policy, make_policy
+    from amptool.policy import load_policy, make_policy
 
     if cfg.policy:
         if cfg.level or cfg.dtype or cfg.fp32_types or cfg.fp32_cells or cfg.fp16_cells:
@@ -77,7 +77,7 @@ def build_policy(cfg: PolicyConfig):
 
 def explain_policy(cfg: PolicyConfig) -> PolicyReport:
     """Resolve the policy, check it against the model and device, optionally write it."""
-    from amptool.convert.policy import check_dtype_on_device, save_policy
+    from amptool.policy import check_dtype_on_device, save_policy
 
     policy = build_policy(cfg)
     if cfg.device:
@@ -86,9 +86,9 @@ def explain_policy(cfg: PolicyConfig) -> PolicyReport:
         check_dtype_on_device(policy, resolve_device(cfg.device))
     rows = []
     if cfg.model:
-        from amptool.convert.policy import cell_dtypes
         from amptool.device import import_mindspore
-        from amptool.samples.loader import resolve_model
+        from amptool.models import resolve_model
+        from amptool.precision import cell_dtypes
 
         import_mindspore()
         net = resolve_model(cfg.model).build()

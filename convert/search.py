@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from amptool.errors import CheckFailed, UsageError
-from amptool.parity.metrics import FP16_VS_FP32, Thresholds, check_metrics, compute_metrics, passed
+from amptool.metrics import (
+    FP16_VS_FP32,
+    Thresholds,
+    check_metrics,
+    compute_metrics,
+    passed,
+)
 
 Callback = Optional[Callable[[dict], None]]
 
@@ -111,11 +117,11 @@ class Trials:
     """Runs and memoizes trials on one eager network with switchable cells."""
 
     def __init__(self, net, policy, x, ref, labels, thresholds: Thresholds, emit):
-        from amptool.convert.policy import _ms_dtype, apply_policy, cell_paths
+        from amptool.precision import apply_policy, cell_paths, ms_dtype
 
         self.amp_net = apply_policy(net, policy)  # base-kept cells wrapped, the rest low dtype
         self._paths = cell_paths(net)
-        self._dtype = _ms_dtype(policy)
+        self._dtype = ms_dtype(policy)
         self._Toggle = _toggle_class()
         self.toggles: dict = {}
         self.candidates: list = []
@@ -124,13 +130,11 @@ class Trials:
         self.cache: dict = {}
 
     def add_candidates(self, order: list) -> None:
+        from amptool.precision import replace_cell
+
         for path in order:
-            parent_path, _, child = path.rpartition(".")
-            parent = self._paths[parent_path]
             toggle = self._Toggle(self._paths[path], self._dtype)
-            parent._cells[child] = toggle
-            if hasattr(parent, "cell_list"):
-                parent.cell_list = list(parent.cells())
+            replace_cell(self._paths, path, toggle)
             self.toggles[path] = toggle
             self.candidates.append(path)
 
@@ -179,9 +183,9 @@ def bisect(candidates: list, trial: Callable[[list, str], bool]) -> list:
 
 
 def base_policy(cfg: SearchConfig):
-    from amptool.convert.policy import load_policy, make_policy
+    from amptool.policy import policy_for
 
-    policy = load_policy(cfg.policy) if cfg.policy else make_policy(cfg.level)
+    policy = policy_for(cfg.policy, cfg.level)
     if policy.level not in ("O2", "O3"):
         raise UsageError(f"search needs an O2 or O3 base, got {policy.level}",
                          "pass --level O3 (all fp16) or --level O2")
@@ -189,7 +193,7 @@ def base_policy(cfg: SearchConfig):
 
 
 def _check_out(cfg: SearchConfig) -> None:
-    from amptool.convert.policy import policy_format
+    from amptool.policy import policy_format
 
     policy_format(cfg.out)
     out = Path(cfg.out)
@@ -206,8 +210,8 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """
     emit = on_event or (lambda event: None)
     t0 = time.perf_counter()
-    from amptool.convert.policy import check_dtype_on_device
     from amptool.device import import_mindspore, resolve_device, set_device
+    from amptool.policy import check_dtype_on_device
 
     ms = import_mindspore()
     base = base_policy(cfg)
@@ -227,9 +231,11 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
 def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     import mindspore as ms
 
-    from amptool.convert.policy import resolve_fp32_cells, save_policy
+    from amptool.checkpoint import build_with_weights
+    from amptool.policy import save_policy
+    from amptool.precision import resolve_fp32_cells
 
-    from .source import build_with_weights, load_source
+    from .source import load_source
     from .trace import record_execution
 
     src = load_source(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples)
@@ -269,7 +275,7 @@ def _run_search(trials: Trials, order: list) -> list:
 
 
 def _final_policy(base, kept: list):
-    from amptool.convert.policy import make_policy
+    from amptool.policy import make_policy
 
     cells = list(base.fp32_cells) + [c for c in kept if c not in base.fp32_cells]
     return make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
@@ -277,9 +283,8 @@ def _final_policy(base, kept: list):
 
 def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
     """One trial of ``policy`` on a fresh network set up by ``apply_policy``."""
-    from amptool.convert.policy import apply_policy
-
-    from .source import build_with_weights
+    from amptool.checkpoint import build_with_weights
+    from amptool.precision import apply_policy
 
     net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
     ok, metrics = judge(ref, net(x).asnumpy(), src.y, th)
@@ -290,9 +295,8 @@ def fp16_fractions(src, policy, calls: list) -> tuple[float, float]:
     """Fractions of float parameters and of leaf-cell FLOPs left in the low dtype."""
     import mindspore as ms
 
-    from amptool.convert.policy import low_precision_params, resolve_fp32_cells
-
-    from .source import build_with_weights
+    from amptool.checkpoint import build_with_weights
+    from amptool.precision import low_precision_params, resolve_fp32_cells
 
     net = build_with_weights(src.spec, src.weights, src.ckpt)
     total = sum(int(p.size) for p in net.get_parameters() if p.dtype == ms.float32)

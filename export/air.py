@@ -1,14 +1,14 @@
 """AIR (Ascend IR): the MindIR code path with the Ascend backend.
 
 Deprecated upstream in MindSpore 2.10; MINDIR is the way forward. Refused on any host
-without an Ascend device before any work is done. Same functions as ``mindir.py``.
+without an Ascend device before any work is done. Same writer functions as
+``mindir.py``.
 """
 from __future__ import annotations
 
-from amptool.errors import DeviceError, UsageError
-
-FORMAT = "AIR"
-SUFFIX = ".air"
+from amptool.artefact.air import FORMAT
+from amptool.artefact.mindir import ENC_MODE
+from amptool.errors import DeviceError
 
 
 def check_available(device: str | None = None) -> None:
@@ -27,22 +27,5 @@ def check_available(device: str | None = None) -> None:
 def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False) -> None:
     import mindspore as ms
 
-    extra = {"enc_key": key, "enc_mode": "AES-GCM"} if key else {}
+    extra = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
     ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)
-
-
-def is_encrypted(path) -> bool:
-    return False
-
-
-def _refuse(path):
-    raise UsageError(f"{path}: amptool reads MINDIR and ONNX files, not AIR",
-                     "inspect the MINDIR export of the same model")
-
-
-def describe(path, key: bytes | None = None) -> dict:
-    _refuse(path)
-
-
-def read_weights(path, key: bytes | None = None) -> dict:
-    _refuse(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from amptool.errors import UsageError
 
@@ -20,11 +21,11 @@ IO_DTYPES = ("fp32", "fp16")
 class ExportConfig:
     """Everything ``amptool export`` needs."""
 
-    run: str = ""
+    run: Optional[str] = None
     """Training run folder (run.json + best/last checkpoint); or use ``ckpt`` + ``model``."""
-    ckpt: str = ""
+    ckpt: Optional[str] = None
     """Checkpoint file (.ckpt or .safetensors) when no run folder is given."""
-    model: str = ""
+    model: Optional[str] = None
     """Sample name or path/to/file.py:factory, with ``ckpt``."""
     which: str = "best"
     """Which checkpoint of the run: best or last."""
@@ -38,13 +39,13 @@ class ExportConfig:
     """Export with a dynamic batch dimension (-1)."""
     io_dtype: str = "fp32"
     """Input/output dtype of the fp16 artefact: fp32 (drop-in for the fp32 one) or fp16."""
-    out: str = ""
+    out: Optional[str] = None
     """Output folder; default: <run>/export, or out/export with ``ckpt``."""
     force: bool = False
     """Replace existing artefacts."""
-    policy: str = ""
+    policy: Optional[str] = None
     """Precision policy file overriding the run's (or the O2 default with ``ckpt``)."""
-    amp_level: str = ""
+    amp_level: Optional[str] = None
     """AMP level overriding the run's policy (O0..O3)."""
     data: str = "digits"
     """With ``ckpt``: the training data, to record its preprocessing ("none" to skip)."""
@@ -69,6 +70,25 @@ class ExportResult:
     def to_dict(self) -> dict:
         return {"format": self.format, "precision": self.precision, "path": self.path,
                 "manifest_path": self.manifest_path, "manifest": self.manifest}
+
+
+@dataclass
+class ExportReport:
+    """The artefacts one export wrote (each with its manifest)."""
+
+    artefacts: list = field(default_factory=list)
+
+    def __iter__(self):
+        return iter(self.artefacts)
+
+    def __len__(self) -> int:
+        return len(self.artefacts)
+
+    def __getitem__(self, index):
+        return self.artefacts[index]
+
+    def to_dict(self) -> dict:
+        return {"artefacts": [a.to_dict() for a in self.artefacts]}
 
 
 def normalize_formats(formats) -> tuple:
@@ -130,9 +150,11 @@ def default_out(cfg: ExportConfig) -> str:
 
 
 def artefact_path(out: Path, model_name: str, precision: str, fmt: str) -> Path:
+    from amptool.artefact import reader
+
     base = model_name.rsplit(":", 1)[-1] if ".py:" in model_name else model_name
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(base).name)
-    return out / f"{safe}_{precision}{format_module(fmt).SUFFIX}"
+    return out / f"{safe}_{precision}{reader(fmt).SUFFIX}"
 
 
 def export_model(cfg: ExportConfig) -> list:
@@ -144,14 +166,10 @@ def export_model(cfg: ExportConfig) -> list:
         format_module(fmt).check_available(cfg.device)
     from amptool.device import resolve_device, set_device
 
-    from . import source as src
+    from .source import open_export_source
 
     device = resolve_device(cfg.device)
-    if cfg.run:
-        source = src.from_run(cfg.run, cfg.which, cfg.policy, cfg.amp_level)
-    else:
-        source = src.from_checkpoint(cfg.ckpt, cfg.model, cfg.policy, cfg.amp_level, cfg.data,
-                                     cfg.val_fraction)
+    source = open_export_source(cfg)
     from amptool.fileio import ensure_out_dir
 
     out = ensure_out_dir(default_out(cfg))
@@ -164,9 +182,14 @@ def export_model(cfg: ExportConfig) -> list:
 
 
 def _check_existing(paths: list, force: bool) -> None:
-    from .manifest import manifest_path
+    from amptool.artefact.manifest import manifest_path
 
     existing = [str(p) for p in paths if p.exists() or manifest_path(p).exists()]
     if existing and not force:
         raise UsageError(f"{len(existing)} artefact(s) already exist ({', '.join(existing[:3])}); "
                          "nothing was touched", "pass --force to replace them, or choose another --out")
+
+
+def export(cfg: ExportConfig) -> ExportReport:
+    """Write the artefacts ``cfg`` asks for (all or nothing) and their manifests."""
+    return ExportReport(list(export_model(cfg)))

@@ -1,39 +1,50 @@
 """``amptool export`` and ``amptool inspect``: options into a config, one library call, print."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from amptool.cli import handle_errors
+from amptool.options import (
+    AmpLevelOption,
+    DataOption,
+    DeviceOption,
+    JsonOption,
+    ModelOption,
+    OutOption,
+    about,
+    handle_errors,
+    noted,
+    print_json,
+    with_default,
+)
 
 
 def export_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder: model, policy, preprocessing from run.json, weights from its best checkpoint."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint file (.ckpt or .safetensors) instead of --run; needs --model."),
-    model: Optional[str] = typer.Option(None, help="With --ckpt: sample name or path/to/file.py:factory."),
+    model: noted(ModelOption, "Needed with --ckpt.") = None,
     which: str = typer.Option("best", help="With --run: the best or last checkpoint."),
     fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f", help="MINDIR, AIR or ONNX (case-insensitive); repeat or comma-separate for several."),
     precision: str = typer.Option("both", help="fp32, fp16 or both."),
     batch_size: int = typer.Option(1, help="Fixed batch dimension of the exported graph."),
     dynamic_batch: bool = typer.Option(False, "--dynamic-batch", help="Export a dynamic batch dimension instead of --batch-size."),
     io_dtype: str = typer.Option("fp32", help="Input/output dtype of the fp16 artefact: fp32 (drop-in for the fp32 one) or fp16."),
-    out: Optional[Path] = typer.Option(None, help="Output folder. [default: RUN/export, or out/export with --ckpt]"),
+    out: with_default(OutOption, "RUN/export, or out/export with --ckpt") = None,
     force: bool = typer.Option(False, "--force", help="Replace existing artefacts."),
     policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON) for the fp16 graph; overrides the run's."),
-    amp_level: Optional[str] = typer.Option(None, "--amp-level", help="AMP level for the fp16 graph (overrides the run's policy); O0/O1 export as O2."),
-    data: str = typer.Option("digits", help="With --ckpt: the training data, to record its preprocessing in the manifest ('none' to skip)."),
+    amp_level: noted(AmpLevelOption, "For the fp16 graph (overrides the run's policy); O0/O1 export as O2.") = None,
+    data: noted(DataOption, "With --ckpt: the training data, to record its preprocessing in the manifest ('none' to skip).") = "digits",
     val_fraction: float = typer.Option(0.2, help="With --ckpt: the validation fraction used in training."),
-    device: str = typer.Option("auto", help="auto, CPU, GPU or Ascend (AIR needs Ascend)."),
+    device: noted(DeviceOption, "AIR needs Ascend.") = "auto",
     encrypt_key_file: Optional[Path] = typer.Option(None, help="Encrypt MINDIR with the AES-GCM key in this file (hex or raw 16/24/32 bytes)."),
     encrypt_key_env: Optional[str] = typer.Option(None, help="Encrypt MINDIR with the key (hex) in this environment variable."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    as_json: about(JsonOption, "the written artefacts with their manifests") = False,
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
+    from amptool.artefact.keys import resolve_key
     from amptool.export.api import ExportConfig, check_config, export_model
-    from amptool.export.keys import resolve_key
 
     cfg = ExportConfig(
         run=str(run) if run else "", ckpt=str(ckpt) if ckpt else "", model=model or "",
@@ -49,7 +60,7 @@ def export_command(
         cfg = dataclasses.replace(cfg, encrypt_key=key)
     results = export_model(cfg)
     if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in results], indent=2, sort_keys=True))
+        print_json([r.to_dict() for r in results])
         return
     sizes = {(r.format, r.precision): r.manifest["file_size"] for r in results}
     for r in results:
@@ -66,19 +77,19 @@ def inspect_command(
     path: Path = typer.Argument(..., help="A .mindir or .onnx file."),
     key_file: Optional[Path] = typer.Option(None, help="Key file of an encrypted MINDIR."),
     key_env: Optional[str] = typer.Option(None, help="Environment variable holding the key (hex) of an encrypted MINDIR. [default: AMPTOOL_MINDIR_KEY when set]"),
-    as_json: bool = typer.Option(False, "--json", help="Print the facts as JSON."),
+    as_json: about(JsonOption, "the facts") = False,
 ) -> None:
     """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its manifest)."""
+    from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
     from amptool.errors import CheckFailed
     from amptool.export.inspect import format_report, inspect_artefact
-    from amptool.export.keys import ENV_VAR, key_from_env, resolve_key
 
     key = resolve_key(str(key_file) if key_file else None, key_env)
     if key is None:
         key = key_from_env(ENV_VAR, required=False)
     facts = inspect_artefact(path, key)
     if as_json:
-        typer.echo(json.dumps(facts, indent=2, sort_keys=True))
+        print_json(facts)
     else:
         for line in format_report(facts):
             typer.echo(line)

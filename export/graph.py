@@ -27,8 +27,8 @@ def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str
     """
     import mindspore as ms
 
-    from amptool.convert.policy import apply_policy, low_precision_params
-    from amptool.train.checkpoint import load_into_net
+    from amptool.checkpoint import load_into_net
+    from amptool.precision import apply_policy, low_precision_params
 
     net = spec.build()
     load_into_net(net, params, source)

@@ -13,21 +13,21 @@ from amptool.fileio import sha256
 
 def inspect_artefact(path, key: bytes | None = None) -> dict:
     """Format, size, sha256, encryption, inputs, outputs and parameters; plus the manifest."""
-    from .api import format_module
-    from .manifest import read_manifest, summarize_params
-    from .runners import detect_format, infer_precision
+    from amptool.artefact import reader
+    from amptool.artefact.manifest import read_manifest, summarize_params
+    from amptool.artefact.runners import detect_format, infer_precision
 
     path = Path(path)
     fmt = detect_format(path)
     if not path.is_file():
         raise UsageError(f"{path} does not exist", "check the path")
     if fmt == "AIR":
-        format_module("AIR").describe(path)
+        reader("AIR").describe(path)
     if fmt == "MINDIR":
         from amptool.device import import_mindspore
 
         import_mindspore()
-    module = format_module(fmt)
+    module = reader(fmt)
     encrypted = module.is_encrypted(path)
     manifest = read_manifest(path)
     facts = {"format": fmt, "path": str(path), "file_size": path.stat().st_size,

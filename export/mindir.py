@@ -1,22 +1,11 @@
-"""MindIR: write with ``mindspore.export``, read back with ``mindspore.load`` or the proto.
+"""MindIR: written with ``mindspore.export``; read back by ``amptool.artefact.mindir``.
 
-Every format module exposes the same functions: ``check_available(device)``,
-``write(net, inputs, path, key=None)``, ``is_encrypted(path)``, ``describe(path, key=None)``
-and ``read_weights(path, key=None)``.
+Every writer module (``mindir``, ``onnx``, ``air``) exposes the same functions:
+``check_available(device)`` and ``write(net, inputs, path, key=None, dynamic_batch=False)``.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
-
-from amptool.errors import UsageError
-
-from .common import PROTO_DTYPES, first_line, io_entry, is_weight, np_dtype, quiet_native_stderr
-
-FORMAT = "MINDIR"
-SUFFIX = ".mindir"
-ENC_MODE = "AES-GCM"
+from amptool.artefact.mindir import ENC_MODE, FORMAT
 
 
 def check_available(device: str) -> None:
@@ -29,114 +18,3 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
 
     extra = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
     ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)
-
-
-def is_encrypted(path) -> bool:
-    from mindspore._c_expression import _is_cipher_file
-
-    with quiet_native_stderr():
-        return bool(_is_cipher_file(str(path)))
-
-
-def _read_bytes(path, key: bytes | None) -> bytes:
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"MindIR file {path} does not exist", "check the path")
-    if not is_encrypted(path):
-        return path.read_bytes()
-    if key is None:
-        raise UsageError(f"{path} is an encrypted MindIR",
-                         "pass its key with --key-file or the AMPTOOL_MINDIR_KEY variable")
-    from mindspore._c_expression import _decrypt
-
-    with quiet_native_stderr():
-        data = _decrypt(str(path), key, len(key), ENC_MODE)
-    if not data:
-        raise UsageError(f"cannot decrypt {path}: wrong key (or the file is corrupt)",
-                         "pass the key the artefact was exported with")
-    return data
-
-
-def read_model(path, key: bytes | None = None):
-    """The MindIR ``ModelProto``; one clear error for a corrupt or truncated file."""
-    from google.protobuf.message import DecodeError
-    from mindspore.train import mind_ir_pb2
-
-    data = _read_bytes(path, key)
-    model = mind_ir_pb2.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise UsageError(f"{path} cannot be read as MindIR ({first_line(exc)})",
-                         "it is truncated or not a MindIR file: export it again") from None
-    if not model.graph.input or not model.graph.output:
-        raise UsageError(f"{path} cannot be read as MindIR (no graph inputs/outputs)",
-                         "it is truncated or not a MindIR file: export it again")
-    return model
-
-
-def _short(name: str) -> str:
-    return name.rsplit(":", 1)[-1]
-
-
-def _tensor_io(values, prefix: str) -> list:
-    rows = []
-    for i, value in enumerate(values):
-        tensor = value.tensor[0] if value.tensor else None
-        shape = list(tensor.dims) if tensor is not None else []
-        dtype = PROTO_DTYPES.get(tensor.data_type, "unknown") if tensor is not None else "unknown"
-        rows.append(io_entry(f"{prefix}{i}", shape, dtype))
-    return rows
-
-
-def describe(path, key: bytes | None = None) -> dict:
-    """Inputs, outputs and stored weights (name -> (dtype, shape)) read from the file."""
-    model = read_model(path, key)
-    weights = {}
-    for param in model.graph.parameter:
-        dtype = PROTO_DTYPES.get(param.data_type, "unknown")
-        shape = [int(d) for d in param.dims]
-        if is_weight(dtype, shape):
-            weights[_short(param.name)] = (dtype, shape)
-    return {"format": FORMAT, "inputs": _tensor_io(model.graph.input, "input"),
-            "outputs": _tensor_io(model.graph.output, "output"), "weights": weights,
-            "producer": f"{model.producer_name} {model.model_version}".strip()}
-
-
-def read_weights(path, key: bytes | None = None) -> dict:
-    """name -> numpy array of every stored floating-point parameter."""
-    model = read_model(path, key)
-    out = {}
-    for param in model.graph.parameter:
-        dtype = PROTO_DTYPES.get(param.data_type, "unknown")
-        shape = [int(d) for d in param.dims]
-        if is_weight(dtype, shape) and dtype != "bfloat16":
-            out[_short(param.name)] = np.frombuffer(param.raw_data,
-                                                    dtype=np_dtype(dtype)).reshape(shape)
-    return out
-
-
-def load_graph(path, key: bytes | None = None):
-    """An ``nn.GraphCell`` running the MindIR (decrypting it with ``key``)."""
-    import mindspore as ms
-    from mindspore import nn
-
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"MindIR file {path} does not exist", "check the path")
-    encrypted = is_encrypted(path)
-    if encrypted and key is None:
-        raise UsageError(f"{path} is an encrypted MindIR",
-                         "pass its key with --key-file or the AMPTOOL_MINDIR_KEY variable")
-    key = key if encrypted else None
-    kwargs = {"dec_key": key, "dec_mode": ENC_MODE} if key else {}
-    try:
-        with quiet_native_stderr():
-            graph = ms.load(str(path), **kwargs)
-    except (RuntimeError, ValueError) as exc:
-        if key is not None:
-            raise UsageError(f"cannot decrypt {path}: wrong key (or the file is corrupt)",
-                             "pass the key the artefact was exported with") from None
-        raise UsageError(f"{path} cannot be loaded as MindIR ({first_line(exc)})",
-                         "it is truncated or not a MindIR file: export it again") from None
-    return nn.GraphCell(graph)

@@ -5,19 +5,18 @@ import contextlib
 import time
 from pathlib import Path
 
+from amptool.artefact.common import first_line
 from amptool.errors import AmpToolError, UsageError
 from amptool.fileio import atomic_path, sha256
-
-from .common import first_line
 
 
 def write_all(cfg, source, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
-    from amptool.train.checkpoint import read_checkpoint
+    from amptool.artefact.manifest import manifest_path
+    from amptool.checkpoint import read_checkpoint
+    from amptool.policy import export_policy
 
     from .api import ExportResult
-    from .manifest import manifest_path
-    from .source import export_policy
 
     params = read_checkpoint(source.checkpoint)
     ckpt_facts = {"path": str(source.checkpoint.resolve()), "sha256": sha256(source.checkpoint)}
@@ -72,20 +71,20 @@ def _trace(net, source, cfg, fmt, precision, tmp: Path) -> None:
 
 
 def _manifest(cfg, source, fmt, precision, policy, tmp: Path, ckpt_facts: dict) -> dict:
-    from amptool.convert.policy import make_policy
+    from amptool.artefact import reader
+    from amptool.policy import make_policy
 
-    from .api import format_module
     from .manifest import build_manifest
 
     key = cfg.encrypt_key if fmt == "MINDIR" else None
-    facts = format_module(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(source)
+    facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(source)
     effective = policy if policy is not None else make_policy("O0")
     spec = source.spec
     return build_manifest(
         fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
         policy=effective.to_dict(), source_policy=source.policy.to_dict(), facts=facts,
         file_size=tmp.stat().st_size, sha256=sha256(tmp), checkpoint=ckpt_facts,
-        model={"name": spec.name, "spec": source.model_spec, "input_shape": list(spec.input_shape),
+        model={"name": spec.name, "spec": source.model_ref, "input_shape": list(spec.input_shape),
                "num_classes": spec.num_classes},
         preprocess=source.preprocess, data=source.data, val_fraction=source.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},

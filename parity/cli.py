@@ -1,4 +1,4 @@
-"""``amptool parity`` and ``amptool run``: flags into a config, one library call, a report."""
+"""``amptool parity``: flags into a config, one library call, a report."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,14 +6,30 @@ from typing import List, Optional
 
 import typer
 
-from amptool.cli import handle_errors
-
-LIMIT = "a number, or 'off' to disable"
+from amptool.options import (
+    DataOption,
+    DeviceOption,
+    JsonOption,
+    MaxAbsOption,
+    MaxAccDropOption,
+    MaxOutsideOption,
+    MaxRelOption,
+    MinCosineOption,
+    MinTop1Option,
+    ModelOption,
+    QuietOption,
+    about,
+    check_output_path,
+    handle_errors,
+    noted,
+    print_json,
+    with_default,
+)
 
 
 def parity_command(
     artefacts: List[str] = typer.Argument(..., metavar="REFERENCE CANDIDATE...", help="Reference (artefact, checkpoint or run folder) then candidate artefacts; with --load-outputs, candidates only."),
-    data: Optional[str] = typer.Option(None, help="Real samples: digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE (held-out split). \\[default: the manifest's data, else digits]"),
+    data: noted(DataOption, "Real samples (held-out split). \\[default: the manifest's data, else digits]") = None,
     samples: Optional[int] = typer.Option(None, help="Use the first N held-out samples. \\[default: all]"),
     inputs: Optional[Path] = typer.Option(None, help="An .npz of ready inputs (arrays named after the inputs, or x; labels y), fed as they are."),
     save_outputs: Optional[Path] = typer.Option(None, "--save-outputs", help="Store the reference's outputs, inputs and labels (golden data) in this .npz."),
@@ -21,28 +37,31 @@ def parity_command(
     per_layer: bool = typer.Option(False, "--per-layer", help="Localize the first diverging cell (eager fp32 vs the candidate's policy) and check stored weights."),
     layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. \\[default: 32]"),
     layer_min_cosine: Optional[float] = typer.Option(None, help="Per-cell cosine limit. \\[default: the candidate's --min-cosine]"),
-    model: Optional[str] = typer.Option(None, help="Model for --per-layer when no manifest names one (name or file.py:factory)."),
+    model: noted(ModelOption, "For --per-layer when no manifest names one.") = None,
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="Decryption key of encrypted MindIR artefacts."),
-    min_cosine: Optional[str] = typer.Option(None, help=f"Least cosine similarity ({LIMIT}). \\[default: 0.999 fp16, 0.99999 fp32]"),
-    min_top1: Optional[str] = typer.Option(None, help=f"Least top-1 agreement ({LIMIT}). \\[default: 0.99 fp16, 1.0 fp32]"),
-    max_acc_drop: Optional[str] = typer.Option(None, help=f"Largest accuracy drop as a fraction ({LIMIT}). \\[default: 0.005 fp16, 0 fp32]"),
-    max_abs: Optional[str] = typer.Option(None, help=f"Largest absolute error ({LIMIT}). \\[default: off fp16, 1e-4 fp32]"),
-    max_rel: Optional[str] = typer.Option(None, help=f"Largest relative error ({LIMIT}). \\[default: off]"),
-    max_outside: Optional[str] = typer.Option(None, help=f"Largest fraction of elements outside atol + rtol*|ref| ({LIMIT}). \\[default: off]"),
+    min_cosine: MinCosineOption = None,
+    min_top1: MinTop1Option = None,
+    max_acc_drop: MaxAccDropOption = None,
+    max_abs: MaxAbsOption = None,
+    max_rel: MaxRelOption = None,
+    max_outside: MaxOutsideOption = None,
     atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. \\[default: 1e-3]"),
     rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. \\[default: 1e-2]"),
     allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="Tolerate NaN/Inf in a candidate."),
     config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options and a \\[thresholds] table; flags override it."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the full report as JSON."),
+    json_out: Optional[Path] = typer.Option(None, "--json-out", help="Write the full report as JSON to this file."),
     junit: Optional[Path] = typer.Option(None, help="Write a JUnit XML report."),
     plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs matplotlib; implies --per-layer)."),
-    device: Optional[str] = typer.Option(None, help="auto, CPU, GPU or Ascend. \\[default: auto]"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the verdict."),
+    device: with_default(DeviceOption, "auto") = None,
+    quiet: about(QuietOption, "the verdict line") = False,
+    as_json: about(JsonOption, "the full report (as --json-out writes it)") = False,
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
-    from amptool.parity.config import flag_overrides
+    from amptool.metrics import flag_overrides
 
+    check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
+                                       "--save-outputs": save_outputs})
     thresholds = flag_overrides(min_cosine=min_cosine, min_top1=min_top1, max_acc_drop=max_acc_drop,
                                 max_abs=max_abs, max_rel=max_rel, max_outside=max_outside,
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
@@ -51,6 +70,8 @@ def parity_command(
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
                  ckpt=_s(ckpt), device=device)
     cfg = build_parity_config(artefacts, flags, thresholds, config, key_file)
+    if save_outputs is None and cfg.save_outputs:
+        check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
     if plot is not None:
         from amptool.parity.plot import check_plot_available
 
@@ -58,7 +79,19 @@ def parity_command(
     from amptool.parity.compare import check_parity
 
     report = check_parity(cfg)
-    emit_report(report, json_out, junit, plot, quiet)
+    emit_report(report, json_out, junit, plot, "json" if as_json else "quiet" if quiet else "")
+
+
+def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
+    """Refuse unwritable output paths (flag -> path) before any work."""
+    from amptool.errors import UsageError
+
+    stray = next((a for a in artefacts if a.lower().endswith(".json")), None)
+    if as_json and stray:
+        raise UsageError(f"{stray} is not an artefact (--json prints the report and takes no "
+                         "file)", f"write the report to a file with --json-out {stray}")
+    for flag, path in outputs.items():
+        check_output_path(path, flag)
 
 
 def _s(path) -> Optional[str]:
@@ -68,7 +101,8 @@ def _s(path) -> Optional[str]:
 def build_parity_config(artefacts, flags: dict, thresholds: dict, config, key_file):
     from amptool.config import build_config, read_config_file
     from amptool.errors import UsageError
-    from amptool.parity.config import ParityConfig, validate_file_thresholds
+    from amptool.metrics import validate_file_thresholds
+    from amptool.parity.config import ParityConfig
 
     file_values = dict(read_config_file(config)) if config else {}
     source = f"config {config}"
@@ -79,22 +113,28 @@ def build_parity_config(artefacts, flags: dict, thresholds: dict, config, key_fi
                              "give artefacts on the command line")
     key = None
     if key_file is not None:
-        from amptool.export.keys import key_from_file
+        from amptool.artefact.keys import key_from_file
 
         key = key_from_file(key_file)
     load = flags.get("load_outputs") or file_values.get("load_outputs")
-    ref, cands = ("", tuple(artefacts)) if load else (artefacts[0], tuple(artefacts[1:]))
+    ref, cands = (None, tuple(artefacts)) if load else (artefacts[0], tuple(artefacts[1:]))
     base = {**file_values}
     overrides = {**flags, "reference": ref, "candidates": cands, "key": key,
                  "thresholds": thresholds, "file_thresholds": file_th}
     return build_config(ParityConfig, base, overrides, source=source)
 
 
-def emit_report(report: dict, json_out, junit, plot, quiet: bool) -> None:
-    """Print the table, write the requested files, then exit 1 if parity failed."""
+def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
+    """Write the requested files, print the table (only its verdict line with mode "quiet",
+    the report as JSON with mode "json"), then exit 1 if parity failed."""
     from amptool.errors import CheckFailed
-    from amptool.parity.report import (failure_fix, failure_line, format_table, write_junit,
-                                       write_report_json)
+    from amptool.parity.report import (
+        failure_fix,
+        failure_line,
+        format_table,
+        write_junit,
+        write_report_json,
+    )
 
     if json_out is not None:
         write_report_json(str(json_out), report)
@@ -104,65 +144,14 @@ def emit_report(report: dict, json_out, junit, plot, quiet: bool) -> None:
         from amptool.parity.plot import write_plot
 
         write_plot(str(plot), report)
-    text = format_table(report)
-    typer.echo(text.splitlines()[-1] if quiet else text)
+    if mode == "json":
+        print_json(report)
+    else:
+        text = format_table(report)
+        typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
     if not report["passed"]:
         raise CheckFailed(failure_line(report), failure_fix(report))
 
 
-def run_command(
-    model: Optional[str] = typer.Option(None, help="Sample name or path/to/file.py:factory. \\[default: simplecnn]"),
-    data: Optional[str] = typer.Option(None, help="digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE. \\[default: digits]"),
-    amp_level: Optional[str] = typer.Option(None, "--amp-level", help="AMP level of training, O0..O3. \\[default: O2]"),
-    policy: Optional[Path] = typer.Option(None, help="Precision policy file (overrides --amp-level)."),
-    epochs: Optional[int] = typer.Option(None, help="Training epochs. \\[default: 5]"),
-    batch_size: Optional[int] = typer.Option(None, help="Training batch size. \\[default: 32]"),
-    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. \\[default: 0]"),
-    device: Optional[str] = typer.Option(None, help="auto, CPU, GPU or Ascend. \\[default: auto]"),
-    out: Optional[Path] = typer.Option(None, help="Output folder. \\[default: runs/pipeline]"),
-    onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. \\[default: auto]"),
-    samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. \\[default: all]"),
-    per_layer: bool = typer.Option(False, "--per-layer", help="Add per-layer localization to the parity report."),
-    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options; flags override it."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the summary table."),
-) -> None:
-    """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
-    import json
-
-    from amptool.config import build_config, read_config_file
-    from amptool.errors import CheckFailed
-    from amptool.parity.pipeline import PipelineConfig, run_pipeline
-
-    flags = dict(model=model, data=data, amp_level=amp_level.upper() if amp_level else None,
-                 policy=_s(policy), epochs=epochs, batch_size=batch_size, seed=seed,
-                 device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
-                 samples=samples, per_layer=per_layer or None)
-    file_values = read_config_file(config) if config else {}
-    cfg = build_config(PipelineConfig, file_values, flags, source=f"config {config}")
-    summary = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
-    if as_json:
-        typer.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    else:
-        from amptool.parity.report import format_pipeline
-
-        typer.echo(format_pipeline(summary))
-    if not summary["passed"]:
-        culprits = summary["parity"]["culprits"]
-        why = "; ".join(f"{Path(c['artefact']).name}: {c['message']}" for c in culprits)
-        fix = next((c["fix"] for c in culprits if c.get("fix")), "")
-        raise CheckFailed(f"parity failed{' for ' + why if why else ''}",
-                          (fix + "; " if fix else "") + f"see {Path(cfg.out) / 'parity.json'}")
-
-
-def _stage_printer(event: dict) -> None:
-    if event["kind"] == "stage":
-        extra = f" ({', '.join(event['formats'])})" if event.get("formats") else ""
-        typer.echo(f"== {event['stage']}{extra}")
-    elif event["kind"] == "epoch":
-        typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} val acc {event['val_acc']:.4f}")
-
-
 def register(app: typer.Typer) -> None:
     app.command("parity")(handle_errors(parity_command))
-    app.command("run")(handle_errors(run_command))

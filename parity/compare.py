@@ -6,16 +6,24 @@ any threshold makes ``report["passed"]`` false: there is no warn-only mode.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.parity.config import ParityConfig, resolve_thresholds
-from amptool.parity.inputs import (DEFAULT_DATA, InputSet, load_data_inputs, load_golden,
-                                   load_npz_inputs, run_batched, save_golden)
-from amptool.parity.metrics import check_metrics, compute_metrics, passed
+from amptool.metrics import check_metrics, compute_metrics, passed, resolve_thresholds
+from amptool.parity.config import ParityConfig
+from amptool.parity.inputs import (
+    DEFAULT_DATA,
+    InputSet,
+    load_data_inputs,
+    load_golden,
+    load_npz_inputs,
+    run_batched,
+    save_golden,
+)
 from amptool.parity.sources import Source, open_source
 
 FP16_MAX = 65504.0
@@ -143,7 +151,7 @@ def make_inputs(cfg: ParityConfig, ref: Source, cands: list) -> InputSet:
 
 def _judge(cfg: ParityConfig, ref: Source, cand: Source, inputs: InputSet, ref_out: list,
            probes: dict) -> dict:
-    th = resolve_thresholds(ref.precision, cand.precision, cfg)
+    th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds)
     fed = inputs.for_preprocess(cand.preprocess)
     cand_out = run_batched(cand.runner, fed, cfg.batch_size)
     outputs = []
@@ -217,3 +225,26 @@ def _layer_culprit(layer: dict) -> dict:
     fix = (f"keep '{where}' in fp32: add it to the policy's fp32_cells" if origin == "born"
            else "look at the operations feeding it in its parent's construct")
     return {"kind": "layer", "where": where, "origin": origin, "message": text, "fix": fix}
+
+
+@dataclass
+class ParityReport:
+    """A parity verdict: ``passed`` and one entry per candidate, with every metric."""
+
+    passed: bool
+    reference: dict
+    candidates: list
+    inputs: dict
+    report: dict = field(repr=False, default_factory=dict)
+    """The whole report, as ``amptool parity --json-out`` writes it."""
+
+    def to_dict(self) -> dict:
+        return dict(self.report)
+
+
+def parity(cfg: ParityConfig) -> ParityReport:
+    """Compare the candidates with the reference on real inputs (a breach is a report whose
+    ``passed`` is False, not an exception)."""
+    report = check_parity(cfg)
+    return ParityReport(report["passed"], report["reference"], report["candidates"],
+                        report["inputs"], report)

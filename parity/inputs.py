@@ -55,7 +55,7 @@ class InputSet:
 def load_data_inputs(spec: str, preprocess: dict, num_classes: int, val_fraction: float,
                      samples: Optional[int]) -> InputSet:
     """The held-out split of ``spec`` as raw images fitted to the preprocess's C, H, W."""
-    from amptool.train.data import load_raw, split_indices
+    from amptool.data import load_raw, split_indices
 
     shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
     x, y, _ = load_raw(spec, shape, num_classes)
@@ -68,17 +68,22 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: int, val_fraction
                     f"{spec} held-out split ({len(val_idx)} samples)", preprocess)
 
 
-def load_npz_inputs(path: str, input_names: list, samples: Optional[int]) -> InputSet:
-    """Ready inputs from an .npz: arrays named after the inputs, or ``x`` (labels ``y``)."""
+def _read_npz(path: str, flag: str, fix: str, unreadable: str) -> dict:
+    """name -> array of an .npz file; one line naming ``flag`` when it cannot be read."""
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"--inputs {path} does not exist", "give an .npz from numpy.savez")
+        raise UsageError(f"{flag} {path} does not exist", fix)
     try:
         with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+            return {k: z[k] for k in z.files}
     except Exception as exc:
-        raise UsageError(f"cannot read --inputs {path} as .npz ({type(exc).__name__})",
-                         "give an .npz from numpy.savez") from None
+        raise UsageError(unreadable.replace("{name}", type(exc).__name__), fix) from None
+
+
+def load_npz_inputs(path: str, input_names: list, samples: Optional[int]) -> InputSet:
+    """Ready inputs from an .npz: arrays named after the inputs, or ``x`` (labels ``y``)."""
+    arrays = _read_npz(path, "--inputs", "give an .npz from numpy.savez",
+                       f"cannot read --inputs {path} as .npz ({{name}})")
     if all(n in arrays for n in input_names):
         given = [arrays[n] for n in input_names]
     elif len(input_names) == 1 and "x" in arrays:
@@ -136,16 +141,13 @@ def load_golden(path: str):
     """(Source standing for the stored reference, its InputSet, its outputs)."""
     from amptool.parity.sources import Source
 
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--load-outputs {path} does not exist", "make it with --save-outputs")
+    fix = "make it with 'amptool parity REFERENCE --save-outputs FILE'"
+    bad = f"--load-outputs {path} is not a golden outputs file"
+    arrays = _read_npz(path, "--load-outputs", fix, bad)
     try:
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
     except Exception:
-        raise UsageError(f"--load-outputs {path} is not a golden outputs file",
-                         "make it with 'amptool parity REFERENCE --save-outputs FILE'") from None
+        raise UsageError(bad, fix) from None
     fed = [arrays[f"input_{i}"] for i in range(len(meta["inputs_meta"]))]
     outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]
     src = Source(path=f"{path} (golden of {meta['reference']})", kind="golden",

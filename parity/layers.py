@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.parity.metrics import compute_metrics
+from amptool.metrics import compute_metrics
 
 INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
@@ -24,7 +24,7 @@ class _Capture:
     """A network with forward hooks recording each cell's first input and output."""
 
     def __init__(self, spec, policy):
-        from amptool.convert.policy import apply_policy, cell_paths
+        from amptool.precision import apply_policy, cell_paths
 
         self.net = spec.build()
         self.paths = cell_paths(self.net)
@@ -118,7 +118,7 @@ class LayerProbe:
     """Eager networks for one model, one per precision policy, reused across candidates."""
 
     def __init__(self, model: str):
-        from amptool.samples.loader import resolve_model
+        from amptool.models import resolve_model
 
         self.model = model
         self.spec = resolve_model(model)

@@ -14,10 +14,10 @@ from amptool.parity.sources import Source, source_weights
 
 
 def _checkpoint_weights(path: str, cache: dict) -> dict:
-    from amptool.parity.weights import read_checkpoint_weights
+    from amptool.checkpoint import numpy_weights, read_checkpoint
 
     if path not in cache:
-        cache[path] = read_checkpoint_weights(path)
+        cache[path] = numpy_weights(read_checkpoint(path))
     return cache[path]
 
 
@@ -34,13 +34,13 @@ def _weights_of(src: Source, fallback: list, cache: dict) -> tuple:
 
 
 def _policy_of(cand: Source):
-    from amptool.convert.policy import make_policy, policy_from_dict
+    from amptool.policy import make_policy, policy_for, policy_from_dict
 
     if cand.precision == "fp32":
         return make_policy("O0")
     if cand.policy:
         return policy_from_dict(cand.policy, source=f"policy in the manifest of {cand.path}")
-    return make_policy("O2")
+    return policy_for()
 
 
 def localize_candidate(cfg: ParityConfig, ref: Source, cand: Source, inputs: InputSet,

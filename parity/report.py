@@ -125,7 +125,8 @@ def _fixed(value, digits: int = 4) -> str:
 def format_pipeline(summary: dict) -> str:
     """The ``amptool run`` summary: artefacts, sizes, accuracy, parity verdict."""
     train = summary["train"]
-    lines = [f"trained   {summary['config']['model']} {train['policy']} on {train['device']}: "
+    model = summary["config"]["train"]["model"]
+    lines = [f"trained   {model} {train['policy']} on {train['device']}: "
              f"val acc {_fixed(train['val_acc'])}, {train['steps']} steps, "
              f"{train['overflow_steps']} overflow steps skipped",
              "",

@@ -6,7 +6,6 @@ preprocessing, its precision and policy, and where its weights come from.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -14,8 +13,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-
-CKPT_SUFFIXES = (".ckpt", ".safetensors")
+from amptool.rundir import RunDir, is_checkpoint_file
 
 
 @dataclass
@@ -23,21 +21,33 @@ class Source:
     """One side of a comparison."""
 
     path: str
+    """The file or folder given."""
     kind: str
     """artefact, checkpoint or golden."""
     format: str
+    """MINDIR, ONNX, CKPT or GOLDEN."""
     precision: Optional[str]
+    """fp32 or fp16 (None when unknown)."""
     runner: object = None
+    """Runs inputs to outputs (``run(inputs) -> outputs``); None for golden outputs."""
     manifest: Optional[dict] = None
+    """The artefact's manifest, when one sits beside it."""
     preprocess: Optional[dict] = None
+    """How raw images become this source's inputs."""
     model: Optional[str] = None
     """Model name or file.py:factory (for per-layer localization)."""
     num_classes: Optional[int] = None
+    """Width of the class-logits output, where known."""
     checkpoint: Optional[str] = None
+    """The checkpoint the weights come from, where known."""
     policy: Optional[dict] = None
+    """The precision policy the graph was built with."""
     data: Optional[str] = None
+    """The training data source, from the manifest or run.json."""
     val_fraction: Optional[float] = None
+    """The held-out fraction used in training."""
     encrypted: bool = False
+    """An encrypted MindIR (its weights cannot be read)."""
     golden: dict = field(default_factory=dict)
     """Stored arrays and io metadata of a golden-outputs file."""
     cache: dict = field(default_factory=dict)
@@ -71,13 +81,11 @@ class EagerRunner:
     def __init__(self, model: str, params: dict, source: str):
         import mindspore as ms
 
-        from amptool.samples.loader import resolve_model
-        from amptool.train.checkpoint import load_into_net
+        from amptool.checkpoint import build_with_weights
+        from amptool.models import resolve_model
 
         spec = resolve_model(model)
-        self.net = spec.build()
-        load_into_net(self.net, params, source)
-        self.net.set_train(False)
+        self.net = build_with_weights(spec, params, source)
         self._ms = ms
         c, h, w = spec.input_shape
         self.inputs = [{"name": "x", "shape": [-1, c, h, w], "dtype": "float32"}]
@@ -95,34 +103,20 @@ def open_source(path: str, model: str = "", ckpt: str = "", key=None) -> Source:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{path} does not exist", "give an exported artefact, a checkpoint or a run folder")
-    if p.is_dir() or p.suffix in CKPT_SUFFIXES:
+    if p.is_dir() or is_checkpoint_file(p):
         return _open_checkpoint(p, model)
     return _open_artefact(p, model, ckpt, key)
 
 
-def _run_info(folder: Path) -> dict:
-    info = folder / "run.json"
-    if not info.is_file():
-        return {}
-    try:
-        return json.loads(info.read_text(encoding="utf-8"))
-    except ValueError:
-        raise UsageError(f"{info} is not valid JSON", "re-run training or pass --model") from None
-
-
 def _open_checkpoint(p: Path, model: str) -> Source:
-    from amptool.train.checkpoint import read_checkpoint
+    from amptool.checkpoint import numpy_weights, read_checkpoint
 
     if p.is_dir():
-        candidates = [p / f"{w}{s}" for w in ("best", "last") for s in CKPT_SUFFIXES]
-        found = [c for c in candidates if c.is_file()]
-        if not found:
-            raise UsageError(f"{p} holds no best/last checkpoint",
-                             "give a training run folder, a checkpoint or an artefact")
-        ckpt, info = found[0], _run_info(p)
+        run_dir = RunDir(p)
+        ckpt, info = run_dir.find_checkpoint(), run_dir.read_optional()
     else:
-        ckpt, info = p, _run_info(p.parent)
-    spec = model or info.get("config", {}).get("model") or info.get("model", {}).get("name")
+        ckpt, info = p, RunDir(p.parent).read_optional()
+    spec = model or info.get("config", {}).get("model")
     if not spec:
         raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
                          "pass --model NAME or path/to/file.py:factory")
@@ -134,18 +128,13 @@ def _open_checkpoint(p: Path, model: str) -> Source:
                  num_classes=info.get("model", {}).get("num_classes") or runner.outputs[0]["shape"][1],
                  checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
                  val_fraction=data.get("val_fraction"))
-    src.cache["weights"] = {n: v.asnumpy() for n, v in params.items() if hasattr(v, "asnumpy")}
+    src.cache["weights"] = numpy_weights(params)
     return src
 
 
 def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
-    try:
-        from amptool.export.runners import load_runner
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("amptool"):
-            raise
-        raise UsageError("this amptool has no export runners installed",
-                         "reinstall amptool with its export package") from None
+    from amptool.artefact.runners import load_runner
+
     runner = load_runner(str(p), key=key) if key is not None else load_runner(str(p))
     manifest = runner.manifest or {}
     mdl = manifest.get("model") or {}
@@ -164,8 +153,8 @@ def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
 def source_weights(src: Source) -> Optional[dict]:
     """The weights a source computes with, where they can be read (cached on the source)."""
     if "weights" not in src.cache:
-        from amptool.parity.weights import read_artefact_weights
+        from amptool.artefact import stored_weights
 
-        src.cache["weights"] = read_artefact_weights(src.path, src.format, src.encrypted) \
+        src.cache["weights"] = stored_weights(src.path, src.format, src.encrypted) \
             if src.kind == "artefact" else None
     return src.cache["weights"]

@@ -1,4 +1,4 @@
-"""Sample networks. Each registry entry declares its input shape and class count.
+"""Sample networks. ``SAMPLES`` lists each with its input shape and class count.
 
 A user's own network is given as ``path/to/file.py:factory``; the factory returns an
 ``nn.Cell`` and declares ``input_shape`` (C, H, W) and ``num_classes`` either as
@@ -190,29 +190,13 @@ class TrapMLP(nn.Cell):
         return self.fc3(x)
 
 
-class ModelSpec:
-    """A registry entry: how to build the network and what it expects."""
-
-    def __init__(self, name, factory, input_shape, num_classes, summary):
-        self.name = name
-        self.factory = factory
-        self.input_shape = tuple(input_shape)
-        self.num_classes = num_classes
-        self.summary = summary
-
-    def build(self) -> nn.Cell:
-        return self.factory(num_classes=self.num_classes)
-
-
-REGISTRY = {
-    spec.name: spec
-    for spec in (
-        ModelSpec("simplecnn", SimpleCNN, (1, 28, 28), 10, "Conv2d 1->32, ReLU, Flatten, Dense"),
-        ModelSpec("lenet5", LeNet5, (1, 32, 32), 10, "LeNet-5"),
-        ModelSpec("resnet", SmallResNet, (1, 28, 28), 10, "small ResNet with BatchNorm"),
-        ModelSpec("transformer", TinyTransformer, (1, 28, 28), 10,
-                  "tiny transformer classifier with LayerNorm and softmax attention"),
-        ModelSpec("trapmlp", TrapMLP, (1, 28, 28), 10,
-                  "MLP with a planted fp16-unsafe L2 normalization (for parity demos)"),
-    )
+SAMPLES = {
+    # name: (network class, input shape (C, H, W), classes, what it is)
+    "simplecnn": (SimpleCNN, (1, 28, 28), 10, "Conv2d 1->32, ReLU, Flatten, Dense"),
+    "lenet5": (LeNet5, (1, 32, 32), 10, "LeNet-5"),
+    "resnet": (SmallResNet, (1, 28, 28), 10, "small ResNet with BatchNorm"),
+    "transformer": (TinyTransformer, (1, 28, 28), 10,
+                    "tiny transformer classifier with LayerNorm and softmax attention"),
+    "trapmlp": (TrapMLP, (1, 28, 28), 10,
+                "MLP with a planted fp16-unsafe L2 normalization (for parity demos)"),
 }

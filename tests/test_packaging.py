@@ -1,6 +1,7 @@
 """The wheel holds every subpackage and data file, and a regular install runs ``amptool train``."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -36,6 +37,7 @@ def expected_members():
     return {m for m in members if "__pycache__" not in m}
 
 
+@pytest.mark.slow
 def test_wheel_contains_every_module_and_data_file(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = sorted(expected_members() - names)
@@ -43,10 +45,18 @@ def test_wheel_contains_every_module_and_data_file(wheel):
     assert not any(n.startswith(("train/", "export/", "convert/", "tests/")) for n in names)
 
 
-def test_regular_install_runs_train(wheel, tmp_path):
-    target = tmp_path / "site"
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """A regular (non-editable) install of the wheel into a private folder."""
+    target = tmp_path_factory.mktemp("site")
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheel)], check=True, timeout=300)
+    return target
+
+
+@pytest.mark.slow
+def test_regular_install_runs_train(installed, tmp_path):
+    target = installed
     env = dict(os.environ, PYTHONPATH=str(target))
     where = subprocess.run([sys.executable, "-c", "import amptool.train.loop as m; print(m.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
@@ -65,3 +75,42 @@ def test_help_does_not_import_mindspore():
             "assert 'mindspore' not in sys.modules, 'mindspore imported by --help'; "
             "assert 'onnx' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def _lint(site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    code = "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
+    return subprocess.run([sys.executable, "-c", code, str(ROOT / "pyproject.toml")],
+                          capture_output=True, text=True, cwd=cwd, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(site)))
+
+
+@pytest.mark.slow
+def test_layers_contract_holds_and_catches_a_back_arrow(installed, tmp_path):
+    """core <- stages <- pipeline <- cli, no stage imports another: checked on the install."""
+    pytest.importorskip("importlinter")
+    kept = _lint(installed, tmp_path)
+    assert kept.returncode == 0 and "1 kept, 0 broken" in kept.stdout, kept.stdout + kept.stderr
+    planted = tmp_path / "planted"
+    shutil.copytree(installed, planted)
+    (planted / "amptool" / "fileio.py").open("a").write("\nimport amptool.train.loop  # back-arrow\n")
+    (planted / "amptool" / "export" / "writer.py").open("a").write("\nimport amptool.parity.report\n")
+    broken = _lint(planted, tmp_path)
+    assert broken.returncode != 0, broken.stdout
+    assert "amptool.fileio -> amptool.train.loop" in broken.stdout
+    assert "amptool.export.writer -> amptool.parity.report" in broken.stdout
+
+
+def test_every_core_module_is_in_the_layers_contract():
+    """A new core module must be placed in the contract, or it would escape the check."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    layers = config["tool"]["importlinter"]["contracts"][0]["layers"]
+    named = {m.strip() for layer in layers for m in layer.replace("|", ":").split(":")}
+    core = ROOT / "src" / "amptool"
+    modules = {f"amptool.{p.stem}" for p in core.glob("*.py") if p.stem != "__init__"}
+    modules |= {f"amptool.{p.name}" for p in core.iterdir() if (p / "__init__.py").is_file()}
+    modules |= {f"amptool.{t}" for t in SUBTREES}
+    assert modules <= named, f"not in any layer: {sorted(modules - named)}"

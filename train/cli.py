@@ -1,50 +1,60 @@
 """``amptool train``: flags and config file into a TrainConfig, then ``train_model``."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from amptool.cli import handle_errors, is_tty
-
-LEVEL_HELP = "AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNorm/LayerNorm, O3 all fp16."
+from amptool.options import (
+    AmpLevelOption,
+    DataOption,
+    DeviceOption,
+    JsonOption,
+    ModelOption,
+    OutOption,
+    QuietOption,
+    about,
+    handle_errors,
+    is_tty,
+    print_json,
+    with_default,
+)
 
 
 def train_command(
-    model: Optional[str] = typer.Option(None, help="Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or path/to/file.py:factory. (default: simplecnn)"),
-    data: Optional[str] = typer.Option(None, help="digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE. (default: digits)"),
-    amp_level: Optional[str] = typer.Option(None, "--amp-level", help=LEVEL_HELP + " (default: O2)"),
+    model: with_default(ModelOption, "simplecnn") = None,
+    data: with_default(DataOption, "digits") = None,
+    amp_level: with_default(AmpLevelOption, "O2") = None,
     policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON); overrides --amp-level."),
-    loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. (default: dynamic for O1/O2, none for O0/O3)"),
-    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. (default: 65536)"),
-    scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. (default: 2)"),
-    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. (default: 2000)"),
-    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. (default: 50)"),
-    epochs: Optional[int] = typer.Option(None, help="Total epochs. (default: 5)"),
-    batch_size: Optional[int] = typer.Option(None, help="Batch size per worker. (default: 32)"),
-    lr: Optional[float] = typer.Option(None, help="Learning rate. (default: 0.001)"),
-    optimizer: Optional[str] = typer.Option(None, help="adam, sgd or momentum. (default: adam)"),
-    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. (default: 0)"),
-    device: Optional[str] = typer.Option(None, help="auto, CPU, GPU or Ascend. (default: auto)"),
-    out: Optional[Path] = typer.Option(None, help="Output folder. (default: runs/train)"),
-    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. (default: 0.2)"),
-    ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. (default: ckpt)"),
+    loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. \\[default: dynamic for O1/O2, none for O0/O3]"),
+    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. \\[default: 65536]"),
+    scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. \\[default: 2]"),
+    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. \\[default: 2000]"),
+    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. \\[default: 50]"),
+    epochs: Optional[int] = typer.Option(None, help="Total epochs. \\[default: 5]"),
+    batch_size: Optional[int] = typer.Option(None, help="Batch size per worker. \\[default: 32]"),
+    lr: Optional[float] = typer.Option(None, help="Learning rate. \\[default: 0.001]"),
+    optimizer: Optional[str] = typer.Option(None, help="adam, sgd or momentum. \\[default: adam]"),
+    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. \\[default: 0]"),
+    device: with_default(DeviceOption, "auto") = None,
+    out: with_default(OutOption, "runs/train") = None,
+    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. \\[default: 0.2]"),
+    ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. \\[default: ckpt]"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
     config: Optional[Path] = typer.Option(None, help="YAML or TOML file of these options; flags override it."),
-    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. (default: 1)"),
+    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
     nodes: int = typer.Option(1, help="Hosts taking part (msrun); --workers is per host."),
     node_rank: int = typer.Option(0, help="This host's rank among --nodes."),
     master_addr: str = typer.Option("127.0.0.1", help="Address of the rank-0 host (msrun)."),
     master_port: int = typer.Option(0, help="msrun's port; 0 picks a free one."),
-    start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and the cluster to form before the job is stopped. (default: 120, or 600 with several --nodes)"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final summary."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and the cluster to form before the job is stopped. \\[default: 120, or 600 with several --nodes]"),
+    quiet: about(QuietOption, "the final summary") = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics."""
     from amptool.config import build_config, read_config_file
-    from amptool.train.config import TrainConfig
+    from amptool.train.config import LaunchOptions, TrainConfig
 
     flags = dict(model=model, data=data, amp_level=amp_level.upper() if amp_level else None,
                  policy=str(policy) if policy else None, loss_scale=loss_scale,
@@ -54,51 +64,21 @@ def train_command(
                  val_fraction=val_fraction, ckpt_format=ckpt_format, workers=workers,
                  resume=resume or None)
     file_values = read_config_file(config) if config else {}
-    base = {}
-    if resume:
-        base = _previous_config(flags.get("out") or file_values.get("out") or TrainConfig.out)
-    merged = {**base, **file_values}
-    cfg = build_config(TrainConfig, merged, flags, source=f"config {config}" if config else "config")
-    _check_level(cfg.amp_level)
+    cfg = build_config(TrainConfig, file_values, flags, source=f"config {config}" if config else "config")
+    explicit = {k.replace("-", "_") for k in file_values} | {k for k, v in flags.items() if v is not None}
     reporter = _Reporter(quiet or as_json)
-    if cfg.workers > 1 or nodes > 1:
-        from amptool.train.launch import launch_workers
+    from amptool.train.run import run_training
 
-        with reporter:
-            summary = launch_workers(cfg, nodes=nodes, node_rank=node_rank,
-                                     master_addr=master_addr, master_port=master_port,
-                                     quiet=quiet or as_json, on_event=reporter.on_event,
-                                     start_timeout=start_timeout)
-    else:
-        from amptool.train.loop import train_model
-
-        with reporter:
-            summary = train_model(cfg, on_event=reporter.on_event).to_dict()
-    _print_summary(summary, as_json)
-
-
-def _check_level(level: str) -> None:
-    from amptool.errors import UsageError
-
-    if level not in ("O0", "O1", "O2", "O3"):
-        raise UsageError(f"unknown AMP level '{level}'", "use O0, O1, O2 or O3")
-
-
-def _previous_config(out: str) -> dict:
-    run_json = Path(out) / "run.json"
-    if not run_json.is_file():
-        return {}
-    try:
-        previous = json.loads(run_json.read_text())["config"]
-    except (ValueError, KeyError):
-        return {}
-    previous.pop("resume", None)
-    return previous
+    with reporter:
+        summary = run_training(cfg, on_event=reporter.on_event, explicit=explicit,
+                               launch=LaunchOptions(nodes, node_rank, master_addr, master_port,
+                                                    start_timeout, quiet or as_json))
+    _print_summary(summary.to_dict(), as_json)
 
 
 def _print_summary(summary: dict, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(summary, indent=2, sort_keys=True))
+        print_json(summary)
         return
     typer.echo(
         f"done: {summary['model']} {summary['policy']} on {summary['device']}"

@@ -1,7 +1,8 @@
 """The resolved configuration of one training run."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Iterable, Optional
 
 
 @dataclass(frozen=True)
@@ -14,10 +15,10 @@ class TrainConfig:
     """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
     amp_level: str = "O2"
     """O0, O1, O2 or O3 (ignored when ``policy`` names a file)."""
-    policy: str = ""
-    """Precision policy file (TOML/YAML/JSON); empty means the level's built-in policy."""
-    loss_scale: str = ""
-    """dynamic, static:VALUE or none; empty means dynamic for O1/O2 and none for O0/O3."""
+    policy: Optional[str] = None
+    """Precision policy file (TOML/YAML/JSON); None means the level's built-in policy."""
+    loss_scale: Optional[str] = None
+    """dynamic, static:VALUE or none; None means dynamic for O1/O2 and none for O0/O3."""
     scale_init: float = 65536.0
     """Initial dynamic loss scale (2**16, as torch GradScaler and Apex)."""
     scale_factor: int = 2
@@ -51,3 +52,41 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a data-parallel job is laid out across hosts (msrun); one host by default."""
+
+    nodes: int = 1
+    """Hosts taking part; ``TrainConfig.workers`` ranks run on each."""
+    node_rank: int = 0
+    """This host's rank among ``nodes``."""
+    master_addr: str = "127.0.0.1"
+    """Address of the rank-0 host."""
+    master_port: int = 0
+    """msrun's port; 0 picks a free one (several nodes need an explicit port)."""
+    start_timeout: Optional[float] = None
+    """Seconds every rank has to start and join; None: 120, or 600 with several nodes."""
+    quiet: bool = False
+    """Forward no per-step events from the ranks."""
+
+
+def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:
+    """With ``cfg.resume``: the run in ``cfg.out`` supplies every setting that ``cfg`` leaves
+    at its default; fields named in ``explicit`` (given on the command line or in a config
+    file) and fields that differ from the default win. Without resume, ``cfg`` as it is."""
+    if not cfg.resume:
+        return cfg
+    from amptool.rundir import RunDir
+
+    previous = RunDir(cfg.out).previous_config()
+    defaults = TrainConfig()
+    explicit = set(explicit)
+    changes = {}
+    for f in fields(TrainConfig):
+        if f.name not in previous or f.name in explicit:
+            continue
+        if getattr(cfg, f.name) == getattr(defaults, f.name):
+            changes[f.name] = previous[f.name]
+    return replace(cfg, **changes) if changes else cfg

@@ -140,11 +140,13 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     dies or does not join in time; the job is stopped first, nothing it started survives.
     A rank's own amptool error (bad data, diverged run) is raised as that error.
     """
-    from .loop import check_config, ckpt_path
+    from amptool.rundir import RunDir
+
+    from .loop import check_config
 
     check_config(cfg)
     check_layout(cfg, nodes, node_rank, master_port)
-    if cfg.resume and not ckpt_path(Path(cfg.out), "last", cfg.ckpt_format).is_file():
+    if cfg.resume and not RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format).is_file():
         raise UsageError(f"--resume: no 'last' checkpoint in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
     if start_timeout is None:
@@ -211,9 +213,9 @@ def _drop_partial_files(out: Path) -> None:
 
 
 def _fix_after_failure(exc: AmpToolError, out: Path, cfg: TrainConfig) -> str:
-    from .loop import ckpt_path
+    from amptool.rundir import RunDir
 
-    last = ckpt_path(out, "last", cfg.ckpt_format)
+    last = RunDir(out).checkpoint_path("last", cfg.ckpt_format)
     kept = (f"last good checkpoint kept: {last}" if last.is_file()
             else "no checkpoint had been written yet")
     return f"{exc.fix}; {kept}" if exc.fix else kept

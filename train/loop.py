@@ -6,14 +6,14 @@ import json
 import platform
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
 import amptool
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import ensure_out_dir, write_json, write_text
+from amptool.fileio import ensure_out_dir, write_text
+from amptool.rundir import RunDir
 
 from .config import TrainConfig
 
@@ -42,6 +42,12 @@ class TrainSummary:
         d.update(d.pop("extra"))
         return d
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainSummary":
+        names = [f for f in cls.__dataclass_fields__ if f != "extra"]
+        return cls(**{k: data[k] for k in names},
+                   extra={k: v for k, v in data.items() if k not in names})
+
 
 def weights_digest(net) -> str:
     """sha256 over every parameter's name and bytes: equal digests mean bit-identical weights."""
@@ -52,14 +58,10 @@ def weights_digest(net) -> str:
     return digest.hexdigest()
 
 
-def ckpt_path(out: Path, which: str, fmt: str) -> Path:
-    return out / f"{which}.{'safetensors' if fmt == 'safetensors' else 'ckpt'}"
-
-
 def resolve_policy(cfg: TrainConfig):
-    from amptool.convert.policy import load_policy, make_policy
+    from amptool.policy import policy_for
 
-    return load_policy(cfg.policy) if cfg.policy else make_policy(cfg.amp_level)
+    return policy_for(cfg.policy, cfg.amp_level)
 
 
 def versions() -> dict:
@@ -70,6 +72,8 @@ def versions() -> dict:
 
 
 def check_config(cfg: TrainConfig) -> None:
+    if cfg.amp_level not in ("O0", "O1", "O2", "O3"):
+        raise UsageError(f"unknown AMP level '{cfg.amp_level}'", "use O0, O1, O2 or O3")
     problems = []
     if cfg.epochs < 1:
         problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
@@ -108,7 +112,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
                 world: int = 1) -> TrainSummary:
     """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``."""
     check_config(cfg)
-    last_path = ckpt_path(Path(cfg.out), "last", cfg.ckpt_format)
+    last_path = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
     if cfg.resume and not last_path.is_file():
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
@@ -125,16 +129,18 @@ class _Run:
         ms = import_mindspore()
         from mindspore import nn
 
-        from amptool.convert.policy import apply_policy, check_dtype_on_device
-        from amptool.samples.loader import resolve_model
+        from amptool import checkpoint as ckpt
+        from amptool.data import load_dataset
+        from amptool.models import resolve_model
+        from amptool.policy import check_dtype_on_device
+        from amptool.precision import apply_policy
 
-        from . import checkpoint as ckpt
-        from .data import load_dataset
         from .engine import TrainStep, make_optimizer, parse_loss_scale
 
         self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
         self.out = ensure_out_dir(cfg.out)
-        self.last_path = ckpt_path(self.out, "last", cfg.ckpt_format)
+        self.run_dir = RunDir(self.out)
+        self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
         self.device = resolve_device(cfg.device)
         self.policy = resolve_policy(cfg)
         check_dtype_on_device(self.policy, self.device)
@@ -158,7 +164,7 @@ class _Run:
         self.timed_samples, self.timed_seconds = 0, 0.0
 
     def restore(self) -> None:
-        from . import checkpoint as ckpt
+        from amptool import checkpoint as ckpt
 
         meta = ckpt.restore_state(self.net, self.optimizer, self.trainer.scaler_state(),
                                   ckpt.read_checkpoint(self.last_path),
@@ -204,7 +210,7 @@ class _Run:
             self.restore()
         info = self.run_info()
         if self.lead:
-            write_json(self.out / "run.json", info)
+            self.run_dir.write(info)
         if cfg.resume and self.lead:
             self.trim_metrics()
         metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
@@ -224,14 +230,14 @@ class _Run:
         summary = self.summary(time.perf_counter() - t_start)
         if self.lead:
             info["summary"] = summary.to_dict()
-            write_json(self.out / "run.json", info)
+            self.run_dir.write(info)
         self.emit({"kind": "end", "summary": summary.to_dict()})
         return summary
 
     def train_epoch(self, epoch: int, metrics) -> None:
         import mindspore as ms
 
-        from .data import epoch_batches
+        from amptool.data import epoch_batches
 
         cfg, data = self.cfg, self.data
         for i, idx in enumerate(epoch_batches(len(data.train_x), cfg.batch_size, cfg.seed, epoch,
@@ -267,7 +273,7 @@ class _Run:
                                 "a policy that keeps the overflowing layers in fp32")
 
     def end_epoch(self, epoch: int, metrics) -> None:
-        from . import checkpoint as ckpt
+        from amptool import checkpoint as ckpt
 
         cfg = self.cfg
         self.val_acc = self.evaluator.accuracy(self.data.val_x, self.data.val_y)
@@ -277,10 +283,10 @@ class _Run:
                 "val_acc": self.val_acc, "overflow": self.overflow, "model": self.spec.name,
                 "optimizer": cfg.optimizer}
         if self.lead:
-            ckpt.save_state(self.last_path, self.items, meta, cfg.ckpt_format)
+            ckpt.write_checkpoint(self.last_path, self.items, meta, cfg.ckpt_format)
             if improved:
-                ckpt.save_state(ckpt_path(self.out, "best", cfg.ckpt_format), self.items, meta,
-                                cfg.ckpt_format)
+                ckpt.write_checkpoint(self.run_dir.checkpoint_path("best", cfg.ckpt_format),
+                                      self.items, meta, cfg.ckpt_format)
             metrics.write(json.dumps({"epoch": epoch + 1, "val_acc": self.val_acc,
                                       "best_acc": self.best_acc, "step": self.step}) + "\n")
             metrics.flush()

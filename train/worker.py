@@ -62,7 +62,7 @@ def _train(cfg, status: Status, lead_ranks: set) -> dict:
 
     ms = import_mindspore()
     set_device(resolve_device(cfg.device))
-    from amptool.samples.loader import resolve_model
+    from amptool.models import resolve_model
 
     resolve_model(cfg.model)  # a broken model file fails here, on its own, not in a collective
     from mindspore.communication import get_group_size, get_rank, init

@@ -1,58 +1,105 @@
-"""The ``amptool`` command line: thin typer commands over library functions.
+"""The ``amptool`` command line: the root app, ``info``, ``run`` and each stage's commands.
 
 Heavy imports (MindSpore, onnx) happen inside commands, so ``amptool --help`` is fast.
-Every AmpToolError becomes one line on stderr and its exit code (see errors.py).
 """
 from __future__ import annotations
 
-import functools
-import sys
-from typing import Callable
+from pathlib import Path
+from typing import Optional
 
 import typer
 
-from .errors import AmpToolError
+from .options import (
+    AmpLevelOption,
+    AmpToolGroup,
+    DataOption,
+    DeviceOption,
+    JsonOption,
+    ModelOption,
+    OutOption,
+    QuietOption,
+    about,
+    handle_errors,
+    print_json,
+    with_default,
+)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=AmpToolGroup, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False,
                   help="Mixed-precision training, FP16 export and parity gates for MindSpore.")
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"amptool: error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def handle_errors(func: Callable) -> Callable:
-    """Turn amptool's errors into one stderr line and the documented exit code."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except AmpToolError as exc:
-            fail(str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-
-    return wrapper
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()
 
 
 @app.command()
 @handle_errors
-def info() -> None:
+def info(as_json: JsonOption = False) -> None:
     """Show the MindSpore version, usable devices and which export formats work here."""
     from .hostinfo import host_info
 
     facts = host_info()
+    if as_json:
+        formats = {fmt: {"available": ok, "reason": why} for fmt, (ok, why) in facts["formats"].items()}
+        print_json({**facts, "formats": formats})
+        return
     typer.echo(f"amptool {facts['amptool']}  MindSpore {facts['mindspore']}  "
                f"Python {facts['python']}")
     typer.echo(f"devices usable here: {', '.join(facts['devices'])}")
     for fmt, (ok, why) in facts["formats"].items():
         typer.echo(f"export {fmt:<7} {'yes' if ok else 'no '}  {why}")
+
+
+def run_command(
+    model: with_default(ModelOption, "simplecnn") = None,
+    data: with_default(DataOption, "digits") = None,
+    amp_level: with_default(AmpLevelOption, "O2") = None,
+    policy: Optional[Path] = typer.Option(None, help="Precision policy file (overrides --amp-level)."),
+    epochs: Optional[int] = typer.Option(None, help="Training epochs. \\[default: 5]"),
+    batch_size: Optional[int] = typer.Option(None, help="Training batch size. \\[default: 32]"),
+    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. \\[default: 0]"),
+    device: with_default(DeviceOption, "auto") = None,
+    out: with_default(OutOption, "runs/pipeline") = None,
+    onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. \\[default: auto]"),
+    samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. \\[default: all]"),
+    per_layer: bool = typer.Option(False, "--per-layer", help="Add per-layer localization to the parity report."),
+    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options (and any training option); flags override it."),
+    as_json: JsonOption = False,
+    quiet: about(QuietOption, "the summary table") = False,
+) -> None:
+    """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
+    from .config import read_config_file
+    from .errors import CheckFailed
+    from .pipeline import build_pipeline_config, run_pipeline
+
+    flags = dict(model=model, data=data, amp_level=amp_level.upper() if amp_level else None,
+                 policy=_s(policy), epochs=epochs, batch_size=batch_size, seed=seed,
+                 device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
+                 samples=samples, per_layer=per_layer or None)
+    file_values = read_config_file(config) if config else {}
+    cfg = build_pipeline_config(file_values, flags, source=f"config {config}")
+    summary = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    if as_json:
+        print_json(summary)
+    else:
+        from amptool.parity.report import format_pipeline
+
+        typer.echo(format_pipeline(summary))
+    if not summary["passed"]:
+        culprits = summary["parity"]["culprits"]
+        why = "; ".join(f"{Path(c['artefact']).name}: {c['message']}" for c in culprits)
+        fix = next((c["fix"] for c in culprits if c.get("fix")), "")
+        raise CheckFailed(f"parity failed{' for ' + why if why else ''}",
+                          (fix + "; " if fix else "") + f"see {Path(cfg.out) / 'parity.json'}")
+
+
+def _s(path) -> Optional[str]:
+    return str(path) if path is not None else None
+
+
+def _stage_printer(event: dict) -> None:
+    if event["kind"] == "stage":
+        extra = f" ({', '.join(event['formats'])})" if event.get("formats") else ""
+        typer.echo(f"== {event['stage']}{extra}")
+    elif event["kind"] == "epoch":
+        typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} val acc {event['val_acc']:.4f}")
 
 
 def _register_subcommands() -> None:
@@ -63,12 +110,14 @@ def _register_subcommands() -> None:
 
     for module in (train_cli, export_cli, parity_cli, convert_cli):
         module.register(app)
+    app.command("run")(handle_errors(run_command))
 
 
 _register_subcommands()
 
 
 def main() -> None:
+    """The ``amptool`` console script."""
     app()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -61,7 +62,7 @@ def _coerce(value: Any, default: Any, name: str, errors: list[str]) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             errors.append(f"{name} must be a number, got {value!r}")
             return default
-        if kind is int and float(value) != int(value):
+        if kind is int and not (math.isfinite(value) and float(value) == int(value)):
             errors.append(f"{name} must be a whole number, got {value!r}")
             return default
         return kind(value)

@@ -4,6 +4,8 @@ Exit codes:
   0  success
   1  a check failed (parity breach, diverged training, failed worker)
   2  usage or input error (bad option, missing file, unfit data, wrong device)
+  3  internal error (a bug: anything that is not an AmpToolError; AMPTOOL_DEBUG=1 shows it)
+  130 interrupted
 """
 
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from amptool.checkpoint import detect_format, load_into_net, read_checkpoint
 from amptool.cli import app
-from amptool.convert.ckpt import CkptConfig, convert_checkpoint, load_converted, read_entries
+from amptool.convert.ckpt import CkptConfig, convert_checkpoint
 
 runner = CliRunner()
 FP16_ULP = 2.0 ** -11  # relative rounding of fp16
@@ -22,7 +23,7 @@ def _one_line_error(result, code=2):
 
 
 def _dtypes(path):
-    entries, _ = read_entries(path)
+    entries = read_checkpoint(path)
     return {k: (v if isinstance(v, str) else str(v.dtype)) for k, v in entries.items()}
 
 
@@ -35,6 +36,7 @@ def fp16_ckpt(cnn_run, tmp_path_factory):
     return out, json.loads(result.output)
 
 
+@pytest.mark.slow
 def test_fp16_conversion_of_a_training_checkpoint(cnn_run, fp16_ckpt):
     out, report = fp16_ckpt
     before, after = _dtypes(cnn_run / "best.ckpt"), _dtypes(out)
@@ -57,18 +59,19 @@ def _outputs(net, x):
     return net(ms.Tensor(x)).asnumpy()
 
 
+@pytest.mark.slow
 def test_fp16_checkpoint_loads_back_within_rounding(cnn_run, fp16_ckpt):
     import mindspore as ms
 
-    from amptool.samples.models import REGISTRY
-    from amptool.train.data import load_dataset
+    from amptool.data import load_dataset
+    from amptool.models import sample_spec
 
     out, _ = fp16_ckpt
-    spec = REGISTRY["simplecnn"]
+    spec = sample_spec("simplecnn")
     original = spec.build()
     ms.load_param_into_net(original, ms.load_checkpoint(str(cnn_run / "best.ckpt")))
     restored = spec.build()
-    load_converted(restored, out)
+    load_into_net(restored, read_checkpoint(out))
     for p, q in zip(original.get_parameters(), restored.get_parameters()):
         assert q.dtype == ms.float32
         a, b = p.asnumpy(), q.asnumpy()
@@ -80,25 +83,27 @@ def test_fp16_checkpoint_loads_back_within_rounding(cnn_run, fp16_ckpt):
     assert cosine > 0.99999 and (ref.argmax(1) == got.argmax(1)).mean() >= 0.99
 
 
+@pytest.mark.slow
 def test_rounding_check_catches_a_planted_fault(cnn_run, fp16_ckpt, tmp_path):
     """A conversion that damages one weight (a sign flip) must fail the same comparison."""
     import mindspore as ms
 
-    from amptool.samples.models import REGISTRY
+    from amptool.models import sample_spec
 
     out, _ = fp16_ckpt
-    entries, _ = read_entries(out)
+    entries = read_checkpoint(out)
     broken = [{"name": k, "data": (-v if k == "fc.bias" else v)} for k, v in entries.items()
               if not isinstance(v, str)]
     ms.save_checkpoint(broken, str(tmp_path / "broken.ckpt"))
-    original, restored = REGISTRY["simplecnn"].build(), REGISTRY["simplecnn"].build()
+    original, restored = sample_spec("simplecnn").build(), sample_spec("simplecnn").build()
     ms.load_param_into_net(original, ms.load_checkpoint(str(cnn_run / "best.ckpt")))
-    load_converted(restored, tmp_path / "broken.ckpt")
+    load_into_net(restored, read_checkpoint(tmp_path / "broken.ckpt"))
     with pytest.raises(AssertionError):
         np.testing.assert_allclose(restored.fc.bias.asnumpy(), original.fc.bias.asnumpy(),
                                    rtol=FP16_ULP, atol=6e-8)
 
 
+@pytest.mark.slow
 def test_safetensors_round_trip(fp16_ckpt, tmp_path):
     out, _ = fp16_ckpt
     st = tmp_path / "half.safetensors"
@@ -106,9 +111,8 @@ def test_safetensors_round_trip(fp16_ckpt, tmp_path):
     assert report.format == "safetensors" and sorted(report.dropped) == ["model", "optimizer"]
     back = tmp_path / "full.ckpt"
     report = convert_checkpoint(CkptConfig(str(st), str(back), to="fp32", format="ckpt"))
-    half, _ = read_entries(st)
-    full, fmt = read_entries(back)
-    assert fmt == "ckpt" and str(full["fc.weight"].dtype) == "Float32"
+    half, full = read_checkpoint(st), read_checkpoint(back)
+    assert detect_format(back) == "ckpt" and str(full["fc.weight"].dtype) == "Float32"
     np.testing.assert_array_equal(full["fc.weight"].asnumpy(),
                                   half["fc.weight"].asnumpy().astype(np.float32))  # exact widening
     assert str(full["global_step"].dtype) == "Int32"
@@ -118,11 +122,11 @@ def test_safetensors_round_trip(fp16_ckpt, tmp_path):
 def test_policy_keeps_its_fp32_cells(tmp_path):
     import mindspore as ms
 
-    from amptool.convert.policy import make_policy, save_policy
-    from amptool.samples.models import REGISTRY
+    from amptool.models import sample_spec
+    from amptool.policy import make_policy, save_policy
 
     src = tmp_path / "resnet.ckpt"
-    ms.save_checkpoint(REGISTRY["resnet"].build(), str(src))
+    ms.save_checkpoint(sample_spec("resnet").build(), str(src))
     default = convert_checkpoint(CkptConfig(str(src), str(tmp_path / "o2.ckpt"), model="resnet"))
     dtypes = _dtypes(tmp_path / "o2.ckpt")
     assert dtypes["layer1.bn1.gamma"] == dtypes["stem.1.moving_variance"] == "Float32"
@@ -138,6 +142,7 @@ def test_policy_keeps_its_fp32_cells(tmp_path):
     assert set(_dtypes(tmp_path / "all.ckpt").values()) == {"Float16"}
 
 
+@pytest.mark.slow
 def test_never_overwrites_without_force(fp16_ckpt, cnn_run, tmp_path):
     out, _ = fp16_ckpt
     target = tmp_path / "t.ckpt"
@@ -150,6 +155,7 @@ def test_never_overwrites_without_force(fp16_ckpt, cnn_run, tmp_path):
     assert _dtypes(target)["fc.weight"] == "Float32"
 
 
+@pytest.mark.slow
 def test_user_mistakes_are_one_line_and_leave_nothing(fp16_ckpt, tmp_path):
     out, _ = fp16_ckpt
     corrupt = tmp_path / "corrupt.ckpt"
@@ -168,6 +174,7 @@ def test_user_mistakes_are_one_line_and_leave_nothing(fp16_ckpt, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.ckpt"]
 
 
+@pytest.mark.slow
 def test_weights_only_keeps_just_the_network(cnn_run, tmp_path):
     report = convert_checkpoint(CkptConfig(str(cnn_run / "best.ckpt"), str(tmp_path / "w.ckpt"),
                                            weights_only=True))

@@ -6,9 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.convert.policy import (Policy, apply_policy, cell_dtypes, load_policy, make_policy,
-                                    save_policy)
 from amptool.errors import UsageError
+from amptool.policy import Policy, load_policy, make_policy, save_policy
+from amptool.precision import apply_policy, cell_dtypes
 
 runner = CliRunner()
 
@@ -89,13 +89,14 @@ def test_level_o2_shows_each_cell_dtype():
     assert cells["blocks.0.attn.softmax"] == "float16" and cells["blocks.0.norm1"] == "float16"
 
 
+@pytest.mark.slow
 def test_o2_equals_o3_with_its_black_list_as_types():
     """The built-in O2 is the same policy as O3 keeping BatchNorm2d in fp32: same dtypes, same outputs."""
     import mindspore as ms
 
-    from amptool.samples.models import REGISTRY
+    from amptool.models import sample_spec
 
-    spec = REGISTRY["resnet"]
+    spec = sample_spec("resnet")
     ms.set_seed(0)
     nets = [spec.build() for _ in range(2)]
     ms.load_param_into_net(nets[1], {p.name: p for p in nets[0].get_parameters()})
@@ -122,6 +123,7 @@ def test_thresholds_from_file_and_flags(tmp_path):
     assert "--min-cosine takes a number" in line
 
 
+@pytest.mark.slow
 def test_cli_as_a_subprocess():
     import subprocess
     import sys

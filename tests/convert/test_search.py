@@ -6,8 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.convert.policy import load_policy, make_policy, save_policy
 from amptool.convert.search import bisect
+from amptool.policy import load_policy, make_policy, save_policy
+
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 runner = CliRunner()
 
@@ -73,10 +75,11 @@ def test_found_policy_passes_and_all_fp16_fails_on_a_fresh_network(trap_run, tra
     """The planted fault is caught by the metrics, and the found policy removes it."""
     import mindspore as ms
 
+    from amptool.checkpoint import build_with_weights
     from amptool.convert.search import judge
-    from amptool.convert.source import build_with_weights, load_source
-    from amptool.convert.policy import apply_policy
-    from amptool.parity.metrics import FP16_VS_FP32
+    from amptool.convert.source import load_source
+    from amptool.metrics import FP16_VS_FP32
+    from amptool.precision import apply_policy
 
     src = load_source(str(trap_run), None, None, None, 128)
     x = ms.Tensor(src.x)

@@ -66,9 +66,9 @@ def reference(run_dir: Path, samples: int | None = None):
     """(x, y, fp32 logits of the in-memory network with the run's best weights)."""
     import mindspore as ms
 
-    from amptool.samples.loader import resolve_model
-    from amptool.train.checkpoint import load_into_net, read_checkpoint
-    from amptool.train.data import load_eval_split
+    from amptool.checkpoint import load_into_net, read_checkpoint
+    from amptool.data import load_eval_split
+    from amptool.models import resolve_model
 
     info = json.loads((run_dir / "run.json").read_text())
     spec = resolve_model(info["config"]["model"])

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from amptool.artefact.runners import load_runner
 from amptool.cli import app
 from amptool.errors import UsageError
-from amptool.export.runners import load_runner
+
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 cli = CliRunner()
 

@@ -47,6 +47,7 @@ def test_air_is_refused_off_ascend_before_any_work(tmp_path):
     assert not out.exists()  # refused before even looking at the run folder
 
 
+@pytest.mark.slow
 def test_air_refusal_as_a_real_subprocess(tmp_path):
     amptool = Path(sys.executable).with_name("amptool")
     proc = subprocess.run([str(amptool), "export", "--run", str(tmp_path), "-f", "AIR"],
@@ -64,12 +65,14 @@ def test_air_refusal_as_a_real_subprocess(tmp_path):
     (["--which", "worst"], ["unknown checkpoint 'worst'"]),
     (["--ckpt", "x.ckpt"], ["either --run DIR or --ckpt"]),
 ])
+@pytest.mark.slow
 def test_bad_options(args, words, run_dir, tmp_path):
     res = export("--run", run_dir, "--out", tmp_path / "o", *args)
     assert_one_line_error(res, 2, *words)
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_bad_sources(run_dir, tmp_path):
     cases = [
         (["--run", tmp_path / "missing"], ["run folder", "does not exist"]),
@@ -86,6 +89,7 @@ def test_bad_sources(run_dir, tmp_path):
         assert leftovers(tmp_path / "o") == [], args
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "corrupt", "empty"])
 def test_broken_checkpoint(damage, run_dir, tmp_path):
     data = (run_dir / "best.ckpt").read_bytes()
@@ -99,6 +103,7 @@ def test_broken_checkpoint(damage, run_dir, tmp_path):
     assert leftovers(tmp_path / "o") == []
 
 
+@pytest.mark.slow
 def test_existing_artefacts_need_force_and_force_replaces_read_only_files(run_dir, tmp_path):
     out = tmp_path / "out"
     assert export("--run", run_dir, "--precision", "fp32", "--out", out).exit_code == 0
@@ -115,8 +120,9 @@ def test_existing_artefacts_need_force_and_force_replaces_read_only_files(run_di
                                                     "simplecnn_fp32.mindir.json"]
 
 
+@pytest.mark.slow
 def test_out_path_with_space_and_plus(run_dir, tmp_path):
-    from amptool.export.runners import load_runner
+    from amptool.artefact.runners import load_runner
 
     out = tmp_path / "my models+v2" / "fp 16"
     res = export("--run", run_dir, "--precision", "fp16", "-f", "MINDIR,ONNX", "--out", out)
@@ -127,6 +133,7 @@ def test_out_path_with_space_and_plus(run_dir, tmp_path):
     assert runner.run([__import__("numpy").zeros((1, 1, 28, 28), "float32")])[0].shape == (1, 10)
 
 
+@pytest.mark.slow
 def test_onnx_unsupported_operator_leaves_nothing(tmp_path):
     ckpt = save_init_checkpoint(cumsum_net, tmp_path / "cumsum.ckpt")
     out = tmp_path / "o"
@@ -136,6 +143,7 @@ def test_onnx_unsupported_operator_leaves_nothing(tmp_path):
     assert leftovers(out) == []  # the MINDIR written before the failure is not kept either
 
 
+@pytest.mark.slow
 def test_onnx_extra_missing(run_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # as if the onnx extra were not installed
     res = export("--run", run_dir, "-f", "ONNX", "--out", tmp_path / "o")
@@ -154,9 +162,10 @@ def test_inspect_bad_files(tmp_path):
         assert_one_line_error(cli.invoke(app, ["inspect", str(path)]), 2, words)
 
 
+@pytest.mark.slow
 def test_truncated_artefact_is_refused(exports, tmp_path):
+    from amptool.artefact.runners import load_runner
     from amptool.errors import UsageError
-    from amptool.export.runners import load_runner
 
     for fmt, suffix in (("MINDIR", "mindir"), ("ONNX", "onnx")):
         data = open(exports.get("simplecnn")[(fmt, "fp32")].path, "rb").read()

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from amptool.artefact.manifest import read_manifest
 from amptool.cli import app
-from amptool.export.manifest import read_manifest
 from amptool.fileio import sha256
+
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 cli = CliRunner()
 
@@ -18,7 +20,7 @@ cli = CliRunner()
 @pytest.mark.parametrize("fmt", ["MINDIR", "ONNX"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_manifest_fields(fmt, precision, exports, runs):
-    from amptool.samples.loader import resolve_model
+    from amptool.models import resolve_model
 
     result = exports.get("resnet")[(fmt, precision)]
     m = read_manifest(result.path)
@@ -89,7 +91,7 @@ def test_inspect_flags_a_tampered_file(exports, tmp_path):
 
 def test_fixed_batch_fp16_io_and_chunked_runs(runs, references, tmp_path):
     """--batch-size 4 --io-dtype fp16: the runner casts inputs and runs any batch in chunks."""
-    from amptool.export.runners import load_runner
+    from amptool.artefact.runners import load_runner
 
     res = cli.invoke(app, ["export", "--run", str(runs.get("lenet5")), "--format", "mindir",
                            "-f", "Onnx", "--precision", "fp16", "--batch-size", "4",

@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from amptool.export.runners import load_runner
+from amptool.artefact.runners import load_runner
 
 from .conftest import FP32_REL, MODELS, cosine, scaled_max_abs
 
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 TIE = 4e-3  # relative fp16 resolution (4 ulps): a closer top-2 race is a tie, not a fault
 
@@ -53,11 +54,11 @@ def test_artefact_matches_network(model, precision, fmt, exports, references):
 @pytest.mark.parametrize("model", MODELS)
 def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
     """fp16 stores exactly the checkpoint rounded to fp16, except the policy's fp32 cells."""
-    from amptool.convert.policy import low_precision_params, policy_from_dict, resolve_fp32_cells
-    from amptool.export import mindir, onnx
-    from amptool.export.source import export_policy
-    from amptool.samples.loader import resolve_model
-    from amptool.train.checkpoint import read_checkpoint
+    from amptool.artefact import mindir, onnx
+    from amptool.checkpoint import read_checkpoint
+    from amptool.models import resolve_model
+    from amptool.policy import export_policy, policy_from_dict
+    from amptool.precision import low_precision_params, resolve_fp32_cells
 
     got = exports.get(model)
     manifest = got[("MINDIR", "fp16")].manifest

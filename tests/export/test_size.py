@@ -10,6 +10,8 @@ from amptool.export.api import ExportConfig, export_model
 
 from .user_models import save_init_checkpoint, wide_mlp
 
+pytestmark = pytest.mark.slow  # trains or exports real networks
+
 HERE = Path(__file__).parent
 
 

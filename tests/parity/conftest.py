@@ -115,13 +115,13 @@ def seeded_export(parity_dir):
     def get(name):
         if name not in cache:
             from amptool.device import import_mindspore, resolve_device, set_device
-            from amptool.samples.models import REGISTRY
+            from amptool.models import sample_spec
 
             ms = import_mindspore()
             set_device(resolve_device("auto"))
             ms.set_seed(0)
             ckpt = parity_dir / f"seeded_{name}.ckpt"
-            ms.save_checkpoint(REGISTRY[name].build(), str(ckpt))
+            ms.save_checkpoint(sample_spec(name).build(), str(ckpt))
             paths = _export(ckpt=ckpt, model=name, out=parity_dir / f"seeded_{name}")
             cache[name] = {"ckpt": str(ckpt), "mindir_fp32": paths[("MINDIR", "fp32")],
                            "mindir_fp16": paths[("MINDIR", "fp16")]}

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
+
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 runner = CliRunner()
 
@@ -28,7 +31,7 @@ def test_fp16_range_overflow_is_caught_at_the_planted_cell(trap, tmp_path):
     """trapmlp's 'norm' squares activations past 65504 in fp16: output collapses."""
     report = tmp_path / "trap.json"
     result = _parity(trap["mindir_fp32"], trap["mindir_fp16"], "--samples", 96, "--per-layer",
-                     "--layer-samples", 8, "--json", report)
+                     "--layer-samples", 8, "--json-out", report)
     assert result.exit_code == 1, result.output
     line = _error_line(result)
     assert "cosine" in line and "first diverging cell 'norm'" in line and "born there" in line
@@ -52,7 +55,7 @@ def test_the_same_trap_network_passes_in_fp32(trap):
 def test_corrupted_fp16_weight_is_named(simplecnn, corrupted_fp16, tmp_path):
     report = tmp_path / "corrupt.json"
     result = _parity(simplecnn["mindir_fp32"], corrupted_fp16, "--samples", 64, "--per-layer",
-                     "--layer-samples", 4, "--json", report)
+                     "--layer-samples", 4, "--json-out", report)
     assert result.exit_code == 1, result.output
     line = _error_line(result)
     assert "weight conv.weight of cell 'conv'" in line and "re-export" in line
@@ -71,7 +74,7 @@ def test_corrupted_weight_fails_even_without_per_layer(simplecnn, corrupted_fp16
 def test_different_input_normalization_is_named(simplecnn, renormalized_fp16, tmp_path):
     report = tmp_path / "renorm.json"
     result = _parity(simplecnn["mindir_fp32"], renormalized_fp16, "--samples", 64,
-                     "--per-layer", "--layer-samples", 4, "--json", report)
+                     "--per-layer", "--layer-samples", 4, "--json-out", report)
     assert result.exit_code == 1, result.output
     line = _error_line(result)
     assert "input normalization differs from the reference's (mean 0 vs" in line
@@ -85,7 +88,7 @@ def test_healthy_trained_simplecnn_passes_every_format(simplecnn, tmp_path):
     cands = [v for k, v in simplecnn.items() if k not in ("run", "mindir_fp32")]
     report = tmp_path / "ok.json"
     result = _parity(simplecnn["run"], simplecnn["mindir_fp32"], *cands, "--samples", 128,
-                     "--per-layer", "--layer-samples", 4, "--json", report)
+                     "--per-layer", "--layer-samples", 4, "--json-out", report)
     assert result.exit_code == 0, result.output
     data = json.loads(report.read_text())
     assert data["passed"] and len(data["candidates"]) == 1 + len(cands)

@@ -4,9 +4,12 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree as ET
 
+import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
+
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 runner = CliRunner()
 

@@ -24,10 +24,11 @@ def _error_line(result) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_table_json_and_junit_of_a_failure(simplecnn, corrupted_fp16, tmp_path):
     js, xml = tmp_path / "r.json", tmp_path / "r.xml"
     result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], corrupted_fp16,
-                     "--samples", 48, "--json", js, "--junit", xml)
+                     "--samples", 48, "--json-out", js, "--junit", xml)
     assert result.exit_code == 1
     out = result.output
     assert "metric" in out and "threshold" in out and "FAIL" in out and "pass" in out
@@ -45,6 +46,7 @@ def test_table_json_and_junit_of_a_failure(simplecnn, corrupted_fp16, tmp_path):
     assert any(c.get("name").endswith(".cosine") for c in failed)
 
 
+@pytest.mark.slow
 def test_plot_of_the_per_layer_errors(trap, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "layers.png"
@@ -55,6 +57,7 @@ def test_plot_of_the_per_layer_errors(trap, tmp_path):
     assert "first below threshold (born)" in result.output
 
 
+@pytest.mark.slow
 def test_plot_without_matplotlib_is_a_clear_error(simplecnn, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     png = tmp_path / "x.png"
@@ -63,12 +66,14 @@ def test_plot_without_matplotlib_is_a_clear_error(simplecnn, tmp_path, monkeypat
     assert "--plot needs matplotlib" in _error_line(result) and not png.exists()
 
 
+@pytest.mark.slow
 def test_quiet_prints_the_verdict_only(simplecnn):
     result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", 32, "-q")
     assert result.exit_code == 0
     assert result.output.strip().startswith("parity PASSED (1/1 candidates")
 
 
+@pytest.mark.slow
 def test_golden_outputs_round_trip(simplecnn, corrupted_fp16, renormalized_fp16, tmp_path):
     golden = tmp_path / "golden.npz"
     made = _parity(simplecnn["mindir_fp32"], "--save-outputs", golden, "--samples", 64)
@@ -85,6 +90,7 @@ def test_golden_outputs_round_trip(simplecnn, corrupted_fp16, renormalized_fp16,
     assert "input normalization differs" in _error_line(renorm)
 
 
+@pytest.mark.slow
 def test_given_inputs_file(simplecnn, tmp_path):
     rng = np.random.default_rng(0)
     good = tmp_path / "in.npz"
@@ -99,6 +105,7 @@ def test_given_inputs_file(simplecnn, tmp_path):
     assert "has arrays a, b" in line
 
 
+@pytest.mark.slow
 def test_threshold_flags_and_config_file(simplecnn, tmp_path):
     pair = (simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", 48)
     strict = _parity(*pair, "--min-cosine", "1.01")
@@ -107,7 +114,7 @@ def test_threshold_flags_and_config_file(simplecnn, tmp_path):
     cfg.write_text('samples = 48\n[thresholds]\nmin_top1 = "off"\n'
                    '[thresholds.fp16_vs_fp32]\nmax_abs = 1e-9\n')
     js = tmp_path / "r.json"
-    from_file = _parity(*pair[:2], "--config", cfg, "--json", js)
+    from_file = _parity(*pair[:2], "--config", cfg, "--json-out", js)
     assert from_file.exit_code == 1, from_file.output
     checks = {r["metric"]: r for r in json.loads(js.read_text())["candidates"][0]["outputs"][0]["checks"]}
     assert "top1_agree" not in checks and not checks["max_abs"]["passed"]
@@ -116,19 +123,20 @@ def test_threshold_flags_and_config_file(simplecnn, tmp_path):
 
 
 def test_default_thresholds_per_pair():
-    from amptool.parity.config import ParityConfig, resolve_thresholds
+    from amptool.metrics import resolve_thresholds
 
-    fp16 = resolve_thresholds("fp32", "fp16", ParityConfig())
-    fp32 = resolve_thresholds("fp32", "fp32", ParityConfig())
+    fp16 = resolve_thresholds("fp32", "fp16")
+    fp32 = resolve_thresholds("fp32", "fp32")
     assert (fp16.min_cosine, fp16.min_top1, fp16.max_acc_drop, fp16.max_abs) == (
         0.999, 0.99, 0.005, None)
     assert fp32.max_abs == 1e-4 and fp32.min_top1 == 1.0
-    tuned = resolve_thresholds("fp32", "fp16", ParityConfig(
-        file_thresholds={"min_cosine": 0.9, "same_precision": {"max_abs": 1.0}},
-        thresholds={"max_rel": 0.5}))
+    tuned = resolve_thresholds("fp32", "fp16",
+                               {"min_cosine": 0.9, "same_precision": {"max_abs": 1.0}},
+                               {"max_rel": 0.5})
     assert (tuned.min_cosine, tuned.max_abs, tuned.max_rel) == (0.9, None, 0.5)
 
 
+@pytest.mark.slow
 def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
     ref, cand = simplecnn["mindir_fp32"], simplecnn["mindir_fp16"]
     junk = tmp_path / "junk.npz"
@@ -161,6 +169,7 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
         assert message in _error_line(result), (args, result.output)
 
 
+@pytest.mark.slow
 def test_encrypted_artefacts_with_a_key_file(simplecnn, tmp_path):
     import secrets
 
@@ -180,6 +189,7 @@ def test_encrypted_artefacts_with_a_key_file(simplecnn, tmp_path):
     assert "weights: not compared (both sides use checkpoint" in result.output
 
 
+@pytest.mark.slow
 def test_parity_as_a_subprocess(trap):
     import subprocess
     from pathlib import Path

@@ -4,9 +4,9 @@ import struct
 import numpy as np
 import pytest
 
+from amptool.data import epoch_batches, load_dataset, load_eval_split, split_indices
 from amptool.device import set_device
 from amptool.errors import UsageError
-from amptool.train.data import epoch_batches, load_dataset, load_eval_split, split_indices
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -19,14 +19,16 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from amptool.errors import UsageError, WorkerFailed
 from amptool.train.config import TrainConfig
-from amptool.train.launch import Layout, launch_workers, msrun_command, _python_shim
+from amptool.train.launch import Layout, _python_shim, launch_workers, msrun_command
+
+pytestmark = pytest.mark.slow  # trains or exports real networks
 
 BATCH = 32
 PLANTED_STEPS = (2, 5)  # 0-based steps whose rank-1 batch holds an fp16-overflowing image
 
 GAIN_MODEL = '''
 from mindspore import nn, ops
-from amptool.samples.models import REGISTRY
+from amptool.models import sample_spec
 
 
 class Planted(nn.Cell):
@@ -35,7 +37,7 @@ class Planted(nn.Cell):
 
     def __init__(self):
         super().__init__()
-        self.body = REGISTRY["simplecnn"].build()
+        self.body = sample_spec("simplecnn").build()
 
     def construct(self, x):
         excess = ops.relu(x.mean(axis=(1, 2, 3), keep_dims=True) - 1.0) * 1000.0
@@ -53,7 +55,7 @@ build.num_classes = 10
 CRASH_MODEL = '''
 import os, threading, time
 from pathlib import Path
-from amptool.samples.models import REGISTRY
+from amptool.models import sample_spec
 
 OUT = Path({out!r})
 
@@ -67,7 +69,7 @@ def _die_after_first_checkpoint():
 def build():
     if os.environ.get("RANK_ID") == "1" and os.environ.get("MS_ROLE") == "MS_WORKER":
         threading.Thread(target=_die_after_first_checkpoint, daemon=True).start()
-    return REGISTRY["simplecnn"].build()
+    return sample_spec("simplecnn").build()
 
 
 build.input_shape = (1, 28, 28)
@@ -78,11 +80,11 @@ HANG_MODEL = '''
 import os, time
 if os.environ.get("RANK_ID") == "1" and os.environ.get("MS_ROLE") == "MS_WORKER":
     time.sleep(3600)
-from amptool.samples.models import REGISTRY
+from amptool.models import sample_spec
 
 
 def build():
-    return REGISTRY["simplecnn"].build()
+    return sample_spec("simplecnn").build()
 
 
 build.input_shape = (1, 28, 28)
@@ -94,7 +96,7 @@ def _planted_digits(path: Path) -> None:
     """The bundled digits with all-white images at rank 1's first slot of PLANTED_STEPS."""
     from importlib import resources
 
-    from amptool.train.data import split_indices
+    from amptool.data import split_indices
 
     with resources.as_file(resources.files("amptool.samples") / "data" / "digits.npz") as p:
         with np.load(p) as z:
@@ -198,7 +200,7 @@ def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path, left
     assert "rank 1 of 2 exited with code 7" in message
     assert str(out / "logs" / "worker_1.log") in message
     assert f"last good checkpoint kept: {out / 'last.ckpt'}" in message
-    from amptool.train.checkpoint import meta_of, read_checkpoint
+    from amptool.checkpoint import meta_of, read_checkpoint
 
     assert meta_of(read_checkpoint(out / "last.ckpt"))["epoch"] >= 1
     assert not list(out.glob(".amptool-tmp-*"))

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from amptool.device import set_device
-from amptool.train.engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 from amptool.errors import UsageError
+from amptool.train.engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +18,12 @@ def ms():
 def _step_setup(ms, init, window=2000, level="O2"):
     from mindspore import nn
 
-    from amptool.convert.policy import apply_policy, make_policy
-    from amptool.samples.models import REGISTRY
+    from amptool.models import sample_spec
+    from amptool.policy import make_policy
+    from amptool.precision import apply_policy
 
     ms.set_seed(0)
-    net = REGISTRY["simplecnn"].build()
+    net = sample_spec("simplecnn").build()
     amp_net = apply_policy(net, make_policy(level))
     opt = make_optimizer("adam", net.trainable_params(), 1e-3)
     step = TrainStep(amp_net, nn.CrossEntropyLoss(), opt, LossScale("dynamic", init, 2, window))
@@ -36,6 +37,7 @@ def _snapshot(cell):
     return {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
 
 
+@pytest.mark.slow
 def test_overflow_backs_off_and_skips_bit_identically(ms):
     net, opt, step, x, y = _step_setup(ms, init=2.0 ** 40)
     before_net, before_opt = _snapshot(net), _snapshot(opt)
@@ -56,6 +58,7 @@ def test_overflow_backs_off_and_skips_bit_identically(ms):
     assert any(not np.array_equal(before_net[k], changed[k]) for k in before_net)
 
 
+@pytest.mark.slow
 def test_scale_grows_after_clean_window(ms):
     net, opt, step, x, y = _step_setup(ms, init=8.0, window=3)
     for i in range(3):
@@ -63,12 +66,13 @@ def test_scale_grows_after_clean_window(ms):
         assert step.scale_value() == (16.0 if i == 2 else 8.0)
 
 
+@pytest.mark.slow
 def test_no_scaling_updates_every_step(ms):
     from mindspore import nn
 
-    from amptool.samples.models import REGISTRY
+    from amptool.models import sample_spec
 
-    net = REGISTRY["lenet5"].build()
+    net = sample_spec("lenet5").build()
     opt = make_optimizer("sgd", net.trainable_params(), 0.1)
     step = TrainStep(net, nn.CrossEntropyLoss(), opt, parse_loss_scale(None, "O0"))
     before = _snapshot(net)

@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains or exports real networks
+
 SMALL = ["--epochs", "1", "--batch-size", "64", "--workers", "1", "--nodes", "2",
          "--master-addr", "127.0.0.1", "--json"]
 START_LIMIT_S = 40  # node 1 alone: how long it waits for a node 0 that never comes
@@ -89,7 +91,7 @@ def test_node_0_writes_the_run_and_each_node_its_own_logs(two_nodes, left_alive)
     assert run["summary"]["weights_sha256"] == summary["weights_sha256"]
     records = [json.loads(line) for line in (host0 / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == summary["steps"] + 1
-    from amptool.train.checkpoint import meta_of, read_checkpoint
+    from amptool.checkpoint import meta_of, read_checkpoint
 
     assert meta_of(read_checkpoint(host0 / "last.ckpt"))["epoch"] == 1
     assert (host0 / "best.ckpt").is_file()

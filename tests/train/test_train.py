@@ -7,6 +7,8 @@ import pytest
 from amptool.train.config import TrainConfig
 from amptool.train.loop import train_model
 
+pytestmark = pytest.mark.slow  # trains or exports real networks
+
 
 def _losses(out):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -7,6 +7,8 @@ import tempfile
 
 import numpy as np
 
+from amptool.errors import UsageError
+
 # MindIR and ONNX share these TensorProto data type codes.
 PROTO_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
                 7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
@@ -28,6 +30,20 @@ def io_entry(name: str, shape, dtype: str) -> dict:
 def is_weight(dtype: str, shape) -> bool:
     """A stored tensor counts as a parameter when it is floating point and not a scalar."""
     return dtype in FLOAT_DTYPES and len(shape) >= 1
+
+
+def unreadable(path, fmt: str, reason: str) -> UsageError:
+    """The one error for a file that is not a readable ``fmt`` artefact."""
+    article = "an" if fmt[0] in "AEIOU" else "a"
+    return UsageError(f"{path} cannot be read as {fmt} ({reason})",
+                      f"it is truncated or not {article} {fmt} file: export it again")
+
+
+def require_graph_io(model, path, fmt: str):
+    """``model`` when its graph declares inputs and outputs, else ``unreadable``."""
+    if not model.graph.input or not model.graph.output:
+        raise unreadable(path, fmt, "no graph inputs/outputs")
+    return model
 
 
 def first_line(exc: BaseException) -> str:

@@ -5,34 +5,24 @@ Layout of ``out``: ``train/`` (the training run), ``export/`` (artefacts and man
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from amptool.errors import UsageError
+
+if TYPE_CHECKING:
+    from amptool.train.config import TrainConfig
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
     """Everything ``amptool run`` needs; the defaults are the bundled quick pipeline."""
 
-    model: str = "simplecnn"
-    """Sample name or path/to/file.py:factory."""
-    data: str = "digits"
-    """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
-    amp_level: str = "O2"
-    """AMP level of training (O0..O3); the fp16 artefact follows the run's policy."""
-    policy: str = ""
-    """Precision policy file (overrides ``amp_level``)."""
-    epochs: int = 5
-    """Training epochs."""
-    batch_size: int = 32
-    """Training batch size."""
-    seed: int = 0
-    """Seed for weights and data order."""
-    device: str = "auto"
-    """auto, CPU, GPU or Ascend."""
+    train: Optional["TrainConfig"] = None
+    """The training run (its ``out`` is replaced by ``<out>/train``); None: the defaults."""
     out: str = "runs/pipeline"
     """Output folder (train/, export/, parity.json, parity.xml, summary.json)."""
     onnx: str = "auto"
@@ -41,6 +31,41 @@ class PipelineConfig:
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
     """Add per-layer localization to the parity report."""
+
+    def to_dict(self) -> dict:
+        train = self.train_config()
+        return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
+                "samples": self.samples, "per_layer": self.per_layer}
+
+    def train_config(self):
+        from amptool.train.config import TrainConfig
+
+        base = self.train if self.train is not None else TrainConfig()
+        return dataclasses.replace(base, out=str(Path(self.out) / "train"), resume=False,
+                                   workers=1)
+
+
+PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer")
+_NOT_IN_PIPELINE = ("out", "resume", "workers")
+
+
+def build_pipeline_config(file_values: dict, flags: dict, source: str) -> PipelineConfig:
+    """Flat keys (a config file, then flags) into a PipelineConfig: the pipeline's own keys
+    plus any training setting except out, resume and workers."""
+    from amptool.config import build_config
+    from amptool.train.config import TrainConfig
+
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - set(_NOT_IN_PIPELINE)
+    norm = {k.replace("-", "_"): v for k, v in file_values.items()}
+    unknown = sorted(k for k in norm if k not in train_keys and k not in PIPELINE_KEYS)
+    if unknown:
+        raise UsageError(f"{source}: unknown key(s) {', '.join(unknown)}",
+                         f"known keys: {', '.join(sorted(train_keys | set(PIPELINE_KEYS)))}")
+    split = lambda values, keys: {k: v for k, v in values.items() if k in keys}  # noqa: E731
+    train = build_config(TrainConfig, split(norm, train_keys), split(flags, train_keys), source)
+    own = build_config(PipelineConfig, split(norm, PIPELINE_KEYS), split(flags, PIPELINE_KEYS),
+                       source)
+    return dataclasses.replace(own, train=train)
 
 
 def check_config(cfg: PipelineConfig) -> tuple:
@@ -52,8 +77,9 @@ def check_config(cfg: PipelineConfig) -> tuple:
     if cfg.onnx == "on" and not onnx_available():
         raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
                          "pip install 'amptool[onnx]', or pass --onnx off")
-    if cfg.epochs < 1:
-        raise UsageError(f"epochs must be >= 1 (got {cfg.epochs})", "give a positive --epochs")
+    from amptool.train.loop import check_config as check_train_config
+
+    check_train_config(cfg.train_config())
     if cfg.samples is not None and (isinstance(cfg.samples, bool)
                                     or not isinstance(cfg.samples, int) or cfg.samples < 1):
         raise UsageError(f"samples must be a whole number >= 1 (got {cfg.samples!r})",
@@ -71,22 +97,20 @@ def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]]
     from amptool.parity.compare import check_parity
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import write_junit, write_report_json
-    from amptool.train.config import TrainConfig
     from amptool.train.loop import train_model
 
     out = ensure_out_dir(cfg.out)
     times = {}
     t0 = time.perf_counter()
     emit({"kind": "stage", "stage": "train"})
-    train = train_model(TrainConfig(model=cfg.model, data=cfg.data, amp_level=cfg.amp_level,
-                                    policy=cfg.policy, epochs=cfg.epochs,
-                                    batch_size=cfg.batch_size, seed=cfg.seed, device=cfg.device,
-                                    out=str(out / "train")), on_event=on_event)
+    train_cfg = cfg.train_config()
+    train = train_model(train_cfg, on_event=on_event)
     times["train"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     emit({"kind": "stage", "stage": "export", "formats": list(formats)})
     results = export_model(ExportConfig(run=str(out / "train"), formats=formats, precision="both",
-                                        out=str(out / "export"), force=True, device=cfg.device,
+                                        out=str(out / "export"), force=True,
+                                        device=train_cfg.device,
                                         dynamic_batch=True))
     times["export"] = time.perf_counter() - t1
     t2 = time.perf_counter()
@@ -94,7 +118,7 @@ def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]]
     ref, cands = order_artefacts(results)
     report = check_parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
                                        samples=cfg.samples, per_layer=cfg.per_layer,
-                                       device=cfg.device))
+                                       device=train_cfg.device))
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
     write_junit(str(out / "parity.xml"), report)
@@ -119,7 +143,7 @@ def summarize(cfg, train: dict, ref, cands: list, report: dict, times: dict) -> 
     ref_acc = next((o["metrics"].get("ref_acc") for c in report["candidates"]
                     for o in c["outputs"]), None)
     rows[0]["accuracy"] = ref_acc
-    return {"passed": report["passed"], "config": asdict(cfg), "out": cfg.out,
+    return {"passed": report["passed"], "config": cfg.to_dict(), "out": cfg.out,
             "train": {k: train.get(k) for k in ("val_acc", "best_acc", "steps", "overflow_steps",
                                                 "loss_scale", "policy", "device", "seconds")},
             "artefacts": rows, "parity": {"passed": report["passed"],

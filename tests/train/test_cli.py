@@ -58,6 +58,7 @@ def test_unknown_option_is_a_usage_error(out):
     assert code == 2 and "No such option" in output
 
 
+@pytest.mark.slow
 def test_model_file_factory(tmp_path, out):
     good = tmp_path / "mynet.py"
     good.write_text(
@@ -124,6 +125,7 @@ def test_resume_without_checkpoint(out):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_config_files(tmp_path, out):
     bad_keys = tmp_path / "bad.yaml"
     bad_keys.write_text("epochs: 1\nlearning_rate: 0.1\nbatchsize: 4\n")
@@ -144,6 +146,7 @@ def test_config_files(tmp_path, out):
     assert run["policy"]["level"] == "O0"
 
 
+@pytest.mark.slow
 def test_divergence_exits_1_and_keeps_last_good_checkpoint(out):
     code, output = invoke("train", "--epochs", "1", "--optimizer", "sgd", "--lr", "0.05",
                           "--out", out, "--quiet")
@@ -156,6 +159,7 @@ def test_divergence_exits_1_and_keeps_last_good_checkpoint(out):
     assert (out / "last.ckpt").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_resume_with_another_optimizer_is_refused(out):
     code, output = invoke("train", "--epochs", "1", "--out", out, "--quiet")
     assert code == 0, output
@@ -165,6 +169,7 @@ def test_resume_with_another_optimizer_is_refused(out):
     assert (out / "last.ckpt").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_consecutive_overflows_diverge(out):
     code, output = invoke("train", "--epochs", "1", "--scale-init", "1e30", "--max-skipped", "3",
                           "--out", out)
@@ -173,6 +178,7 @@ def test_consecutive_overflows_diverge(out):
     assert not (out / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_real_subprocess(tmp_path):
     env = dict(os.environ)
     code = subprocess.run([sys.executable, "-m", "amptool", "train", "--epochs", "1", "--out",

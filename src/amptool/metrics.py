@@ -1,6 +1,10 @@
 """Parity metrics between a reference output and a candidate output, and thresholds.
 
-A breach of any threshold fails: there is no warn-only mode.
+A breach of any threshold fails: there is no warn-only mode. Thresholds start from the
+default of the pair (fp32 vs fp32 across formats, or a low-precision candidate against
+fp32), then a config file's ``[thresholds]`` table, then its pair table
+(``[thresholds.fp16_vs_fp32]`` or ``[thresholds.same_precision]``), then flags. A limit
+set to ``off`` (or ``"off"`` in a file) is disabled.
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.errors import UsageError
+from .errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,91 @@ def thresholds_from_dict(data: dict, base: Thresholds, source: str = "thresholds
         raise UsageError(f"{source}: unknown threshold(s) {', '.join(unknown)}",
                          f"known: {', '.join(sorted(names))}")
     return dataclasses.replace(base, **data)
+
+
+PAIR_TABLES = ("fp16_vs_fp32", "same_precision")
+_OFFABLE = ("min_cosine", "min_top1", "max_acc_drop", "max_abs", "max_rel", "max_outside")
+
+
+def _off(value):
+    return None if isinstance(value, str) and value.lower() in ("off", "none") else value
+
+
+def _clean(data: dict, source: str) -> dict:
+    out = {}
+    for key, value in data.items():
+        value = _off(value)
+        if value is None and key not in _OFFABLE:
+            raise UsageError(f"{source}: threshold {key} cannot be off", "give a number")
+        if key == "allow_nonfinite":
+            if not isinstance(value, bool):
+                raise UsageError(f"{source}: {key} must be true or false, got {value!r}",
+                                 "fix the value")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise UsageError(f"{source}: threshold {key} must be a number or off, got {value!r}",
+                             "fix the value")
+        out[key] = value
+    return out
+
+
+def validate_file_thresholds(table: dict, source: str) -> dict:
+    """Check a config file's thresholds table now, so every error shows before any work."""
+    if not isinstance(table, dict):
+        raise UsageError(f"{source}: thresholds must be a table", "write [thresholds] key = value")
+    general = {k: v for k, v in table.items() if k not in PAIR_TABLES}
+    thresholds_from_dict(_clean(general, source), Thresholds(), source)
+    for pair in PAIR_TABLES:
+        if pair in table:
+            if not isinstance(table[pair], dict):
+                raise UsageError(f"{source}: thresholds.{pair} must be a table", "fix the file")
+            thresholds_from_dict(_clean(table[pair], source), Thresholds(), source)
+    return table
+
+
+def resolve_thresholds(ref_precision: Optional[str], cand_precision: Optional[str],
+                       file_table: Optional[dict] = None, flags: Optional[dict] = None) -> Thresholds:
+    """The limits one candidate is held to: the pair's defaults, then a config file's
+    ``thresholds`` table and its pair table, then flags."""
+    th = default_thresholds(ref_precision, cand_precision)
+    pair = "same_precision" if th == default_thresholds("fp32", "fp32") else "fp16_vs_fp32"
+    table = file_table or {}
+    general = {k: v for k, v in table.items() if k not in PAIR_TABLES}
+    th = thresholds_from_dict(_clean(general, "config thresholds"), th)
+    th = thresholds_from_dict(_clean(table.get(pair, {}), f"config thresholds.{pair}"), th)
+    th = thresholds_from_dict(_clean(flags or {}, "flags"), th, "flags")
+    return th
+
+
+def parse_limit(value: Optional[str], name: str) -> object:
+    """A flag value: a number, or off. Returns a sentinel-free value for the overrides dict."""
+    if value is None:
+        return _UNSET
+    if value.lower() in ("off", "none"):
+        if name not in _OFFABLE:
+            raise UsageError(f"--{name.replace('_', '-')} cannot be off", "give a number")
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise UsageError(f"--{name.replace('_', '-')} takes a number or 'off', got {value!r}",
+                         "e.g. 0.999") from None
+
+
+_UNSET = object()
+
+
+def flag_overrides(**values) -> dict:
+    """Threshold flags given on the command line (unset ones dropped)."""
+    out = {}
+    for name, raw in values.items():
+        if isinstance(raw, bool):
+            if raw:
+                out[name] = True
+            continue
+        parsed = parse_limit(raw, name)
+        if parsed is not _UNSET:
+            out[name] = parsed
+    return out
 
 
 def compute_metrics(ref: np.ndarray, cand: np.ndarray, labels: Optional[np.ndarray] = None,

@@ -13,12 +13,13 @@ import numpy as np
 
 from amptool.errors import UsageError
 
+from . import reader
 from .keys import ENV_VAR, coerce_key
 
 
 def detect_format(path) -> str:
     suffix = Path(path).suffix.lower()
-    formats = {".mindir": "MINDIR", ".onnx": "ONNX", ".air": "AIR"}
+    formats = {reader(f).SUFFIX: f for f in ("MINDIR", "ONNX", "AIR")}
     if suffix not in formats:
         raise UsageError(f"{path}: unknown artefact type '{suffix}'", "give a .mindir or .onnx file")
     return formats[suffix]

@@ -1,0 +1,132 @@
+"""MindIR files: read with the proto (inputs, outputs, weights) or load with ``mindspore.load``.
+
+Every reader module (``mindir``, ``onnx``, ``air``) exposes the same functions:
+``is_encrypted(path)``, ``describe(path, key=None)`` and ``read_weights(path, key=None)``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+from .common import (
+    PROTO_DTYPES,
+    first_line,
+    io_entry,
+    is_weight,
+    np_dtype,
+    quiet_native_stderr,
+    require_graph_io,
+    unreadable,
+)
+
+FORMAT = "MINDIR"
+SUFFIX = ".mindir"
+ENC_MODE = "AES-GCM"
+
+
+def is_encrypted(path) -> bool:
+    from mindspore._c_expression import _is_cipher_file
+
+    with quiet_native_stderr():
+        return bool(_is_cipher_file(str(path)))
+
+
+def _read_bytes(path, key: bytes | None) -> bytes:
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"MindIR file {path} does not exist", "check the path")
+    if not is_encrypted(path):
+        return path.read_bytes()
+    if key is None:
+        raise UsageError(f"{path} is an encrypted MindIR",
+                         "pass its key with --key-file or the AMPTOOL_MINDIR_KEY variable")
+    from mindspore._c_expression import _decrypt
+
+    with quiet_native_stderr():
+        data = _decrypt(str(path), key, len(key), ENC_MODE)
+    if not data:
+        raise UsageError(f"cannot decrypt {path}: wrong key (or the file is corrupt)",
+                         "pass the key the artefact was exported with")
+    return data
+
+
+def read_model(path, key: bytes | None = None):
+    """The MindIR ``ModelProto``; one clear error for a corrupt or truncated file."""
+    from google.protobuf.message import DecodeError
+    from mindspore.train import mind_ir_pb2
+
+    data = _read_bytes(path, key)
+    model = mind_ir_pb2.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise unreadable(path, "MindIR", first_line(exc)) from None
+    return require_graph_io(model, path, "MindIR")
+
+
+def _short(name: str) -> str:
+    return name.rsplit(":", 1)[-1]
+
+
+def _tensor_io(values, prefix: str) -> list:
+    rows = []
+    for i, value in enumerate(values):
+        tensor = value.tensor[0] if value.tensor else None
+        shape = list(tensor.dims) if tensor is not None else []
+        dtype = PROTO_DTYPES.get(tensor.data_type, "unknown") if tensor is not None else "unknown"
+        rows.append(io_entry(f"{prefix}{i}", shape, dtype))
+    return rows
+
+
+def _stored(model):
+    """(name, dtype, shape, tensor) of every stored floating-point parameter."""
+    for param in model.graph.parameter:
+        dtype = PROTO_DTYPES.get(param.data_type, "unknown")
+        shape = [int(d) for d in param.dims]
+        if is_weight(dtype, shape):
+            yield _short(param.name), dtype, shape, param
+
+
+def describe(path, key: bytes | None = None) -> dict:
+    """Inputs, outputs and stored weights (name -> (dtype, shape)) read from the file."""
+    model = read_model(path, key)
+    weights = {name: (dtype, shape) for name, dtype, shape, _ in _stored(model)}
+    return {"format": FORMAT, "inputs": _tensor_io(model.graph.input, "input"),
+            "outputs": _tensor_io(model.graph.output, "output"), "weights": weights,
+            "producer": f"{model.producer_name} {model.model_version}".strip()}
+
+
+def read_weights(path, key: bytes | None = None) -> dict:
+    """name -> numpy array of every stored floating-point parameter."""
+    return {name: np.frombuffer(param.raw_data, dtype=np_dtype(dtype)).reshape(shape)
+            for name, dtype, shape, param in _stored(read_model(path, key))
+            if dtype != "bfloat16"}
+
+
+def load_graph(path, key: bytes | None = None):
+    """An ``nn.GraphCell`` running the MindIR (decrypting it with ``key``)."""
+    import mindspore as ms
+    from mindspore import nn
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"MindIR file {path} does not exist", "check the path")
+    encrypted = is_encrypted(path)
+    if encrypted and key is None:
+        raise UsageError(f"{path} is an encrypted MindIR",
+                         "pass its key with --key-file or the AMPTOOL_MINDIR_KEY variable")
+    key = key if encrypted else None
+    kwargs = {"dec_key": key, "dec_mode": ENC_MODE} if key else {}
+    try:
+        with quiet_native_stderr():
+            graph = ms.load(str(path), **kwargs)
+    except (RuntimeError, ValueError) as exc:
+        if key is not None:
+            raise UsageError(f"cannot decrypt {path}: wrong key (or the file is corrupt)",
+                             "pass the key the artefact was exported with") from None
+        raise UsageError(f"{path} cannot be loaded as MindIR ({first_line(exc)})",
+                         "it is truncated or not a MindIR file: export it again") from None
+    return nn.GraphCell(graph)

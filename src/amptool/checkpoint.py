@@ -1,0 +1,174 @@
+"""Checkpoints: one writer, one reader, one loader into a network.
+
+A training checkpoint holds the network, optimizer and loss-scale state plus a few
+metadata entries; a converted checkpoint holds weights in fp16 or fp32. Both are
+MindSpore ``ckpt`` or ``safetensors`` files, recognised by content, not by suffix.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .errors import UsageError
+
+FORMATS = ("ckpt", "safetensors")
+SCALER_PREFIX = "amptool_loss_scale."
+META_KEYS = ("epoch", "step", "best_acc", "val_acc", "overflow", "model", "optimizer")
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """'safetensors' when the file starts with a safetensors JSON header, else 'ckpt'."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(9)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and permissions") from None
+    if len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < (1 << 30):
+        return "safetensors"
+    return "ckpt"
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """name -> Parameter (or str metadata); one clear error for a missing or corrupt file."""
+    import mindspore as ms
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"checkpoint {path} does not exist", "check the path or train first")
+    fmt = detect_format(path)
+    try:
+        with _named_for(path, fmt) as named:
+            return ms.load_checkpoint(str(named), format=fmt)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
+                         "it is truncated or corrupt: re-train or re-convert it") from None
+
+
+@contextlib.contextmanager
+def _named_for(path: Path, fmt: str):
+    """``path`` under a name ending in ``fmt``'s suffix, which MindSpore's loader requires
+    (a link in a private temp folder when the file is named otherwise)."""
+    if path.suffix == f".{fmt}":
+        yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="amptool-ckpt-"))
+    try:
+        named = folder / f"checkpoint.{fmt}"
+        try:
+            named.symlink_to(path.resolve())
+        except OSError:
+            shutil.copyfile(path, named)
+        yield named
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_checkpoint(path: str | os.PathLike, items: list, meta: dict | None = None,
+                     fmt: str = "ckpt") -> None:
+    """Write ``items`` ([{name, data}]) and ``meta`` atomically: never a half-written file.
+
+    safetensors holds tensors only, so string metadata is left out of it.
+    """
+    import mindspore as ms
+
+    from .fileio import atomic_path
+
+    meta = dict(meta or {})
+    if fmt == "safetensors":
+        meta = {k: v for k, v in meta.items() if not isinstance(v, str)}
+    try:
+        with atomic_path(path, suffix=".safetensors" if fmt == "safetensors" else ".ckpt") as tmp:
+            ms.save_checkpoint(items, str(tmp), append_dict=meta or None, format=fmt)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}", "choose a writable path") from None
+
+
+def state_items(net, optimizer, scaler_params) -> list:
+    """Name/data entries of everything a resume needs, each parameter once."""
+    seen, items = set(), []
+    for param in list(net.get_parameters()) + list(optimizer.get_parameters()):
+        if param.name not in seen:
+            seen.add(param.name)
+            items.append({"name": param.name, "data": param})
+    for param in scaler_params:
+        items.append({"name": SCALER_PREFIX + param.name, "data": param})
+    return items
+
+
+def meta_of(params: dict) -> dict:
+    """The metadata entries (epoch, step, best_acc, ...) of a read checkpoint."""
+    meta = {}
+    for key in META_KEYS:
+        if key in params:
+            value = params[key]
+            meta[key] = value.asnumpy().item() if hasattr(value, "asnumpy") else value
+    return meta
+
+
+def is_float(value) -> bool:
+    import mindspore as ms
+
+    return not isinstance(value, str) and value.dtype in (ms.float16, ms.float32, ms.float64,
+                                                          ms.bfloat16)
+
+
+def load_into_net(net, params: dict, source: str = "checkpoint") -> None:
+    """Load weights into ``net``, casting float entries to each parameter's dtype.
+
+    A checkpoint whose names or shapes do not fit the network is refused in one error.
+    """
+    import mindspore as ms
+
+    missing, mismatched, fitted = [], [], {}
+    for p in net.get_parameters():
+        value = params.get(p.name)
+        if value is None or isinstance(value, str):
+            missing.append(p.name)
+        elif tuple(value.shape) != tuple(p.shape):
+            mismatched.append(f"{p.name} {tuple(value.shape)} vs {tuple(p.shape)}")
+        else:
+            if is_float(value) and value.dtype != p.dtype:
+                value = ms.Parameter(value.astype(ms.float32).astype(p.dtype), name=p.name)
+            fitted[p.name] = value
+    if missing or mismatched:
+        what = []
+        if missing:
+            what.append(f"{len(missing)} missing parameter(s) (e.g. {', '.join(missing[:3])})")
+        if mismatched:
+            what.append(f"{len(mismatched)} shape mismatch(es) (e.g. {'; '.join(mismatched[:2])})")
+        raise UsageError(f"{source} does not fit the model: " + ", ".join(what),
+                         "pass the --model the checkpoint was trained with")
+    ms.load_param_into_net(net, fitted, strict_load=True)
+
+
+def build_with_weights(spec, params: dict, source: str):
+    """A fresh network of ``spec`` holding ``params``, in inference mode."""
+    net = spec.build()
+    load_into_net(net, params, source)
+    net.set_train(False)
+    return net
+
+
+def restore_state(net, optimizer, scaler_params, params: dict, source: str) -> dict:
+    """Restore network, optimizer and loss-scale state; return the saved metadata."""
+    import mindspore as ms
+
+    load_into_net(net, params, source)
+    # The learning rate is configuration: a resumed run uses the one it is given.
+    opt_params = {p.name: params[p.name] for p in optimizer.get_parameters()
+                  if p.name in params and p.name != "learning_rate"}
+    ms.load_param_into_net(optimizer, opt_params)
+    for param in scaler_params:
+        key = SCALER_PREFIX + param.name
+        if key in params:
+            param.set_data(params[key])
+    return meta_of(params)
+
+
+def numpy_weights(params: dict) -> dict:
+    """name -> numpy array of every tensor entry (string metadata left out)."""
+    return {name: value.asnumpy() for name, value in params.items() if hasattr(value, "asnumpy")}

@@ -1,0 +1,223 @@
+"""What every command shares: its common options, one-line errors with documented exit codes,
+JSON output and TTY detection.
+
+Every error becomes one line on stderr and an exit code (see errors.py):
+``amptool: error: <problem>; <fix>`` (exit 2 for usage errors, 1 for failed checks) and,
+for a bug, ``amptool: internal error: <Type>: <message>; set AMPTOOL_DEBUG=1 for the
+traceback`` (exit 3).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+import typer.core
+
+from .errors import AmpToolError, UsageError
+
+try:  # newer typer releases vendor click: their errors are not the click package's
+    from typer._click import exceptions as cli_errors
+except ImportError:  # pragma: no cover - older typer on the click package
+    from click import exceptions as cli_errors
+
+NO_ARGS_IS_HELP = getattr(cli_errors, "NoArgsIsHelpError", ())
+"""Raised for a group called without a command (click >= 8.2); help is shown."""
+
+INTERNAL_EXIT = 3
+"""Exit code of an unexpected exception (a bug in amptool or a library it calls)."""
+DEBUG_ENV = "AMPTOOL_DEBUG"
+"""Set to 1 to get the traceback of an internal error instead of its one-line summary."""
+
+MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or "
+              "path/to/file.py:factory.")
+DATA_HELP = "digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."
+DEVICE_HELP = "auto, CPU, GPU or Ascend."
+LEVEL_HELP = ("AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNorm/LayerNorm, "
+              "O3 all fp16.")
+LIMIT = "a number, or 'off' to disable"
+
+ModelOption = Annotated[Optional[str], typer.Option(help=MODEL_HELP)]
+DataOption = Annotated[Optional[str], typer.Option(help=DATA_HELP)]
+DeviceOption = Annotated[Optional[str], typer.Option(help=DEVICE_HELP)]
+AmpLevelOption = Annotated[Optional[str], typer.Option("--amp-level", help=LEVEL_HELP)]
+OutOption = Annotated[Optional[Path], typer.Option("--out", help="Output folder.")]
+PolicyOutOption = Annotated[Optional[Path], typer.Option(
+    "--out", help="Write the policy to this file (.toml, .yaml or .json).")]
+QuietOption = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Print only the result, no progress lines.")]
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help="Print the result as JSON on stdout (and nothing else there).")]
+
+MinCosineOption = Annotated[Optional[str], typer.Option(
+    help=f"Least cosine similarity ({LIMIT}). \\[default: 0.999 fp16, 0.99999 fp32]")]
+MinTop1Option = Annotated[Optional[str], typer.Option(
+    help=f"Least top-1 agreement ({LIMIT}). \\[default: 0.99 fp16, 1.0 fp32]")]
+MaxAccDropOption = Annotated[Optional[str], typer.Option(
+    help=f"Largest accuracy drop as a fraction ({LIMIT}). \\[default: 0.005 fp16, 0 fp32]")]
+MaxAbsOption = Annotated[Optional[str], typer.Option(
+    help=f"Largest absolute error ({LIMIT}). \\[default: off fp16, 1e-4 fp32]")]
+MaxRelOption = Annotated[Optional[str], typer.Option(
+    help=f"Largest relative error ({LIMIT}). \\[default: off]")]
+MaxOutsideOption = Annotated[Optional[str], typer.Option(
+    help=f"Largest fraction of elements outside atol + rtol*|ref| ({LIMIT}). \\[default: off]")]
+
+
+def noted(option: Any, note: str) -> Any:
+    """The shared ``option`` with a command's own note (its default, say) after the help."""
+    info = copy.copy(option.__metadata__[0])
+    info.help = f"{info.help} {note}"
+    return Annotated[option.__origin__, info]
+
+
+def about(option: Any, what: str) -> Any:
+    """The shared --quiet or --json ``option`` naming what the command prints."""
+    info = copy.copy(option.__metadata__[0])
+    info.help = info.help.replace("the result", what)
+    return Annotated[option.__origin__, info]
+
+
+def with_default(option: Any, value: str) -> Any:
+    """The shared ``option`` with the default a command applies when it is not given."""
+    return noted(option, f"\\[default: {value}]")
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"amptool: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def report_internal(exc: BaseException) -> int:
+    """Report an unexpected exception in one line and return exit code 3; with
+    AMPTOOL_DEBUG=1 re-raise it (traceback) instead."""
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        raise exc
+    text = " ".join(str(exc).split()) or "(no message)"
+    typer.echo(f"amptool: internal error: {type(exc).__name__}: {text}; "
+               f"set {DEBUG_ENV}=1 for the traceback", err=True)
+    return INTERNAL_EXIT
+
+
+def handle_errors(func: Callable) -> Callable:
+    """Turn amptool's errors into one stderr line and the documented exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except AmpToolError as exc:
+            fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except (typer.Exit, typer.Abort, cli_errors.ClickException):
+            raise
+        except Exception as exc:  # any other exception is a bug
+            raise typer.Exit(report_internal(exc)) from exc
+
+    return wrapper
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def print_json(obj: Any) -> None:
+    """What ``--json`` prints on every command: indented, sorted, NaN/Inf as strings."""
+    typer.echo(json.dumps(_jsonable(obj), indent=2, sort_keys=True, default=str))
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def check_output_path(path: Optional[Path], what: str) -> None:
+    """Refuse an output file (``what``: its flag) whose folder is missing or read-only, or
+    which is a folder, so the mistake shows before any work rather than after it."""
+    if path is None:
+        return
+    path = Path(path)
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a folder", f"give a file path to {what}")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {what} {path}: folder {parent} does not exist",
+                         f"create the folder first or give {what} another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {what} {path}: folder {parent} is not writable",
+                         f"give {what} a path in a writable folder")
+
+
+def usage_line(exc: cli_errors.UsageError, command: str = "amptool") -> str:
+    """Click's usage error as ``<problem>; see '<command> --help'`` on one line (``command``
+    when the error does not know its own)."""
+    text = " ".join(exc.format_message().split())
+    hint = re.match(r"(.*?)\.? \(?Did you mean (.*?)\?\)?$", text)
+    if hint:
+        text = f"{hint.group(1)} (did you mean {hint.group(2)}?)"
+    text = text.rstrip(".")
+    path = exc.ctx.command_path if exc.ctx is not None else command
+    return f"{text}; see '{path} --help'"
+
+
+class AmpToolGroup(typer.core.TyperGroup):
+    """The root command group: click's own errors become amptool's one-line errors."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra: Any) -> Any:
+        try:
+            code = super().main(args=args, prog_name="amptool", complete_var=complete_var,
+                                standalone_mode=False, **extra)
+            code = code if type(code) is int else 0
+        except NO_ARGS_IS_HELP as exc:
+            code = self._show_help(exc)
+        except cli_errors.UsageError as exc:
+            command = self._command_path(sys.argv[1:] if args is None else args)
+            typer.echo(f"amptool: error: {usage_line(exc, command)}", err=True)
+            code = exc.exit_code
+        except cli_errors.ClickException as exc:
+            typer.echo(f"amptool: error: {' '.join(exc.format_message().split())}", err=True)
+            code = exc.exit_code
+        except typer.Abort:
+            typer.echo("amptool: error: aborted", err=True)
+            code = 1
+        except typer.Exit as exc:
+            code = exc.exit_code
+        except AmpToolError as exc:
+            typer.echo(f"amptool: error: {exc}", err=True)
+            code = exc.exit_code
+        except Exception as exc:  # noqa: BLE001 - raised outside a command: a bug
+            code = report_internal(exc)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+    def _command_path(self, args) -> str:
+        """``amptool`` and the (sub)command names found in ``args``."""
+        path, command = ["amptool"], self
+        for arg in args:
+            commands = getattr(command, "commands", None)
+            if not commands:
+                break
+            if arg in commands:
+                path.append(arg)
+                command = commands[arg]
+        return " ".join(path)
+
+    def _show_help(self, exc: cli_errors.UsageError) -> int:
+        # typer's rich help prints itself while the error is built; plain help does not.
+        if not (typer.core.HAS_RICH and self.rich_markup_mode is not None):
+            typer.echo(exc.format_message())
+        return exc.exit_code

@@ -1,0 +1,103 @@
+"""A trained model: the network, its checkpoint, the run's policy and preprocessing.
+
+Export and convert start from one, given either as a training run folder (``--run``:
+run.json and the best/last checkpoint) or as a checkpoint plus a model reference
+(``--ckpt FILE --model M``, preprocessing derived from the data as training derives it).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .errors import UsageError
+from .models import ModelSpec
+from .policy import Policy
+
+
+@dataclass
+class TrainedModel:
+    """What a stage needs to rebuild a trained network."""
+
+    spec: ModelSpec
+    checkpoint: Path
+    policy: Policy
+    """The training run's precision policy (O2 when only a checkpoint is known)."""
+    preprocess: Optional[dict]
+    """How raw images become inputs (None when unknown)."""
+    data: Optional[str]
+    """The training data source."""
+    val_fraction: Optional[float]
+
+    @property
+    def model_ref(self) -> str:
+        """The reference ``resolve_model`` accepts for this model."""
+        return self.spec.name
+
+    def fp32_weights(self) -> dict:
+        """name -> fp32 Parameter of every tensor entry (fp16 checkpoints are widened)."""
+        import mindspore as ms
+
+        from .checkpoint import read_checkpoint
+
+        weights = {}
+        for name, value in read_checkpoint(self.checkpoint).items():
+            if isinstance(value, str):
+                continue
+            if value.dtype in (ms.float16, ms.bfloat16, ms.float64):
+                value = ms.Parameter(value.astype(ms.float32), name=name)
+            weights[name] = value
+        return weights
+
+    def eval_split(self, data: Optional[str] = None, samples: Optional[int] = None) -> tuple:
+        """(x, y): the held-out split, preprocessed as in training (``data`` overrides)."""
+        from .data import load_dataset, load_eval_split
+
+        source = data or self.data or "digits"
+        if self.preprocess is not None:
+            return load_eval_split(source, self.preprocess, self.spec.num_classes,
+                                   self.val_fraction or 0.2, samples)
+        ds = load_dataset(source, self.spec.input_shape, self.spec.num_classes,
+                          self.val_fraction or 0.2)
+        return ds.val_x[:samples], ds.val_y[:samples]
+
+
+def from_run(run: str | os.PathLike, which: Optional[str] = "best",
+             ckpt: Optional[str] = None, model: Optional[str] = None) -> TrainedModel:
+    """The model of a training run folder; ``ckpt``/``model`` override the run's."""
+    from .models import resolve_model
+    from .policy import policy_from_dict
+    from .rundir import RunDir
+
+    run_dir = RunDir(run)
+    info = run_dir.read()
+    path = Path(ckpt) if ckpt else run_dir.find_checkpoint(which)
+    if ckpt and not path.is_file():
+        raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
+    policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
+    data = info["data"]
+    return TrainedModel(resolve_model(model or info["config"]["model"]), path, policy,
+                        dict(data["preprocess"]), data.get("source"), data.get("val_fraction"))
+
+
+def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optional[str] = "digits",
+                    val_fraction: float = 0.2) -> TrainedModel:
+    """A checkpoint and the model it was trained with; preprocessing is recomputed from
+    ``data`` exactly as training derives it (``None`` or "none": unknown)."""
+    from .data import load_dataset
+    from .models import resolve_model
+    from .policy import policy_for
+
+    if not model:
+        raise UsageError("--ckpt needs --model", "name the model the checkpoint was trained with")
+    path = Path(ckpt)
+    if not path.is_file():
+        raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
+    spec = resolve_model(model)
+    preprocess = None
+    if data and data.lower() != "none":
+        prep = load_dataset(data, spec.input_shape, spec.num_classes, val_fraction).preprocess
+        preprocess = prep.to_dict()
+    return TrainedModel(spec, path, policy_for(), preprocess, data if preprocess else None,
+                        val_fraction if preprocess else None)

@@ -1,0 +1,119 @@
+"""Artefact helpers: encryption keys, manifests and the artefact type by suffix."""
+import json
+
+import pytest
+
+from amptool.artefact.keys import (
+    ENV_VAR,
+    coerce_key,
+    key_from_env,
+    key_from_file,
+    parse_key,
+    resolve_key,
+)
+from amptool.artefact.manifest import manifest_path, read_manifest, summarize_params
+from amptool.artefact.runners import detect_format, infer_precision
+from amptool.errors import UsageError
+
+HEX16 = "00112233445566778899aabbccddeeff"
+
+
+@pytest.mark.parametrize("raw,expected", [
+    (HEX16, bytes.fromhex(HEX16)),
+    (HEX16.upper() + "\n", bytes.fromhex(HEX16)),
+    (("ab" * 24).encode(), bytes.fromhex("ab" * 24)),
+    ("cd" * 32, bytes.fromhex("cd" * 32)),
+    (bytes(range(16)), bytes(range(16))),
+    (bytes(range(100, 132)), bytes(range(100, 132))),
+    (b"zyxwvutsrqponmlk\n", b"zyxwvutsrqponmlk"),
+])
+def test_parse_key(raw, expected):
+    key = parse_key(raw, "test")
+    assert key == expected and len(key) in (16, 24, 32)
+
+
+@pytest.mark.parametrize("raw", ["abc", HEX16[:30], "g" * 20, bytes(20), HEX16 + "0"])
+def test_parse_key_bad(raw):
+    with pytest.raises(UsageError) as err:
+        parse_key(raw, "key file k.bin")
+    text = str(err.value)
+    assert text.startswith("key file k.bin does not hold a valid AES-GCM key")
+    assert "\n" not in text
+    shown = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    assert len(shown) < 5 or shown not in text   # the key itself is never printed
+
+
+def test_key_from_env(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(UsageError, match=f"environment variable {ENV_VAR} is not set"):
+        key_from_env()
+    assert key_from_env(required=False) is None
+    monkeypatch.setenv(ENV_VAR, "")
+    assert key_from_env(required=False) is None
+    monkeypatch.setenv("MY_KEY", HEX16)
+    assert key_from_env("MY_KEY") == bytes.fromhex(HEX16)
+    assert resolve_key(key_env="MY_KEY") == bytes.fromhex(HEX16)
+    monkeypatch.setenv("MY_KEY", "short")
+    with pytest.raises(UsageError, match="environment variable MY_KEY does not hold"):
+        key_from_env("MY_KEY")
+
+
+def test_key_from_file(tmp_path):
+    (tmp_path / "k.hex").write_text(HEX16 + "\n")
+    assert key_from_file(tmp_path / "k.hex") == bytes.fromhex(HEX16)
+    (tmp_path / "k.bin").write_bytes(bytes(range(24)))
+    assert key_from_file(tmp_path / "k.bin") == bytes(range(24))
+    with pytest.raises(UsageError, match="does not exist"):
+        key_from_file(tmp_path / "absent")
+    with pytest.raises(UsageError, match="only one"):
+        resolve_key(str(tmp_path / "k.hex"), "MY_KEY")
+    assert resolve_key() is None and coerce_key(None) is None
+    assert coerce_key(HEX16) == bytes.fromhex(HEX16)
+
+
+def test_manifest_path():
+    assert str(manifest_path("out/model_fp16.mindir")) == "out/model_fp16.mindir.json"
+
+
+def test_read_manifest(tmp_path):
+    artefact = tmp_path / "m.onnx"
+    assert read_manifest(artefact) is None
+    manifest_path(artefact).write_text(json.dumps({"format": "ONNX", "precision": "fp16"}))
+    assert read_manifest(artefact) == {"format": "ONNX", "precision": "fp16"}
+
+
+@pytest.mark.parametrize("text,needle", [("{not json", "cannot be read"),
+                                         ("[1, 2]", "is not a JSON object"),
+                                         ('"x"', "is not a JSON object")])
+def test_read_manifest_bad(tmp_path, text, needle):
+    artefact = tmp_path / "m.mindir"
+    manifest_path(artefact).write_text(text)
+    with pytest.raises(UsageError) as err:
+        read_manifest(artefact)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert "m.mindir.json" in str(err.value)
+
+
+def test_summarize_params():
+    summary = summarize_params({"a": ("float16", (2, 3)), "b": ("float32", [4]),
+                                "c": ("float16", ())})
+    assert summary == {"count": 11, "bytes": 6 * 2 + 4 * 4 + 2, "tensors": 3,
+                       "dtypes": {"float16": 7, "float32": 4}}
+    assert summarize_params({}) == {"count": 0, "bytes": 0, "tensors": 0, "dtypes": {}}
+
+
+def test_runner_detect_format():
+    assert detect_format("a/model.mindir") == "MINDIR"
+    assert detect_format("MODEL.ONNX") == "ONNX"
+    assert detect_format("m.air") == "AIR"
+    with pytest.raises(UsageError) as err:
+        detect_format("model.pb")
+    assert "unknown artefact type '.pb'" in str(err.value)
+    with pytest.raises(UsageError, match="unknown artefact type ''"):
+        detect_format("model")
+
+
+def test_infer_precision():
+    assert infer_precision({"weights": {"a": ("float16", (2,)), "b": ("float32", (2,))}}) == "fp16"
+    assert infer_precision({"weights": {"a": ("float32", (2,))}}) == "fp32"
+    assert infer_precision({"weights": {}}) is None

@@ -1,0 +1,123 @@
+"""Checkpoint files: format by content, one clear error for corrupt files, one writer."""
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from amptool.checkpoint import (
+    detect_format,
+    meta_of,
+    numpy_weights,
+    read_checkpoint,
+    write_checkpoint,
+)
+from amptool.device import import_mindspore
+from amptool.errors import UsageError
+
+W = np.arange(6, dtype=np.float32).reshape(2, 3)
+B = np.array([0.5, -1.0, 2.0], np.float16)
+
+
+def _items():
+    ms = import_mindspore()
+    return [{"name": "fc.weight", "data": ms.Tensor(W)},
+            {"name": "fc.bias", "data": ms.Parameter(ms.Tensor(B), name="fc.bias")}]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A tiny ckpt and safetensors file written by MindSpore itself."""
+    ms = import_mindspore()
+    folder = tmp_path_factory.mktemp("ckpts")
+    paths = {}
+    for fmt in ("ckpt", "safetensors"):
+        paths[fmt] = folder / f"tiny.{fmt}"
+        ms.save_checkpoint(_items(), str(paths[fmt]), format=fmt)
+    return paths
+
+
+def test_detect_format_by_content(files, tmp_path):
+    assert detect_format(files["ckpt"]) == "ckpt"
+    assert detect_format(files["safetensors"]) == "safetensors"
+    renamed = tmp_path / "weights.bin"
+    renamed.write_bytes(files["safetensors"].read_bytes())
+    assert detect_format(renamed) == "safetensors"
+    (tmp_path / "empty").write_bytes(b"")
+    assert detect_format(tmp_path / "empty") == "ckpt"
+    with pytest.raises(UsageError, match="cannot read"):
+        detect_format(tmp_path / "absent.ckpt")
+
+
+@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
+def test_read_checkpoint_values(files, fmt):
+    params = read_checkpoint(files[fmt])
+    weights = numpy_weights(params)
+    assert sorted(weights) == ["fc.bias", "fc.weight"]
+    np.testing.assert_array_equal(weights["fc.weight"], W)
+    np.testing.assert_array_equal(weights["fc.bias"], B)
+    assert weights["fc.bias"].dtype == np.float16
+
+
+@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
+@pytest.mark.parametrize("keep", [0.5, 20])
+def test_truncated_checkpoint(files, tmp_path, fmt, keep):
+    raw = files[fmt].read_bytes()
+    cut = tmp_path / f"cut.{fmt}"
+    cut.write_bytes(raw[:int(len(raw) * keep) if keep < 1 else keep])
+    with pytest.raises(UsageError) as err:
+        read_checkpoint(cut)
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith(f"checkpoint {cut} cannot be read as ")
+    assert "truncated or corrupt" in text
+
+
+def test_garbage_and_missing_checkpoint(tmp_path):
+    (tmp_path / "junk.ckpt").write_bytes(b"\x00not a checkpoint" * 8)
+    with pytest.raises(UsageError, match="truncated or corrupt"):
+        read_checkpoint(tmp_path / "junk.ckpt")
+    with pytest.raises(UsageError, match="does not exist"):
+        read_checkpoint(tmp_path / "absent.ckpt")
+
+
+META = {"model": "lenet5", "epoch": 3, "best_acc": 0.5}
+
+
+def test_write_checkpoint_ckpt_keeps_string_meta(tmp_path):
+    path = tmp_path / "best.ckpt"
+    write_checkpoint(path, _items(), META, fmt="ckpt")
+    assert detect_format(path) == "ckpt"
+    params = read_checkpoint(path)
+    assert params["model"] == "lenet5"
+    assert meta_of(params) == {"epoch": 3, "best_acc": 0.5, "model": "lenet5"}
+    np.testing.assert_array_equal(params["fc.weight"].asnumpy(), W)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert os.listdir(tmp_path) == ["best.ckpt"]
+
+
+def test_write_checkpoint_safetensors_drops_string_meta(tmp_path):
+    path = tmp_path / "best.safetensors"
+    write_checkpoint(path, _items(), META, fmt="safetensors")
+    assert detect_format(path) == "safetensors"
+    params = read_checkpoint(path)
+    assert "model" not in params
+    assert meta_of(params) == {"epoch": 3, "best_acc": 0.5}
+    np.testing.assert_array_equal(params["fc.bias"].asnumpy(), B)
+    assert os.listdir(tmp_path) == ["best.safetensors"]
+
+
+def test_write_checkpoint_overwrites_read_only(tmp_path):
+    path = tmp_path / "last.ckpt"
+    write_checkpoint(path, _items(), {"epoch": 1})
+    os.chmod(path, 0o400)
+    write_checkpoint(path, _items(), {"epoch": 2})
+    assert meta_of(read_checkpoint(path))["epoch"] == 2
+
+
+def test_read_checkpoint_recognises_content_not_suffix(tmp_path):
+    path = tmp_path / "model.ckpt"
+    write_checkpoint(path, _items(), {"epoch": 4}, fmt="safetensors")
+    assert detect_format(path) == "safetensors"
+    params = read_checkpoint(path)
+    np.testing.assert_array_equal(params["fc.weight"].asnumpy(), W)

@@ -1,0 +1,104 @@
+"""Atomic writes: all or nothing, over read-only targets, and output folders."""
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from amptool.errors import UsageError
+from amptool.fileio import atomic_path, ensure_out_dir, sha256, write_json, write_text
+
+
+def _leftovers(folder: Path) -> list:
+    return sorted(p.name for p in folder.iterdir() if "amptool" in p.name)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_exception_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "out.json"
+    with pytest.raises(Boom), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        seen = tmp
+        raise Boom
+    assert not target.exists()
+    assert not seen.parent.exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_exception_keeps_existing_target(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(Boom), atomic_path(target) as tmp:
+        tmp.write_text("new")
+        raise Boom
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_temp_name_is_beside_target_with_suffix(tmp_path):
+    with atomic_path(tmp_path / "w.bin", suffix=".ckpt") as tmp:
+        assert tmp.parent.parent == tmp_path and tmp.suffix == ".ckpt"
+        tmp.write_bytes(b"\x00\x01")
+    assert (tmp_path / "w.bin").read_bytes() == b"\x00\x01"
+    assert _leftovers(tmp_path) == []
+
+
+def test_single_file_produced_under_another_name(tmp_path):
+    with atomic_path(tmp_path / "model.mindir") as tmp:
+        (tmp.parent / "graph_renamed.mindir").write_text("g")
+    assert (tmp_path / "model.mindir").read_text() == "g"
+
+
+def test_replaces_read_only_target(tmp_path):
+    target = tmp_path / "ro.txt"
+    target.write_text("old")
+    os.chmod(target, 0o400)
+    with atomic_path(target) as tmp:
+        tmp.write_text("new")
+        os.chmod(tmp, 0o400)   # as MindSpore's writers leave their files
+    assert target.read_text() == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert _leftovers(tmp_path) == []
+
+
+def test_folder_name_mindspore_refuses(tmp_path):
+    folder = tmp_path / "with space+plus"
+    folder.mkdir()
+    with atomic_path(folder / "a.txt") as tmp:
+        assert " " not in str(tmp) and "+" not in str(tmp)
+        tmp.write_text("ok")
+        seen = tmp
+    assert (folder / "a.txt").read_text() == "ok"
+    assert not seen.parent.exists()
+    assert os.listdir(folder) == ["a.txt"]
+
+
+def test_write_json_and_text(tmp_path):
+    write_json(tmp_path / "a.json", {"b": 1, "a": [1, 2], "p": Path("/x/y")})
+    text = (tmp_path / "a.json").read_text()
+    assert json.loads(text) == {"a": [1, 2], "b": 1, "p": "/x/y"}
+    assert text.endswith("}\n") and text.index('"a"') < text.index('"b"')
+    write_text(tmp_path / "a.json", "plain")
+    assert (tmp_path / "a.json").read_text() == "plain"
+
+
+def test_sha256(tmp_path):
+    (tmp_path / "f").write_bytes(b"abc")
+    assert sha256(tmp_path / "f") == hashlib.sha256(b"abc").hexdigest()
+
+
+def test_ensure_out_dir(tmp_path):
+    made = ensure_out_dir(tmp_path / "a" / "b")
+    assert made == tmp_path / "a" / "b" and made.is_dir()
+    assert ensure_out_dir(made) == made
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError) as err:
+        ensure_out_dir(tmp_path / "file")
+    assert "is a file, not a folder" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(UsageError, match="cannot create output folder"):
+        ensure_out_dir(tmp_path / "file" / "sub")

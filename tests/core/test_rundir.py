@@ -1,0 +1,157 @@
+"""The run folder: run.json validation, checkpoint finding, and resume merging."""
+import json
+
+import pytest
+
+from amptool.errors import UsageError
+from amptool.rundir import RunDir, is_checkpoint_file
+from amptool.train.config import TrainConfig, merge_previous
+
+PREPROCESS = {"height": 8, "width": 8, "channels": 1, "mean": 0.1, "std": 0.3}
+POLICY = {"level": "O2", "dtype": "float16", "fp32_types": [], "fp32_cells": [],
+          "fp16_cells": []}
+
+
+def _info(**config) -> dict:
+    return {"config": config, "policy": POLICY, "data": {"preprocess": PREPROCESS}}
+
+
+def _usage_line(call) -> str:
+    with pytest.raises(UsageError) as err:
+        call()
+    text = str(err.value)
+    assert "\n" not in text
+    return text
+
+
+def test_read_missing_folder(tmp_path):
+    text = _usage_line(RunDir(tmp_path / "nope").read)
+    assert "run folder" in text and "does not exist" in text and "--out" in text
+
+
+def test_read_folder_without_run_json(tmp_path):
+    assert "has no run.json" in _usage_line(RunDir(tmp_path).read)
+    assert RunDir(tmp_path).read_optional() == {}
+    assert RunDir(tmp_path).previous_config() == {}
+
+
+def test_read_non_json(tmp_path):
+    (tmp_path / "run.json").write_text('{"config": {')
+    assert "cannot be read (JSONDecodeError)" in _usage_line(RunDir(tmp_path).read)
+
+
+def test_read_non_utf8(tmp_path):
+    (tmp_path / "run.json").write_bytes(b"\xff\xfe\x00garbage")
+    assert "cannot be read" in _usage_line(RunDir(tmp_path).read)
+
+
+@pytest.mark.parametrize("content,problem", [
+    ([1, 2], "not a JSON object"),
+    ({}, "no config.model"),
+    ({"config": {"model": 3}}, "no config.model"),
+    ({"config": {"model": "lenet5"}}, "no policy"),
+    ({"config": {"model": "lenet5"}, "policy": "O2"}, "no policy"),
+    ({"config": {"model": "lenet5"}, "policy": POLICY}, "no data.preprocess"),
+    ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {"preprocess": None}},
+     "no data.preprocess"),
+])
+def test_read_malformed(tmp_path, content, problem):
+    (tmp_path / "run.json").write_text(json.dumps(content))
+    text = _usage_line(RunDir(tmp_path).read)
+    assert f"is malformed ({problem})" in text and "train again" in text
+
+
+def test_write_then_read(tmp_path):
+    run = RunDir(tmp_path)
+    info = _info(model="lenet5", epochs=2)
+    run.write(info)
+    assert run.has_info() and run.read() == info
+    assert run.require() is run
+
+
+def test_previous_config_drops_resume(tmp_path):
+    RunDir(tmp_path).write(_info(model="lenet5", epochs=2, resume=True))
+    assert RunDir(tmp_path).previous_config() == {"model": "lenet5", "epochs": 2}
+
+
+def _touch(folder, *names):
+    for name in names:
+        (folder / name).write_bytes(b"x")
+
+
+def test_find_checkpoint_order(tmp_path):
+    run = RunDir(tmp_path)
+    _touch(tmp_path, "last.ckpt")
+    assert run.find_checkpoint() == tmp_path / "last.ckpt"
+    _touch(tmp_path, "best.safetensors")
+    assert run.find_checkpoint() == tmp_path / "best.safetensors"
+    _touch(tmp_path, "best.ckpt")
+    assert run.find_checkpoint() == tmp_path / "best.ckpt"
+    assert run.find_checkpoint("best") == tmp_path / "best.ckpt"
+    assert run.find_checkpoint("last") == tmp_path / "last.ckpt"
+
+
+def test_find_checkpoint_last_safetensors(tmp_path):
+    _touch(tmp_path, "last.safetensors", "best.ckpt")
+    assert RunDir(tmp_path).find_checkpoint("last") == tmp_path / "last.safetensors"
+
+
+def test_find_checkpoint_errors(tmp_path):
+    run = RunDir(tmp_path)
+    text = _usage_line(run.find_checkpoint)
+    assert "holds no checkpoint (best.ckpt or best.safetensors or last.ckpt or " \
+           "last.safetensors)" in text
+    assert "(last.ckpt or last.safetensors)" in _usage_line(lambda: run.find_checkpoint("last"))
+    _touch(tmp_path, "best.ckpt")
+    assert "unknown checkpoint 'worst'" in _usage_line(lambda: run.find_checkpoint("worst"))
+    (tmp_path / "last.ckpt").mkdir()   # a folder is not a checkpoint
+    assert "holds no checkpoint" in _usage_line(lambda: run.find_checkpoint("last"))
+
+
+def test_checkpoint_path_naming(tmp_path):
+    run = RunDir(tmp_path)
+    assert run.checkpoint_path("best") == tmp_path / "best.ckpt"
+    assert run.checkpoint_path("last", "safetensors") == tmp_path / "last.safetensors"
+    assert run.checkpoint_path("last", "ckpt") == tmp_path / "last.ckpt"
+    assert is_checkpoint_file("a/best.safetensors") and not is_checkpoint_file("run.json")
+
+
+# ---------------------------------------------------------------- merge_previous
+
+@pytest.fixture
+def previous_run(tmp_path):
+    """A run.json as ``amptool train`` writes it, with several non-default settings."""
+    previous = TrainConfig(model="lenet5", epochs=9, lr=0.01, seed=3, batch_size=16,
+                           out=str(tmp_path), resume=False)
+    RunDir(tmp_path).write(_info(**previous.to_dict()))
+    return tmp_path
+
+
+def test_merge_replaces_defaults(previous_run):
+    cfg = merge_previous(TrainConfig(out=str(previous_run), resume=True))
+    assert (cfg.model, cfg.epochs, cfg.lr, cfg.seed, cfg.batch_size) == ("lenet5", 9, 0.01, 3, 16)
+    assert cfg.resume is True and cfg.out == str(previous_run)
+    assert cfg.optimizer == TrainConfig().optimizer
+
+
+def test_merge_keeps_explicit_names(previous_run):
+    cfg = merge_previous(TrainConfig(out=str(previous_run), resume=True, epochs=5,
+                                     model="simplecnn"), explicit={"epochs", "model"})
+    assert cfg.epochs == 5 and cfg.model == "simplecnn"   # explicit, even at the default
+    assert cfg.lr == 0.01 and cfg.seed == 3
+
+
+def test_merge_keeps_non_default_values(previous_run):
+    cfg = merge_previous(TrainConfig(out=str(previous_run), resume=True, epochs=12, lr=0.5))
+    assert cfg.epochs == 12 and cfg.lr == 0.5
+    assert cfg.model == "lenet5"
+
+
+def test_no_resume_unchanged(previous_run):
+    cfg = TrainConfig(out=str(previous_run))
+    assert merge_previous(cfg) is cfg
+
+
+def test_resume_without_previous_run(tmp_path):
+    cfg = TrainConfig(out=str(tmp_path / "fresh"), resume=True)
+    assert merge_previous(cfg) == cfg

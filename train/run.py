@@ -1,0 +1,32 @@
+"""``run_training``: the one entry to training, in one process or across msrun workers.
+
+The CLI and the Python API both come through here, so a resumed run merges the previous
+run's settings the same way from either.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from .config import LaunchOptions, TrainConfig, merge_previous
+from .loop import TrainSummary
+
+Callback = Optional[Callable[[dict], None]]
+
+
+def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable[str] = (),
+                 launch: Optional[LaunchOptions] = None) -> TrainSummary:
+    """Train under ``cfg``; ``explicit`` names the settings the caller gave on purpose
+    (with ``resume`` they win over the previous run's, like any non-default value)."""
+    cfg = merge_previous(cfg, explicit)
+    launch = launch or LaunchOptions()
+    if cfg.workers > 1 or launch.nodes > 1:
+        from .launch import launch_workers
+
+        summary = launch_workers(cfg, nodes=launch.nodes, node_rank=launch.node_rank,
+                                 master_addr=launch.master_addr, master_port=launch.master_port,
+                                 quiet=launch.quiet, on_event=on_event,
+                                 start_timeout=launch.start_timeout)
+        return TrainSummary.from_dict(summary)
+    from .loop import train_model
+
+    return train_model(cfg, on_event=on_event)
