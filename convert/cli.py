@@ -6,28 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from amptool.options import (
-    AmpToolGroup,
-    DataOption,
-    DeviceOption,
-    JsonOption,
-    MaxAbsOption,
-    MaxAccDropOption,
-    MaxOutsideOption,
-    MaxRelOption,
-    MinCosineOption,
-    MinTop1Option,
-    ModelOption,
-    PolicyOutOption,
-    QuietOption,
-    about,
-    handle_errors,
-    noted,
-    print_json,
-    with_default,
-)
+from amptool import options as opt
 
-convert_app = typer.Typer(cls=AmpToolGroup, no_args_is_help=True, add_completion=False,
+convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
 
 
@@ -38,11 +19,11 @@ def policy_command(
     fp32_type: List[str] = typer.Option([], "--fp32-type", help="Cell type kept in fp32 (repeatable), e.g. Softmax."),
     fp32_cell: List[str] = typer.Option([], "--fp32-cell", help="Cell path kept in fp32 (repeatable), e.g. blocks.1.attn.softmax."),
     fp16_cell: List[str] = typer.Option([], "--fp16-cell", help="Cell path forced to the low dtype (repeatable)."),
-    model: noted(ModelOption, "Shows each cell's dtype.") = None,
-    device: noted(DeviceOption, "Check the dtype runs on this device.") = None,
-    out: PolicyOutOption = None,
+    model: opt.noted(opt.ModelOption, "Shows each cell's dtype.") = None,
+    device: opt.noted(opt.DeviceOption, "Check the dtype runs on this device.") = None,
+    out: opt.PolicyOutOption = None,
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    as_json: about(JsonOption, "the policy, its meaning and per-cell rows") = False,
+    as_json: opt.about(opt.JsonOption, "the policy, its meaning and per-cell rows") = False,
 ) -> None:
     """Show what a level or policy file means (per cell with --model); write it as a policy file."""
     from amptool.convert.explain import PolicyConfig, explain_policy
@@ -53,7 +34,7 @@ def policy_command(
                        out=str(out) if out else None, force=force)
     report = explain_policy(cfg)
     if as_json:
-        print_json(report.to_dict())
+        opt.print_json(report.to_dict())
         return
     typer.echo(f"policy {report.policy.describe()}: {report.meaning}")
     if report.rows:
@@ -78,10 +59,10 @@ def ckpt_command(
     fmt: Optional[str] = typer.Option(None, "--format", help="ckpt or safetensors. \\[default: from OUT's extension, else ckpt]"),
     policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs the model). \\[default: O2 when the model is known]"),
     all_floats: bool = typer.Option(False, "--all", help="Convert every float entry, ignoring the policy."),
-    model: with_default(ModelOption, "the checkpoint's 'model' entry") = None,
+    model: opt.with_default(opt.ModelOption, "the checkpoint's 'model' entry") = None,
     weights_only: bool = typer.Option(False, "--weights-only", help="Keep only the network's parameters (drop optimizer/loss-scale state and counters; needs the model)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
-    as_json: about(JsonOption, "the conversion report") = False,
+    as_json: opt.about(opt.JsonOption, "the conversion report") = False,
 ) -> None:
     """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as they are."""
     from amptool.convert.ckpt import CkptConfig, convert_checkpoint
@@ -91,7 +72,7 @@ def ckpt_command(
                      weights_only=weights_only, force=force)
     report = convert_checkpoint(cfg)
     if as_json:
-        print_json(report.to_dict())
+        opt.print_json(report.to_dict())
         return
     typer.echo(f"policy: {report.policy}")
     typer.echo(f"converted {len(report.converted)} float entries to {report.to}; kept fp32: "
@@ -121,37 +102,30 @@ def _size(n: int) -> str:
 def search_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best checkpoint)."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or overriding the run's)."),
-    model: with_default(ModelOption, "the run's") = None,
-    data: noted(DataOption, "Its held-out split feeds the trials. \\[default: the run's, else digits]") = None,
+    model: opt.with_default(opt.ModelOption, "the run's") = None,
+    data: opt.noted(opt.DataOption, "Its held-out split feeds the trials. \\[default: the run's, else digits]") = None,
     samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole split)."),
     level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm fp32)."),
     policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its fp32 cells stay fp32."),
-    out: PolicyOutOption = Path("policy.toml"),
+    out: opt.PolicyOutOption = Path("policy.toml"),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity config's thresholds table works) over parity's fp16 defaults."),
-    min_cosine: MinCosineOption = None,
-    min_top1: MinTop1Option = None,
-    max_acc_drop: MaxAccDropOption = None,
-    max_abs: MaxAbsOption = None,
-    max_rel: MaxRelOption = None,
-    max_outside: MaxOutsideOption = None,
-    device: DeviceOption = "auto",
-    quiet: QuietOption = False,
-    as_json: about(JsonOption, "the result with the whole trace") = False,
+    device: opt.DeviceOption = "auto",
+    quiet: opt.QuietOption = False,
+    as_json: opt.about(opt.JsonOption, "the result with the whole trace") = False,
+    limits: Optional[dict] = None,
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
     from amptool.convert.search import SearchConfig, search_policy
 
-    th = _thresholds(thresholds, dict(min_cosine=min_cosine, min_top1=min_top1,
-                                      max_acc_drop=max_acc_drop, max_abs=max_abs, max_rel=max_rel,
-                                      max_outside=max_outside))
+    th = _thresholds(thresholds, limits)
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
                        model=model, data=data, samples=samples or None, level=level.upper(),
                        policy=str(policy) if policy else None, thresholds=th, out=str(out),
                        force=force, device=device)
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
-        print_json(result.to_dict())
+        opt.print_json(result.to_dict())
         return
     kept = ", ".join(result.kept) if result.kept else "none"
     typer.echo(f"kept in fp32 (beyond the base): {kept}")
@@ -213,7 +187,7 @@ def _print_event(event: dict) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    convert_app.command("policy")(handle_errors(policy_command))
-    convert_app.command("ckpt")(handle_errors(ckpt_command))
-    convert_app.command("search")(handle_errors(search_command))
+    convert_app.command("policy")(opt.handle_errors(policy_command))
+    convert_app.command("ckpt")(opt.handle_errors(ckpt_command))
+    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command)))
     app.add_typer(convert_app, name="convert")

@@ -6,41 +6,29 @@ from typing import List, Optional
 
 import typer
 
-from amptool.options import (
-    AmpLevelOption,
-    DataOption,
-    DeviceOption,
-    JsonOption,
-    ModelOption,
-    OutOption,
-    about,
-    handle_errors,
-    noted,
-    print_json,
-    with_default,
-)
+from amptool import options as opt
 
 
 def export_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder: model, policy, preprocessing from run.json, weights from its best checkpoint."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint file (.ckpt or .safetensors) instead of --run; needs --model."),
-    model: noted(ModelOption, "Needed with --ckpt.") = None,
+    model: opt.noted(opt.ModelOption, "Needed with --ckpt.") = None,
     which: str = typer.Option("best", help="With --run: the best or last checkpoint."),
     fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f", help="MINDIR, AIR or ONNX (case-insensitive); repeat or comma-separate for several."),
     precision: str = typer.Option("both", help="fp32, fp16 or both."),
     batch_size: int = typer.Option(1, help="Fixed batch dimension of the exported graph."),
     dynamic_batch: bool = typer.Option(False, "--dynamic-batch", help="Export a dynamic batch dimension instead of --batch-size."),
     io_dtype: str = typer.Option("fp32", help="Input/output dtype of the fp16 artefact: fp32 (drop-in for the fp32 one) or fp16."),
-    out: with_default(OutOption, "RUN/export, or out/export with --ckpt") = None,
+    out: opt.with_default(opt.OutOption, "RUN/export, or out/export with --ckpt") = None,
     force: bool = typer.Option(False, "--force", help="Replace existing artefacts."),
     policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON) for the fp16 graph; overrides the run's."),
-    amp_level: noted(AmpLevelOption, "For the fp16 graph (overrides the run's policy); O0/O1 export as O2.") = None,
-    data: noted(DataOption, "With --ckpt: the training data, to record its preprocessing in the manifest ('none' to skip).") = "digits",
+    amp_level: opt.noted(opt.AmpLevelOption, "For the fp16 graph (overrides the run's policy); O0/O1 export as O2.") = None,
+    data: opt.noted(opt.DataOption, "With --ckpt: the training data, to record its preprocessing in the manifest ('none' to skip).") = "digits",
     val_fraction: float = typer.Option(0.2, help="With --ckpt: the validation fraction used in training."),
-    device: noted(DeviceOption, "AIR needs Ascend.") = "auto",
+    device: opt.noted(opt.DeviceOption, "AIR needs Ascend.") = "auto",
     encrypt_key_file: Optional[Path] = typer.Option(None, help="Encrypt MINDIR with the AES-GCM key in this file (hex or raw 16/24/32 bytes)."),
     encrypt_key_env: Optional[str] = typer.Option(None, help="Encrypt MINDIR with the key (hex) in this environment variable."),
-    as_json: about(JsonOption, "the written artefacts with their manifests") = False,
+    as_json: opt.about(opt.JsonOption, "the written artefacts with their manifests") = False,
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
     from amptool.artefact.keys import resolve_key
@@ -60,7 +48,7 @@ def export_command(
         cfg = dataclasses.replace(cfg, encrypt_key=key)
     results = export_model(cfg)
     if as_json:
-        print_json([r.to_dict() for r in results])
+        opt.print_json([r.to_dict() for r in results])
         return
     sizes = {(r.format, r.precision): r.manifest["file_size"] for r in results}
     for r in results:
@@ -77,7 +65,7 @@ def inspect_command(
     path: Path = typer.Argument(..., help="A .mindir or .onnx file."),
     key_file: Optional[Path] = typer.Option(None, help="Key file of an encrypted MINDIR."),
     key_env: Optional[str] = typer.Option(None, help="Environment variable holding the key (hex) of an encrypted MINDIR. [default: AMPTOOL_MINDIR_KEY when set]"),
-    as_json: about(JsonOption, "the facts") = False,
+    as_json: opt.about(opt.JsonOption, "the facts") = False,
 ) -> None:
     """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its manifest)."""
     from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
@@ -89,7 +77,7 @@ def inspect_command(
         key = key_from_env(ENV_VAR, required=False)
     facts = inspect_artefact(path, key)
     if as_json:
-        print_json(facts)
+        opt.print_json(facts)
     else:
         for line in format_report(facts):
             typer.echo(line)
@@ -99,5 +87,5 @@ def inspect_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(handle_errors(export_command))
-    app.command("inspect")(handle_errors(inspect_command))
+    app.command("export")(opt.handle_errors(export_command))
+    app.command("inspect")(opt.handle_errors(inspect_command))

@@ -6,30 +6,12 @@ from typing import List, Optional
 
 import typer
 
-from amptool.options import (
-    DataOption,
-    DeviceOption,
-    JsonOption,
-    MaxAbsOption,
-    MaxAccDropOption,
-    MaxOutsideOption,
-    MaxRelOption,
-    MinCosineOption,
-    MinTop1Option,
-    ModelOption,
-    QuietOption,
-    about,
-    check_output_path,
-    handle_errors,
-    noted,
-    print_json,
-    with_default,
-)
+from amptool import options as opt
 
 
 def parity_command(
     artefacts: List[str] = typer.Argument(..., metavar="REFERENCE CANDIDATE...", help="Reference (artefact, checkpoint or run folder) then candidate artefacts; with --load-outputs, candidates only."),
-    data: noted(DataOption, "Real samples (held-out split). \\[default: the manifest's data, else digits]") = None,
+    data: opt.noted(opt.DataOption, "Real samples (held-out split). \\[default: the manifest's data, else digits]") = None,
     samples: Optional[int] = typer.Option(None, help="Use the first N held-out samples. \\[default: all]"),
     inputs: Optional[Path] = typer.Option(None, help="An .npz of ready inputs (arrays named after the inputs, or x; labels y), fed as they are."),
     save_outputs: Optional[Path] = typer.Option(None, "--save-outputs", help="Store the reference's outputs, inputs and labels (golden data) in this .npz."),
@@ -37,15 +19,9 @@ def parity_command(
     per_layer: bool = typer.Option(False, "--per-layer", help="Localize the first diverging cell (eager fp32 vs the candidate's policy) and check stored weights."),
     layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. \\[default: 32]"),
     layer_min_cosine: Optional[float] = typer.Option(None, help="Per-cell cosine limit. \\[default: the candidate's --min-cosine]"),
-    model: noted(ModelOption, "For --per-layer when no manifest names one.") = None,
+    model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="Decryption key of encrypted MindIR artefacts."),
-    min_cosine: MinCosineOption = None,
-    min_top1: MinTop1Option = None,
-    max_acc_drop: MaxAccDropOption = None,
-    max_abs: MaxAbsOption = None,
-    max_rel: MaxRelOption = None,
-    max_outside: MaxOutsideOption = None,
     atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. \\[default: 1e-3]"),
     rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. \\[default: 1e-2]"),
     allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="Tolerate NaN/Inf in a candidate."),
@@ -53,17 +29,17 @@ def parity_command(
     json_out: Optional[Path] = typer.Option(None, "--json-out", help="Write the full report as JSON to this file."),
     junit: Optional[Path] = typer.Option(None, help="Write a JUnit XML report."),
     plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs matplotlib; implies --per-layer)."),
-    device: with_default(DeviceOption, "auto") = None,
-    quiet: about(QuietOption, "the verdict line") = False,
-    as_json: about(JsonOption, "the full report (as --json-out writes it)") = False,
+    device: opt.with_default(opt.DeviceOption, "auto") = None,
+    quiet: opt.about(opt.QuietOption, "the verdict line") = False,
+    as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,
+    limits: Optional[dict] = None,
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
     from amptool.metrics import flag_overrides
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
-    thresholds = flag_overrides(min_cosine=min_cosine, min_top1=min_top1, max_acc_drop=max_acc_drop,
-                                max_abs=max_abs, max_rel=max_rel, max_outside=max_outside,
+    thresholds = flag_overrides(**limits,
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
     flags = dict(data=data, samples=samples, inputs=_s(inputs), save_outputs=_s(save_outputs),
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
@@ -71,7 +47,7 @@ def parity_command(
                  ckpt=_s(ckpt), device=device)
     cfg = build_parity_config(artefacts, flags, thresholds, config, key_file)
     if save_outputs is None and cfg.save_outputs:
-        check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
+        opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
     if plot is not None:
         from amptool.parity.plot import check_plot_available
 
@@ -91,7 +67,7 @@ def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
         raise UsageError(f"{stray} is not an artefact (--json prints the report and takes no "
                          "file)", f"write the report to a file with --json-out {stray}")
     for flag, path in outputs.items():
-        check_output_path(path, flag)
+        opt.check_output_path(path, flag)
 
 
 def _s(path) -> Optional[str]:
@@ -145,7 +121,7 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
 
         write_plot(str(plot), report)
     if mode == "json":
-        print_json(report)
+        opt.print_json(report)
     else:
         text = format_table(report)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
@@ -154,4 +130,4 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("parity")(handle_errors(parity_command))
+    app.command("parity")(opt.handle_errors(opt.with_limits(parity_command)))

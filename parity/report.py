@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from xml.etree import ElementTree as ET
 
-from amptool.fileio import write_json, write_text
+from amptool.fileio import jsonable, write_json, write_text
 
 INFO_METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "rel_l2", "outside_frac",
                 "nonfinite", "top1_agree", "ref_acc", "cand_acc", "acc_drop")
@@ -148,17 +148,7 @@ def format_pipeline(summary: dict) -> str:
 
 
 def write_report_json(path: str, report: dict) -> None:
-    write_json(path, _jsonable(report))
-
-
-def _jsonable(obj):
-    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
+    write_json(path, jsonable(report))
 
 
 def junit_xml(report: dict) -> str:

@@ -1,56 +1,42 @@
 """``amptool train``: flags and config file into a TrainConfig, then ``train_model``."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 
-from amptool.options import (
-    AmpLevelOption,
-    DataOption,
-    DeviceOption,
-    JsonOption,
-    ModelOption,
-    OutOption,
-    QuietOption,
-    about,
-    handle_errors,
-    is_tty,
-    print_json,
-    with_default,
-)
+from amptool import options as opt
 
 
 def train_command(
-    model: with_default(ModelOption, "simplecnn") = None,
-    data: with_default(DataOption, "digits") = None,
-    amp_level: with_default(AmpLevelOption, "O2") = None,
-    policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON); overrides --amp-level."),
+    model: opt.with_default(opt.ModelOption, "simplecnn") = None,
+    data: opt.with_default(opt.DataOption, "digits") = None,
+    amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
+    policy: opt.PolicyFileOption = None,
     loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. \\[default: dynamic for O1/O2, none for O0/O3]"),
     scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. \\[default: 65536]"),
     scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. \\[default: 2]"),
     scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. \\[default: 2000]"),
     max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. \\[default: 50]"),
-    epochs: Optional[int] = typer.Option(None, help="Total epochs. \\[default: 5]"),
-    batch_size: Optional[int] = typer.Option(None, help="Batch size per worker. \\[default: 32]"),
+    epochs: opt.noted(opt.EpochsOption, "A resumed run continues up to it.") = None,
+    batch_size: opt.BatchSizeOption = None,
     lr: Optional[float] = typer.Option(None, help="Learning rate. \\[default: 0.001]"),
     optimizer: Optional[str] = typer.Option(None, help="adam, sgd or momentum. \\[default: adam]"),
-    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. \\[default: 0]"),
-    device: with_default(DeviceOption, "auto") = None,
-    out: with_default(OutOption, "runs/train") = None,
+    seed: opt.SeedOption = None,
+    device: opt.with_default(opt.DeviceOption, "auto") = None,
+    out: opt.with_default(opt.OutOption, "runs/train") = None,
     val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. \\[default: 0.2]"),
     ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. \\[default: ckpt]"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
-    config: Optional[Path] = typer.Option(None, help="YAML or TOML file of these options; flags override it."),
+    config: opt.ConfigOption = None,
     workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
     nodes: int = typer.Option(1, help="Hosts taking part (msrun); --workers is per host."),
     node_rank: int = typer.Option(0, help="This host's rank among --nodes."),
     master_addr: str = typer.Option("127.0.0.1", help="Address of the rank-0 host (msrun)."),
     master_port: int = typer.Option(0, help="msrun's port; 0 picks a free one."),
     start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and the cluster to form before the job is stopped. \\[default: 120, or 600 with several --nodes]"),
-    quiet: about(QuietOption, "the final summary") = False,
-    as_json: JsonOption = False,
+    quiet: opt.about(opt.QuietOption, "the final summary") = False,
+    as_json: opt.JsonOption = False,
 ) -> None:
     """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics."""
     from amptool.config import build_config, read_config_file
@@ -78,7 +64,7 @@ def train_command(
 
 def _print_summary(summary: dict, as_json: bool) -> None:
     if as_json:
-        print_json(summary)
+        opt.print_json(summary)
         return
     typer.echo(
         f"done: {summary['model']} {summary['policy']} on {summary['device']}"
@@ -97,7 +83,7 @@ class _Reporter:
         self.task = None
 
     def __enter__(self):
-        if not self.quiet and is_tty():
+        if not self.quiet and opt.is_tty():
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
@@ -140,4 +126,4 @@ class _Reporter:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train")(handle_errors(train_command))
+    app.command("train")(opt.handle_errors(train_command))

@@ -9,36 +9,23 @@ from typing import Optional
 
 import typer
 
-from .options import (
-    AmpLevelOption,
-    AmpToolGroup,
-    DataOption,
-    DeviceOption,
-    JsonOption,
-    ModelOption,
-    OutOption,
-    QuietOption,
-    about,
-    handle_errors,
-    print_json,
-    with_default,
-)
+from . import options as opt
 
-app = typer.Typer(cls=AmpToolGroup, add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=opt.AmpToolGroup, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="Mixed-precision training, FP16 export and parity gates for MindSpore.")
 
 
 @app.command()
-@handle_errors
-def info(as_json: JsonOption = False) -> None:
+@opt.handle_errors
+def info(as_json: opt.JsonOption = False) -> None:
     """Show the MindSpore version, usable devices and which export formats work here."""
     from .hostinfo import host_info
 
     facts = host_info()
     if as_json:
         formats = {fmt: {"available": ok, "reason": why} for fmt, (ok, why) in facts["formats"].items()}
-        print_json({**facts, "formats": formats})
+        opt.print_json({**facts, "formats": formats})
         return
     typer.echo(f"amptool {facts['amptool']}  MindSpore {facts['mindspore']}  "
                f"Python {facts['python']}")
@@ -48,21 +35,21 @@ def info(as_json: JsonOption = False) -> None:
 
 
 def run_command(
-    model: with_default(ModelOption, "simplecnn") = None,
-    data: with_default(DataOption, "digits") = None,
-    amp_level: with_default(AmpLevelOption, "O2") = None,
-    policy: Optional[Path] = typer.Option(None, help="Precision policy file (overrides --amp-level)."),
-    epochs: Optional[int] = typer.Option(None, help="Training epochs. \\[default: 5]"),
-    batch_size: Optional[int] = typer.Option(None, help="Training batch size. \\[default: 32]"),
-    seed: Optional[int] = typer.Option(None, help="Seed for weights and data order. \\[default: 0]"),
-    device: with_default(DeviceOption, "auto") = None,
-    out: with_default(OutOption, "runs/pipeline") = None,
+    model: opt.with_default(opt.ModelOption, "simplecnn") = None,
+    data: opt.with_default(opt.DataOption, "digits") = None,
+    amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
+    policy: opt.PolicyFileOption = None,
+    epochs: opt.EpochsOption = None,
+    batch_size: opt.BatchSizeOption = None,
+    seed: opt.SeedOption = None,
+    device: opt.with_default(opt.DeviceOption, "auto") = None,
+    out: opt.with_default(opt.OutOption, "runs/pipeline") = None,
     onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. \\[default: auto]"),
     samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. \\[default: all]"),
     per_layer: bool = typer.Option(False, "--per-layer", help="Add per-layer localization to the parity report."),
-    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options (and any training option); flags override it."),
-    as_json: JsonOption = False,
-    quiet: about(QuietOption, "the summary table") = False,
+    config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
+    as_json: opt.JsonOption = False,
+    quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
     from .config import read_config_file
@@ -77,7 +64,7 @@ def run_command(
     cfg = build_pipeline_config(file_values, flags, source=f"config {config}")
     summary = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if as_json:
-        print_json(summary)
+        opt.print_json(summary)
     else:
         from amptool.parity.report import format_pipeline
 
@@ -110,7 +97,7 @@ def _register_subcommands() -> None:
 
     for module in (train_cli, export_cli, parity_cli, convert_cli):
         module.register(app)
-    app.command("run")(handle_errors(run_command))
+    app.command("run")(opt.handle_errors(run_command))
 
 
 _register_subcommands()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -74,6 +75,17 @@ def write_text(target: str | os.PathLike, text: str) -> None:
 
 def write_json(target: str | os.PathLike, obj) -> None:
     write_text(target, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def jsonable(obj):
+    """``obj`` with NaN/Inf floats as strings, so the JSON written is valid everywhere."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
 
 
 def sha256(path: str | os.PathLike) -> str:

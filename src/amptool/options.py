@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
-import math
 import os
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -22,6 +23,7 @@ import typer
 import typer.core
 
 from .errors import AmpToolError, UsageError
+from .fileio import jsonable
 
 try:  # newer typer releases vendor click: their errors are not the click package's
     from typer._click import exceptions as cli_errors
@@ -56,18 +58,53 @@ QuietOption = Annotated[bool, typer.Option(
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print the result as JSON on stdout (and nothing else there).")]
 
-MinCosineOption = Annotated[Optional[str], typer.Option(
-    help=f"Least cosine similarity ({LIMIT}). \\[default: 0.999 fp16, 0.99999 fp32]")]
-MinTop1Option = Annotated[Optional[str], typer.Option(
-    help=f"Least top-1 agreement ({LIMIT}). \\[default: 0.99 fp16, 1.0 fp32]")]
-MaxAccDropOption = Annotated[Optional[str], typer.Option(
-    help=f"Largest accuracy drop as a fraction ({LIMIT}). \\[default: 0.005 fp16, 0 fp32]")]
-MaxAbsOption = Annotated[Optional[str], typer.Option(
-    help=f"Largest absolute error ({LIMIT}). \\[default: off fp16, 1e-4 fp32]")]
-MaxRelOption = Annotated[Optional[str], typer.Option(
-    help=f"Largest relative error ({LIMIT}). \\[default: off]")]
-MaxOutsideOption = Annotated[Optional[str], typer.Option(
-    help=f"Largest fraction of elements outside atol + rtol*|ref| ({LIMIT}). \\[default: off]")]
+def _limit(what: str, default: str) -> Any:
+    return Annotated[Optional[str], typer.Option(help=f"{what} ({LIMIT}). \\[default: {default}]")]
+
+
+MinCosineOption = _limit("Least cosine similarity", "0.999 fp16, 0.99999 fp32")
+MinTop1Option = _limit("Least top-1 agreement", "0.99 fp16, 1.0 fp32")
+MaxAccDropOption = _limit("Largest accuracy drop as a fraction", "0.005 fp16, 0 fp32")
+MaxAbsOption = _limit("Largest absolute error", "off fp16, 1e-4 fp32")
+MaxRelOption = _limit("Largest relative error", "off")
+MaxOutsideOption = _limit("Largest fraction of elements outside atol + rtol*|ref|", "off")
+
+LIMIT_OPTIONS = {"min_cosine": MinCosineOption, "min_top1": MinTop1Option,
+                 "max_acc_drop": MaxAccDropOption, "max_abs": MaxAbsOption,
+                 "max_rel": MaxRelOption, "max_outside": MaxOutsideOption}
+"""The threshold options parity and the search share, in the order they are listed."""
+
+
+def with_limits(func: Callable) -> Callable:
+    """Give a command the threshold options of ``LIMIT_OPTIONS``; ``func`` receives them as
+    one ``limits`` mapping (flag name -> text given, or None) instead of six parameters."""
+    hints = typing.get_type_hints(func, include_extras=True)  # in func's own module
+    sig = inspect.signature(func)
+    kept = [p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in sig.parameters.values() if p.name != "limits"]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
+             for name, ann in LIMIT_OPTIONS.items()]
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        limits = {name: kwargs.pop(name, None) for name in LIMIT_OPTIONS}
+        return func(*args, limits=limits, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=kept + extra)
+    wrapper.__annotations__ = {**{p.name: p.annotation for p in kept}, **LIMIT_OPTIONS}
+    del wrapper.__wrapped__
+    return wrapper
+
+
+PolicyFileOption = Annotated[Optional[Path], typer.Option(
+    "--policy", help="Precision policy file (TOML/YAML/JSON); overrides --amp-level.")]
+EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs. \\[default: 5]")]
+BatchSizeOption = Annotated[Optional[int], typer.Option(
+    help="Training batch size (per worker). \\[default: 32]")]
+SeedOption = Annotated[Optional[int], typer.Option(
+    help="Seed for weights and data order. \\[default: 0]")]
+ConfigOption = Annotated[Optional[Path], typer.Option(
+    help="YAML/TOML/JSON file of these options (snake_case keys); flags override it.")]
 
 
 def noted(option: Any, note: str) -> Any:
@@ -130,17 +167,7 @@ def is_tty() -> bool:
 
 def print_json(obj: Any) -> None:
     """What ``--json`` prints on every command: indented, sorted, NaN/Inf as strings."""
-    typer.echo(json.dumps(_jsonable(obj), indent=2, sort_keys=True, default=str))
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
+    typer.echo(json.dumps(jsonable(obj), indent=2, sort_keys=True, default=str))
 
 
 def check_output_path(path: Optional[Path], what: str) -> None:
