@@ -1,15 +1,20 @@
 """Search for a small set of cells to keep in fp32 so the fp16 network passes parity.
 
 One eager (PyNative) network holds the checkpoint's weights; the fp32 reference output
-is computed once on one batch of held-out inputs. Each trial flips ``to_float`` flags
-on that network (the cells under trial keep fp32 and cast their output back, exactly
-as ``apply_policy`` does) and compares its output with the reference using parity's
-metrics and thresholds.
+is computed once on one batch of held-out inputs. Each trial sets ``to_float`` flags on
+that network as ``apply_policy`` does for the trial's cells (a kept cell hands its fp32
+output on as it is; a cell whose sub-cells are all kept is kept too) and compares its
+output with the reference using parity's metrics and thresholds. Eager operators of a
+low-precision cell cast their inputs to the low dtype, where graph mode follows type
+promotion: so the found policy is confirmed compiled in graph mode, as train and export
+run it.
 
+With every candidate in fp32 the network must compute what the fp32 reference does
+(max |diff| <= 1e-6 x max(1, max |ref|)); otherwise the search stops with CheckFailed.
 The search bisects over contiguous segments of leaf cells in execution order: a
 segment that passes in fp16 stays fp16, a failing segment is halved, a failing single
-cell is kept fp32. Then each kept cell is tried in fp16 once more. The found policy is
-confirmed once on a fresh network built by ``apply_policy``.
+cell is kept fp32. Then each kept cell is tried in fp16 once more. A result that keeps
+every candidate is no fp16 policy and fails too.
 """
 from __future__ import annotations
 
@@ -88,62 +93,43 @@ class SearchResult:
                 "out": self.out, "model": self.model, "samples": self.samples, **self.extra}
 
 
-def _toggle_class():
-    import mindspore as ms
-    from mindspore import nn, ops
-
-    class Toggle(nn.Cell):
-        """Runs a leaf cell in the low dtype, or in fp32 with its output cast back."""
-
-        def __init__(self, cell, dtype):
-            super().__init__(auto_prefix=False)
-            self.cell = cell
-            self.dtype = dtype
-            self.keep = False
-
-        def set_keep(self, keep: bool) -> None:
-            self.keep = keep
-            self.cell.to_float(ms.float32 if keep else self.dtype)
-
-        def construct(self, *args):
-            if self.keep:
-                return ops.cast(self.cell(*args), self.dtype)
-            return self.cell(*args)
-
-    return Toggle
+EXACT = 1e-6
+"""All-fp32 trial against the fp32 reference: max |diff| <= EXACT x max(1, max |ref|)."""
 
 
 class Trials:
-    """Runs and memoizes trials on one eager network with switchable cells."""
+    """Runs and memoizes trials on one eager network whose cells' dtypes are switched."""
 
     def __init__(self, net, policy, x, ref, labels, thresholds: Thresholds, emit):
-        from amptool.precision import apply_policy, cell_paths, ms_dtype
+        from amptool.precision import cell_paths, ms_dtype, output_fp32, resolve_fp32_cells
 
-        self.amp_net = apply_policy(net, policy)  # base-kept cells wrapped, the rest low dtype
+        self.net = net
+        self.base_kept = resolve_fp32_cells(net, policy)
+        self.forced16 = set(policy.fp16_cells)
         self._paths = cell_paths(net)
         self._dtype = ms_dtype(policy)
-        self._Toggle = _toggle_class()
-        self.toggles: dict = {}
+        self.amp_net = output_fp32(net)  # each trial flags ``net`` (``set_kept``)
+        self.dtype_name = policy.dtype
         self.candidates: list = []
         self.x, self.ref, self.labels, self.th, self.emit = x, ref, labels, thresholds, emit
         self.log: list = []
         self.cache: dict = {}
 
     def add_candidates(self, order: list) -> None:
-        from amptool.precision import replace_cell
+        self.candidates.extend(order)
 
-        for path in order:
-            toggle = self._Toggle(self._paths[path], self._dtype)
-            replace_cell(self._paths, path, toggle)
-            self.toggles[path] = toggle
-            self.candidates.append(path)
+    def set_kept(self, key) -> None:
+        """Flag the network as ``apply_policy`` does for the base plus the cells in ``key``."""
+        from amptool.precision import close_kept, set_precision
+
+        kept = {**self.base_kept, **{p: self._paths[p] for p in key}}
+        set_precision(self.net, close_kept(self.net, kept, self.forced16), self._dtype)
 
     def evaluate(self, kept, phase: str) -> bool:
         key = frozenset(kept)
         if key in self.cache:
             return self.cache[key]
-        for path, toggle in self.toggles.items():
-            toggle.set_keep(path in key)
+        self.set_kept(key)
         out = self.amp_net(self.x).asnumpy()
         ok, metrics = judge(self.ref, out, self.labels, self.th)
         self.cache[key] = ok
@@ -233,29 +219,32 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
 
     from amptool.checkpoint import build_with_weights
     from amptool.policy import save_policy
-    from amptool.precision import resolve_fp32_cells
+    from amptool.precision import resolve_fp32_cells, within
 
     from .source import load_source
-    from .trace import record_execution
+    from .trace import leaf_paths, record_execution
 
     src = load_source(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples)
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
     x = ms.Tensor(src.x)
     ref, calls = record_execution(net, x)
     base_kept = list(resolve_fp32_cells(net, base))
-    inside = lambda p: any(p == k or p.startswith(k + ".") for k in base_kept)  # noqa: E731
-    order = [c.path for c in calls if not inside(c.path)]
+    order = [c.path for c in calls if c.path not in base.fp16_cells
+             and not any(within(c.path, k) for k in base_kept)]
     trials = Trials(net, base, x, ref, src.y, cfg.thresholds, emit)
     trials.add_candidates(order)
     emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": base.describe(),
           "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt})
-    kept = _run_search(trials, order)
+    idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
+    kept = _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
     confirm = confirm_policy(src, policy, x, ref, cfg.thresholds)
     if not confirm["passed"]:
-        raise CheckFailed(f"the found policy fails parity on a fresh network "
-                          f"(cosine {confirm['metrics']['cosine']:.6f})",
-                          "loosen the thresholds or keep more cells in fp32 by hand")
+        raise CheckFailed(f"the found policy fails parity on a fresh network compiled in graph "
+                          f"mode, as train and export run it (cosine "
+                          f"{confirm['metrics']['cosine']:.6f})",
+                          "keep the cells holding the kept ones in fp32 with a base --policy, "
+                          "or loosen the thresholds")
     save_policy(policy, cfg.out, force=cfg.force)
     params16, flops16 = fp16_fractions(src, policy, calls)
     return SearchResult(policy, kept, base_kept, order, trials.log, params16, flops16, confirm,
@@ -263,15 +252,48 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
                         extra={"device": device, "ckpt": src.ckpt, "base": base.describe()})
 
 
-def _run_search(trials: Trials, order: list) -> list:
+def _run_search(trials: Trials, order: list, idle: list) -> list:
+    """Cells to keep; ``idle`` are leaf cells the forward never called."""
     if trials.evaluate([], "all-fp16"):
         return []
-    if not order or not trials.evaluate(order, "all-fp32"):
-        raise CheckFailed(f"no policy passes parity: even with all {len(order)} candidate cells "
-                          "in fp32 the network fails the thresholds",
-                          "the breach lies outside leaf cells or the limits are too strict: "
-                          "loosen them or search from a different base")
-    return bisect(order, trials.evaluate)
+    if not order:
+        raise CheckFailed("no policy passes parity: the base fails and has no candidate cells "
+                          "left to keep in fp32", "search from a base that keeps fewer cells")
+    passes = trials.evaluate(order, "all-fp32")
+    if not trials.forced16:  # cells the base forces to low precision stay low in every trial
+        check_all_fp32(trials.log[-1]["metrics"]["max_abs"], trials.ref, len(order), idle)
+    if not passes and trials.forced16:
+        raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
+                          "fp32 the network (its base forces cells to low precision) fails the "
+                          "thresholds", "drop fp16_cells from the base policy or loosen the limits")
+    if not passes:
+        raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
+                          "fp32 the network computes the fp32 reference and still fails the "
+                          "thresholds", "the limits are stricter than fp32 itself: loosen them")
+    kept = bisect(order, trials.evaluate)
+    if len(kept) == len(order):
+        raise CheckFailed(f"no policy passes parity with a cell in {trials.dtype_name}: all "
+                          f"{len(order)} candidate cells had to stay fp32",
+                          "loosen the limits: only the fp32 network meets them")
+    return kept
+
+
+def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
+    """CheckFailed unless the all-fp32 trial computes the fp32 reference (see ``EXACT``)."""
+    import numpy as np
+
+    limit = EXACT * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    if max_abs <= limit:
+        return
+    why = "operators outside the candidate cells"
+    if idle:
+        shown = ", ".join(idle[:4]) + (", ..." if len(idle) > 4 else "")
+        why = f"operators in the construct of a cell holding cells never called here ({shown})"
+    raise CheckFailed(f"with all {n} candidate cells in fp32 the network still differs from the "
+                      f"fp32 reference (max |diff| {max_abs:.3g} > {limit:.3g}): {why} still "
+                      "compute in low precision",
+                      "keep the cells holding that computation in fp32 with a base --policy "
+                      "(fp32_cells), then search again")
 
 
 def _final_policy(base, kept: list):
@@ -282,13 +304,27 @@ def _final_policy(base, kept: list):
 
 
 def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
-    """One trial of ``policy`` on a fresh network set up by ``apply_policy``."""
+    """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
+    GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
+    import mindspore as ms
+
     from amptool.checkpoint import build_with_weights
     from amptool.precision import apply_policy
 
     net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
-    ok, metrics = judge(ref, net(x).asnumpy(), src.y, th)
-    return {"passed": ok, "metrics": metrics}
+    mode = ms.get_context("mode")
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        out = net(x).asnumpy()
+    except (RuntimeError, TypeError, ValueError) as exc:
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",
+                          "an operator mixes a kept cell's fp32 output with a float16 value: "
+                          "keep the cells around it in fp32 with a base --policy") from None
+    finally:
+        ms.set_context(mode=mode)
+    ok, metrics = judge(ref, out, src.y, th)
+    return {"passed": ok, "metrics": metrics, "mode": "graph"}
 
 
 def fp16_fractions(src, policy, calls: list) -> tuple[float, float]:
@@ -296,13 +332,12 @@ def fp16_fractions(src, policy, calls: list) -> tuple[float, float]:
     import mindspore as ms
 
     from amptool.checkpoint import build_with_weights
-    from amptool.precision import low_precision_params, resolve_fp32_cells
+    from amptool.precision import low_precision_params, resolve_fp32_cells, within
 
     net = build_with_weights(src.spec, src.weights, src.ckpt)
     total = sum(int(p.size) for p in net.get_parameters() if p.dtype == ms.float32)
     low = sum(int(p.size) for p in low_precision_params(net, policy))
     kept = list(resolve_fp32_cells(net, policy))
     flops_all = sum(c.flops for c in calls)
-    flops_low = sum(c.flops for c in calls
-                    if not any(c.path == k or c.path.startswith(k + ".") for k in kept))
+    flops_low = sum(c.flops for c in calls if not any(within(c.path, k) for k in kept))
     return (low / total if total else 0.0), (flops_low / flops_all if flops_all else 0.0)

@@ -39,6 +39,10 @@ def load_source(run: Optional[str], ckpt: Optional[str], model: Optional[str],
         trained = from_run(run, None, ckpt=ckpt, model=model)
     else:
         trained = from_checkpoint(ckpt, model, data or "digits")
-    x, y = trained.eval_split(data, samples)
+    inputs, y = trained.eval_split(data, samples)
+    if len(inputs) != 1:
+        raise UsageError(f"model {trained.model_ref} takes {len(inputs)} inputs; the search runs "
+                         "on single-input networks", "search a single-input network")
+    x = inputs[0]
     return EvalSource(trained.spec, trained.fp32_weights(), x, y, str(trained.checkpoint),
                       data or trained.data or "digits")

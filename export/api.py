@@ -27,6 +27,10 @@ class ExportConfig:
     """Checkpoint file (.ckpt or .safetensors) when no run folder is given."""
     model: Optional[str] = None
     """Sample name or path/to/file.py:factory, with ``ckpt``."""
+    model_args: Optional[dict] = None
+    """Keyword arguments for the model factory, with ``ckpt``."""
+    input_spec: Optional[str] = None
+    """The model's input signature, with ``ckpt`` (when the model declares none)."""
     which: str = "best"
     """Which checkpoint of the run: best or last."""
     formats: tuple = ("MINDIR",)

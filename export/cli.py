@@ -13,6 +13,8 @@ def export_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder: model, policy, preprocessing from run.json, weights from its best checkpoint."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint file (.ckpt or .safetensors) instead of --run; needs --model."),
     model: opt.noted(opt.ModelOption, "Needed with --ckpt.") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     which: str = typer.Option("best", help="With --run: the best or last checkpoint."),
     fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f", help="MINDIR, AIR or ONNX (case-insensitive); repeat or comma-separate for several."),
     precision: str = typer.Option("both", help="fp32, fp16 or both."),
@@ -33,12 +35,15 @@ def export_command(
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
     from amptool.artefact.keys import resolve_key
     from amptool.export.api import ExportConfig, check_config, export_model
+    from amptool.models import parse_model_args
 
     cfg = ExportConfig(
-        run=str(run) if run else "", ckpt=str(ckpt) if ckpt else "", model=model or "",
+        run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None, model=model,
+        model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
         which=which, formats=tuple(fmt), precision=precision, batch_size=batch_size,
-        dynamic_batch=dynamic_batch, io_dtype=io_dtype.lower(), out=str(out) if out else "",
-        force=force, policy=str(policy) if policy else "", amp_level=(amp_level or "").upper(),
+        dynamic_batch=dynamic_batch, io_dtype=io_dtype.lower(), out=str(out) if out else None,
+        force=force, policy=str(policy) if policy else None,
+        amp_level=amp_level.upper() if amp_level else None,
         data=data, val_fraction=val_fraction, device=device)
     check_config(cfg)
     key = resolve_key(str(encrypt_key_file) if encrypt_key_file else None, encrypt_key_env)

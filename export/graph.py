@@ -2,20 +2,6 @@
 from __future__ import annotations
 
 
-def _cast_output(net, dtype):
-    from mindspore import nn, ops
-
-    class CastOutput(nn.Cell):
-        def __init__(self, inner):
-            super().__init__(auto_prefix=False)
-            self.inner = inner
-
-        def construct(self, *args):
-            return ops.cast(self.inner(*args), dtype)
-
-    return CastOutput(net)
-
-
 def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str = "fp32",
                   source: str = "checkpoint"):
     """(cell to trace, names of parameters stored in fp16).
@@ -28,7 +14,7 @@ def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str
     import mindspore as ms
 
     from amptool.checkpoint import load_into_net
-    from amptool.precision import apply_policy, low_precision_params
+    from amptool.precision import apply_policy, cast_outputs, low_precision_params
 
     net = spec.build()
     load_into_net(net, params, source)
@@ -40,18 +26,28 @@ def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str
     for param in low:
         param.set_dtype(ms.float16)
     if io_dtype == "fp16":
-        cell = _cast_output(cell, ms.float16)
+        cell = cast_outputs(cell, ms.float16)
     cell.set_train(False)
     return cell, [p.name for p in low]
 
 
 def example_inputs(spec, batch_size: int, dynamic: bool, dtype: str):
-    """The input tensors to trace with: (N, C, H, W), N = None for a dynamic batch."""
+    """The input tensors to trace with, one per input of the signature: dynamic dimensions
+    (the batch with ``dynamic``, and any the signature marks -1) are None. ``dtype`` fp16
+    applies to floating-point inputs only; integer inputs keep their dtype."""
     import mindspore as ms
     import numpy as np
 
-    ms_dtype = ms.float16 if dtype == "fp16" else ms.float32
-    if dynamic:
-        return [ms.Tensor(shape=[None, *spec.input_shape], dtype=ms_dtype)]
-    np_dtype = np.float16 if dtype == "fp16" else np.float32
-    return [ms.Tensor(np.zeros((batch_size, *spec.input_shape), dtype=np_dtype))]
+    tensors = []
+    for item in spec.inputs:
+        want = "float16" if (dtype == "fp16" and item.is_float) else item.dtype
+        ms_dtype = getattr(ms, want if want != "bool" else "bool_")
+        if dynamic or any(d == -1 for d in item.shape[1:]):
+            shape = [None if (i == 0 and dynamic) or d == -1 else d
+                     for i, d in enumerate(item.shape)]
+            if not dynamic:
+                shape[0] = batch_size
+            tensors.append(ms.Tensor(shape=shape, dtype=ms_dtype))
+        else:
+            tensors.append(ms.Tensor(np.asarray(item.example(batch_size), dtype=np.dtype(want))))
+    return tensors

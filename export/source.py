@@ -17,6 +17,7 @@ def open_export_source(cfg):
     if cfg.run:
         trained = from_run(cfg.run, cfg.which)
     else:
-        trained = from_checkpoint(cfg.ckpt, cfg.model, cfg.data, cfg.val_fraction)
+        trained = from_checkpoint(cfg.ckpt, cfg.model, cfg.data, cfg.val_fraction,
+                                  cfg.model_args, cfg.input_spec)
     policy = policy_for(cfg.policy, cfg.amp_level, base=trained.policy)
     return dataclasses.replace(trained, policy=policy)

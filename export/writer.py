@@ -30,7 +30,10 @@ def write_all(cfg, source, jobs: list) -> list:
                     continue
                 tmp = stack.enter_context(atomic_path(path))
                 started = time.perf_counter()
-                _trace(net, source, cfg, fmt, precision, tmp)
+                # the ONNX writer rewrites the network it traces: give it its own copy
+                traced = _build(source, params, precision, policy, cfg.io_dtype) \
+                    if fmt == "ONNX" else net
+                _trace(traced, source, cfg, fmt, precision, tmp)
                 seconds = time.perf_counter() - started
                 manifest = _manifest(cfg, source, fmt, precision, policy, tmp, ckpt_facts)
                 manifest["export_seconds"] = round(seconds, 4)
@@ -84,8 +87,7 @@ def _manifest(cfg, source, fmt, precision, policy, tmp: Path, ckpt_facts: dict) 
         fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
         policy=effective.to_dict(), source_policy=source.policy.to_dict(), facts=facts,
         file_size=tmp.stat().st_size, sha256=sha256(tmp), checkpoint=ckpt_facts,
-        model={"name": spec.name, "spec": source.model_ref, "input_shape": list(spec.input_shape),
-               "num_classes": spec.num_classes},
+        model=spec.describe(),
         preprocess=source.preprocess, data=source.data, val_fraction=source.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},
         encrypted=key is not None)

@@ -22,6 +22,9 @@ def parity_command(
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="Decryption key of encrypted MindIR artefacts."),
+    max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest max|c - r| / max(1, max|ref|): absolute error in units of the reference's largest magnitude (a number or 'off'). \\[default: off fp16, 1e-4 fp32]"),
+    metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn; fn(outputs: list of arrays, labels or None) -> float, higher is better."),
+    max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop", help="Largest drop of --metric, reference minus candidate (a number or 'off'). \\[default: 0]"),
     atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. \\[default: 1e-3]"),
     rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. \\[default: 1e-2]"),
     allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="Tolerate NaN/Inf in a candidate."),
@@ -39,19 +42,16 @@ def parity_command(
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
-    thresholds = flag_overrides(**limits,
+    thresholds = flag_overrides(**limits, max_abs_scaled=max_abs_scaled,
+                                max_metric_drop=max_metric_drop,
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
     flags = dict(data=data, samples=samples, inputs=_s(inputs), save_outputs=_s(save_outputs),
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
-                 ckpt=_s(ckpt), device=device)
+                 ckpt=_s(ckpt), metric=metric, device=device)
     cfg = build_parity_config(artefacts, flags, thresholds, config, key_file)
     if save_outputs is None and cfg.save_outputs:
         opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
-    if plot is not None:
-        from amptool.parity.plot import check_plot_available
-
-        check_plot_available()
     from amptool.parity.compare import check_parity
 
     report = check_parity(cfg)
@@ -59,7 +59,8 @@ def parity_command(
 
 
 def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
-    """Refuse unwritable output paths (flag -> path) before any work."""
+    """Refuse unwritable output paths (flag -> path), and --plot without matplotlib, before
+    any work."""
     from amptool.errors import UsageError
 
     stray = next((a for a in artefacts if a.lower().endswith(".json")), None)
@@ -68,6 +69,10 @@ def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
                          "file)", f"write the report to a file with --json-out {stray}")
     for flag, path in outputs.items():
         opt.check_output_path(path, flag)
+    if outputs.get("--plot") is not None:
+        from amptool.parity.plot import check_plot_available
+
+        check_plot_available()
 
 
 def _s(path) -> Optional[str]:

@@ -13,7 +13,14 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.metrics import check_metrics, compute_metrics, passed, resolve_thresholds
+from amptool.metrics import (
+    check_metrics,
+    check_output_tables,
+    compute_metrics,
+    degenerate_reference,
+    passed,
+    resolve_thresholds,
+)
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import (
     DEFAULT_DATA,
@@ -27,6 +34,8 @@ from amptool.parity.inputs import (
 from amptool.parity.sources import Source, open_source
 
 FP16_MAX = 65504.0
+ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
+                "fp32, so this result is no evidence that the graph is safe in fp16")
 
 
 def check_config(cfg: ParityConfig) -> None:
@@ -52,6 +61,11 @@ def check_config(cfg: ParityConfig) -> None:
     lmc = cfg.layer_min_cosine
     if lmc is not None and (isinstance(lmc, bool) or not isinstance(lmc, (int, float))):
         raise UsageError(f"--layer-min-cosine must be a number (got {lmc!r})", "e.g. 0.99")
+    table = cfg.file_thresholds or {}
+    tables = [cfg.thresholds, table] + [v for v in table.values() if isinstance(v, dict)]
+    budget = any("max_metric_drop" in t for t in tables)
+    if budget and not cfg.metric:
+        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
 
 
 def check_parity(cfg: ParityConfig) -> dict:
@@ -68,7 +82,7 @@ def check_parity(cfg: ParityConfig) -> dict:
     previous = ms.get_context("mode")
     set_device(device, graph=False)
     try:
-        report = _compare_all(cfg)
+        report = _compare_all(cfg, device)
     finally:
         ms.set_context(mode=previous)
     report["seconds"] = round(time.perf_counter() - t0, 3)
@@ -76,35 +90,110 @@ def check_parity(cfg: ParityConfig) -> dict:
     return report
 
 
-def _compare_all(cfg: ParityConfig) -> dict:
-    golden_out = None
+@dataclass
+class _Run:
+    """What every candidate of one check is judged against."""
+
+    cfg: ParityConfig
+    ref: Source
+    inputs: InputSet
+    ref_out: list
+    names: list
+    notes: list
+    task: Optional[tuple] = None
+    probes: dict = field(default_factory=dict)
+
+
+def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
+    fn = None
+    if cfg.metric:
+        from amptool.parity.task import load_metric
+
+        fn = load_metric(cfg.metric)
+    golden_in = golden_out = None
     if cfg.load_outputs:
-        ref, inputs, golden_out = load_golden(cfg.load_outputs)
+        ref, golden_in, golden_out = load_golden(cfg.load_outputs)
     else:
         ref = open_source(cfg.reference, cfg.model, cfg.ckpt, cfg.key)
     cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
     for cand in cands:
         check_compatible(ref, cand)
+    names = output_names(ref)
+    check_output_tables(cfg.file_thresholds, names)
+    inputs, ref_out = _reference_outputs(cfg, ref, cands, golden_in, golden_out)
+    run = _Run(cfg, ref, inputs, ref_out, names, reference_notes(ref_out, names))
+    if fn is not None:
+        from amptool.parity.task import evaluate
+
+        run.task = (fn, evaluate(fn, cfg.metric, ref_out, inputs.labels, "reference"))
+    results = [_judge(run, cand) for cand in cands]
+    label_fp16_fidelity(results, device)
+    return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
+            "inputs": {"description": inputs.description, "samples": inputs.count,
+                       "labels": inputs.labels is not None},
+            "candidates": results, "golden_saved": cfg.save_outputs or None}
+
+
+def _reference_outputs(cfg: ParityConfig, ref: Source, cands: list, golden_inputs,
+                       golden_out) -> tuple:
+    """(InputSet, the reference's outputs): run the reference, or take stored outputs."""
     if golden_out is None:
         inputs = make_inputs(cfg, ref, cands)
         fed = inputs.for_preprocess(ref.preprocess)
         ref_out = run_batched(ref.runner, fed, cfg.batch_size)
         if cfg.save_outputs:
             save_golden(cfg.save_outputs, ref, inputs, fed, ref_out)
-    else:
-        ref_out = golden_out
-        if cfg.inputs:
-            raise UsageError("--inputs cannot replace the inputs stored with --load-outputs",
-                             "drop --inputs: golden outputs carry their inputs")
-        if cfg.samples is not None:
-            inputs = inputs.head(cfg.samples)
-            ref_out = [o[:cfg.samples] for o in ref_out]
-    probes: dict = {}
-    results = [_judge(cfg, ref, cand, inputs, ref_out, probes) for cand in cands]
-    return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
-            "inputs": {"description": inputs.description, "samples": inputs.count,
-                       "labels": inputs.labels is not None},
-            "candidates": results, "golden_saved": cfg.save_outputs or None}
+        return inputs, ref_out
+    if cfg.inputs:
+        raise UsageError("--inputs cannot replace the inputs stored with --load-outputs",
+                         "drop --inputs: golden outputs carry their inputs")
+    if cfg.samples is not None:
+        return golden_inputs.head(cfg.samples), [o[:cfg.samples] for o in golden_out]
+    return golden_inputs, golden_out
+
+
+def output_names(src: Source) -> list:
+    return [str(o.get("name") or f"output{i}") for i, o in enumerate(src.outputs)]
+
+
+def reference_notes(ref_out: list, names: list) -> list:
+    """Findings on reference outputs that cannot support a verdict (untrained, degenerate)."""
+    notes = []
+    for name, out in zip(names, ref_out):
+        reason = degenerate_reference(np.asarray(out))
+        if reason:
+            notes.append({"kind": "degenerate_reference", "where": name,
+                          "message": f"output {name}: {reason}; the verdict reflects untrained "
+                                     "or degenerate outputs, not numerical precision",
+                          "fix": "train the network (even briefly) or check the reference's "
+                                 "weights and inputs"})
+    return notes
+
+
+def fp16_faithful(cand: Source) -> Optional[bool]:
+    """Whether an fp16 candidate computes in fp16 here; None for other candidates."""
+    if cand.precision != "fp16":
+        return None
+    if cand.format != "ONNX":
+        return True
+    session = getattr(cand.runner, "session", None)
+    providers = session.get_providers() if session is not None else []
+    return bool(providers) and providers[0] != "CPUExecutionProvider"
+
+
+def label_fp16_fidelity(results: list, device: str) -> None:
+    """Mark each fp16 result that did not run in fp16 and name the faithful check beside it."""
+    faithful = [r for r in results if r["fp16_faithful"]]
+    here = ", ".join(f"{Path(r['path']).name} ({'PASS' if r['passed'] else 'FAIL'})"
+                     for r in faithful) or "none among these candidates"
+    for result in results:
+        if result["fp16_faithful"] is not False:
+            continue
+        result["caveat"] = (f"{ORT_CPU_FP16}; the faithful fp16 check on this host is an fp16 "
+                            f"MindIR run by MindSpore ({device}): {here}")
+        result["findings"].append({"kind": "fp16_emulated", "where": "runtime",
+                                   "message": result["caveat"],
+                                   "fix": "judge fp16 safety by the fp16 MindIR's verdict"})
 
 
 def check_compatible(ref: Source, cand: Source) -> None:
@@ -138,41 +227,59 @@ def make_inputs(cfg: ParityConfig, ref: Source, cands: list) -> InputSet:
     sources = [ref] + cands
     if cfg.inputs:
         return load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
+    val = cfg.val_fraction or next((s.val_fraction for s in sources if s.val_fraction), 0.2)
     prep = next((s.preprocess for s in sources if s.preprocess), None)
+    model_ref = next((s.model_ref for s in sources if s.model_ref), None)
+    if prep is None and model_ref is not None:  # inputs that are not images
+        from amptool.parity.inputs import load_signature_inputs
+
+        spec = _data_spec(cfg, sources)
+        spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
+        return load_signature_inputs(spec, model_ref, val, cfg.samples)
     if prep is None:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")
     classes = next((s.num_classes for s in sources if s.num_classes), None)
     if classes is None:
         raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
-    val = cfg.val_fraction or next((s.val_fraction for s in sources if s.val_fraction), 0.2)
     return load_data_inputs(_data_spec(cfg, sources), prep, classes, val, cfg.samples)
 
 
-def _judge(cfg: ParityConfig, ref: Source, cand: Source, inputs: InputSet, ref_out: list,
-           probes: dict) -> dict:
+def _judge(run: _Run, cand: Source) -> dict:
+    cfg, ref, inputs = run.cfg, run.ref, run.inputs
     th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds)
     fed = inputs.for_preprocess(cand.preprocess)
     cand_out = run_batched(cand.runner, fed, cfg.batch_size)
-    outputs = []
-    for i, (r, c) in enumerate(zip(ref_out, cand_out)):
-        name = ref.outputs[i]["name"] if i < len(ref.outputs) else f"output{i}"
-        metrics = compute_metrics(r, c, inputs.labels, th.atol, th.rtol)
-        rows = check_metrics(metrics, th)
-        outputs.append({"name": str(name), "metrics": metrics, "checks": rows,
-                        "passed": passed(rows)})
-    ok = all(o["passed"] for o in outputs)
-    findings = _preprocess_findings(ref, cand, inputs)
+    outputs = [_judge_output(run, cand, i, r, c) for i, (r, c) in enumerate(zip(run.ref_out,
+                                                                                cand_out))]
     result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
-              "kind": cand.kind, "passed": ok, "thresholds": th.to_dict(), "outputs": outputs,
-              "findings": findings, "per_layer": None, "weights": None, "culprit": None}
+              "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
+              "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
+              "fp16_faithful": fp16_faithful(cand), "caveat": None,
+              "per_layer": None, "weights": None, "culprit": None}
+    if run.task is not None:
+        from amptool.parity.task import judge_task
+
+        result["task"] = judge_task(cfg.metric, run.task[0], run.task[1], cand_out,
+                                    inputs.labels, th.max_metric_drop)
+    result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
     if cfg.per_layer:
         from amptool.parity.localize import localize_candidate
 
-        localize_candidate(cfg, ref, cand, inputs, th, probes, result)
-    if not ok:
+        localize_candidate(cfg, ref, cand, inputs, th, run.probes, result)
+    if not result["passed"]:
         result["culprit"] = pick_culprit(result)
     return result
+
+
+def _judge_output(run: _Run, cand: Source, index: int, r, c) -> dict:
+    name = run.names[index] if index < len(run.names) else f"output{index}"
+    th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
+                            run.cfg.thresholds, output=(index, name))
+    metrics = compute_metrics(r, c, run.inputs.labels, th.atol, th.rtol)
+    rows = check_metrics(metrics, th)
+    return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
+            "thresholds": th.to_dict()}
 
 
 def _preprocess_findings(ref: Source, cand: Source, inputs: InputSet) -> list:

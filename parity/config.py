@@ -42,6 +42,9 @@ class ParityConfig:
     """Overrides for every pair (from flags): threshold name -> value (None = off)."""
     file_thresholds: dict = field(default_factory=dict)
     """A config file's ``thresholds`` table (may hold the pair tables)."""
+    metric: Optional[str] = None
+    """A user task metric ``path/file.py:fn``: fn(outputs, labels) -> float, higher is better;
+    its drop (reference minus candidate) is held to the ``max_metric_drop`` threshold."""
     device: str = "auto"
     """auto, CPU, GPU or Ascend."""
     batch_size: int = 512

@@ -68,6 +68,31 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: int, val_fraction
                     f"{spec} held-out split ({len(val_idx)} samples)", preprocess)
 
 
+def load_signature_inputs(spec: str, model_ref, val_fraction: float,
+                          samples: Optional[int]) -> InputSet:
+    """Inputs for a network that does not take images: the held-out split of ``spec``
+    (``npz:FILE`` with one array per input, or ``tokens``), or with ``random[:SEED]``
+    values generated from the signature (in the declared ranges), without labels."""
+    from amptool.data import load_eval_inputs
+    from amptool.models import resolve_model
+
+    if samples is not None and samples < 1:
+        raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
+    model = resolve_model(model_ref)
+    kind, _, seed = spec.partition(":")
+    if kind == "random":
+        return generate_inputs(model.inputs, samples or 64, int(seed or 0))
+    given, labels = load_eval_inputs(spec, model, None, val_fraction, samples)
+    return InputSet(None, given, labels, f"{spec} held-out split ({len(labels)} samples)")
+
+
+def generate_inputs(inputs: tuple, count: int, seed: int = 0) -> InputSet:
+    """``count`` seeded samples per input of a signature, in its declared value ranges."""
+    rng = np.random.RandomState(seed)
+    given = [spec.generate(count, rng) for spec in inputs]
+    return InputSet(None, given, None, f"{count} generated samples (seed {seed})")
+
+
 def _read_npz(path: str, flag: str, fix: str, unreadable: str) -> dict:
     """name -> array of an .npz file; one line naming ``flag`` when it cannot be read."""
     p = Path(path)

@@ -165,7 +165,8 @@ class LayerProbe:
 def _row(path, type_name, dtype, ref_out, cand_out, ref_in, cand_in, min_cosine) -> dict:
     if ref_out.shape != cand_out.shape:
         return {"path": path, "type": type_name, "dtype": dtype, "cosine": None,
-                "max_rel": None, "max_abs": None, "nonfinite": 0, "ref_absmax": None,
+                "rel_l2": None, "max_rel": None, "max_abs": None, "nonfinite": 0,
+                "ref_absmax": None,
                 "in_cosine": None,
                 "flagged": False, "origin": None}
     m = compute_metrics(ref_out, cand_out)
@@ -179,6 +180,7 @@ def _row(path, type_name, dtype, ref_out, cand_out, ref_in, cand_in, min_cosine)
         if path == INPUT_ROW:
             origin = "input"
     return {"path": path, "type": type_name, "dtype": dtype, "cosine": cos,
-            "max_rel": m["max_rel"], "max_abs": m["max_abs"], "nonfinite": m["nonfinite"],
+            "rel_l2": m["rel_l2"], "max_rel": m["max_rel"], "max_abs": m["max_abs"],
+            "nonfinite": m["nonfinite"],
             "ref_absmax": float(np.abs(ref_out).max()) if ref_out.size else 0.0,
             "in_cosine": in_cos, "flagged": flagged, "origin": origin}

@@ -49,7 +49,7 @@ def localize_candidate(cfg: ParityConfig, ref: Source, cand: Source, inputs: Inp
     from amptool.parity.layers import LayerProbe
     from amptool.parity.weights import compare_weights
 
-    model = cfg.model or cand.model or ref.model
+    model = cfg.model or cand.model_ref or ref.model_ref or cand.model or ref.model
     if not model:
         raise UsageError(f"per-layer: no manifest names the model of {cand.path}",
                          "pass --model NAME or path/to/file.py:factory")
@@ -57,9 +57,10 @@ def localize_candidate(cfg: ParityConfig, ref: Source, cand: Source, inputs: Inp
     fallback = [cfg.ckpt, cand.checkpoint]
     ref_w = _weights_of(ref, fallback, cache)
     cand_w = _weights_of(cand, [cfg.ckpt], cache)
-    if model not in probes:
-        probes[model] = LayerProbe(model)
-    probe = probes[model]
+    key = repr(model)
+    if key not in probes:
+        probes[key] = LayerProbe(model)
+    probe = probes[key]
     mismatched = compare_weights(ref_w[0], cand_w[0], probe.param_names())
     for item in mismatched:
         item["cell"] = item["name"].rpartition(".")[0] or item["name"]

@@ -6,8 +6,10 @@ from xml.etree import ElementTree as ET
 
 from amptool.fileio import jsonable, write_json, write_text
 
-INFO_METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "rel_l2", "outside_frac",
-                "nonfinite", "top1_agree", "ref_acc", "cand_acc", "acc_drop")
+INFO_METRICS = ("max_abs", "max_abs_scaled", "ref_absmax", "max_rel", "mean_abs", "rmse",
+                "cosine", "rel_l2", "outside_frac", "nonfinite", "top1_agree",
+                "top1_agree_clear", "near_tie_flips", "tie_tol", "ref_acc", "cand_acc",
+                "acc_drop", "acc_drop_clear", "task_ref", "task_cand", "task_drop")
 
 
 def fmt(value) -> str:
@@ -24,24 +26,35 @@ def fmt(value) -> str:
     return str(value)
 
 
+def checked_groups(cand: dict) -> list:
+    """The outputs of a candidate, then its task metric (each: name, metrics, checks)."""
+    return list(cand["outputs"]) + ([cand["task"]] if cand.get("task") else [])
+
+
+def verdict_of(row: dict) -> str:
+    """pass, FAIL, or n/a for a limit that does not apply to the output."""
+    return "n/a" if row["passed"] is None else "pass" if row["passed"] else "FAIL"
+
+
 def _metric_lines(output: dict) -> list:
     checks = {row["metric"]: row for row in output["checks"]}
-    lines = [f"    {'output':<10} {'metric':<13} {'value':>12}  {'threshold':<13} result"]
-    for name in INFO_METRICS:
-        if name not in output["metrics"]:
-            continue
+    lines = [f"    {'output':<10} {'metric':<16} {'value':>12}  {'threshold':<13} result"]
+    names = [n for n in INFO_METRICS if n in output["metrics"] or n in checks]
+    for name in names + [n for n in output["metrics"] if n not in names]:
         row = checks.get(name)
         limit = row["limit"] if row else "-"
-        verdict = ("pass" if row["passed"] else "FAIL") if row else "info"
-        lines.append(f"    {output['name'][:10]:<10} {name:<13} {fmt(output['metrics'][name]):>12}"
-                     f"  {limit:<13} {verdict}")
+        verdict = verdict_of(row) if row else "info"
+        if row and row["passed"] is None:
+            verdict += f" ({row['note']})"
+        lines.append(f"    {output['name'][:10]:<10} {name:<16} "
+                     f"{fmt(output['metrics'].get(name)):>12}  {limit:<13} {verdict}")
     return lines
 
 
 def layer_lines(layer: dict) -> list:
     lines = [f"  per-layer ({layer['samples']} samples, {layer['policy']} vs fp32, cell cosine "
              f">= {layer['min_cosine']}):",
-             f"    {'#':>3} {'cell':<28} {'type':<14} {'dtype':<8} {'cosine':>10} {'max_rel':>10}  note"]
+             f"    {'#':>3} {'cell':<28} {'type':<14} {'dtype':<8} {'cosine':>10} {'rel_l2':>10}  note"]
     first = layer["first_flagged"]
     for i, row in enumerate(layer["rows"]):
         note = ""
@@ -50,7 +63,7 @@ def layer_lines(layer: dict) -> list:
         elif row["flagged"]:
             note = "below"
         lines.append(f"    {i:>3} {row['path'][:28]:<28} {row['type'][:14]:<14} {row['dtype'][:8]:<8}"
-                     f" {fmt(row['cosine']):>10} {fmt(row['max_rel']):>10}  {note}".rstrip())
+                     f" {fmt(row['cosine']):>10} {fmt(row.get('rel_l2')):>10}  {note}".rstrip())
     if first is None:
         lines.append("    no cell below threshold")
     return lines
@@ -64,9 +77,10 @@ def format_table(report: dict) -> str:
     for cand in report["candidates"]:
         lines.append("")
         lines.append(f"candidate  {cand['path']} ({cand['format']} {cand['precision'] or '?'}): "
-                     f"{'PASS' if cand['passed'] else 'FAIL'}")
-        for output in cand["outputs"]:
-            lines.extend(_metric_lines(output))
+                     f"{'PASS' if cand['passed'] else 'FAIL'}"
+                     + (" (fp16 not exercised: see note)" if cand.get("caveat") else ""))
+        for group in checked_groups(cand):
+            lines.extend(_metric_lines(group))
         for finding in cand["findings"]:
             lines.append(f"  note: {finding['message']}")
         weights = cand.get("weights")
@@ -103,10 +117,15 @@ def failure_line(report: dict) -> str:
         if cand["passed"]:
             continue
         breaches = [f"{r['metric']} {fmt(r['value'])} (limit {r['limit']})"
-                    for o in cand["outputs"] for r in o["checks"] if not r["passed"]]
-        text = f"{_base(cand['path'])}: " + ", ".join(breaches[:3])
+                    for o in cand["outputs"] for r in o["checks"] if r["passed"] is False]
+        task = [f"{r['metric']} {fmt(r['value'])} (limit {r['limit']})"
+                for r in (cand.get("task") or {}).get("checks", []) if r["passed"] is False]
+        text = f"{_base(cand['path'])}: " + ", ".join(task + breaches[:3])
         if cand.get("culprit"):
             text += f"; culprit: {cand['culprit']['message']}"
+        degenerate = [f["message"] for f in cand["findings"] if f["kind"] == "degenerate_reference"]
+        if degenerate:
+            text += f"; note: {degenerate[0]}"
         parts.append(text)
     return "parity failed for " + " | ".join(parts)
 
@@ -139,6 +158,9 @@ def format_pipeline(summary: dict) -> str:
                      f"{row['verdict']:<9} {row['path']}")
     parity = summary["parity"]
     lines.append("")
+    for row in summary["artefacts"]:
+        if row.get("caveat"):
+            lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
     for culprit in parity["culprits"]:
         lines.append(f"culprit in {_base(culprit['artefact'])}: {culprit['message']}")
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["seconds_by_stage"].items())
@@ -152,32 +174,53 @@ def write_report_json(path: str, report: dict) -> None:
 
 
 def junit_xml(report: dict) -> str:
-    """One testsuite per candidate, one testcase per checked metric of each output."""
+    """One testsuite per candidate, one testcase per checked metric of each output (and of
+    the task metric); a limit that does not apply to an output is a skipped testcase."""
     suites = ET.Element("testsuites", name="amptool parity")
     total = failures = 0
     for cand in report["candidates"]:
-        cases = [(o, r) for o in cand["outputs"] for r in o["checks"]]
-        bad = sum(not r["passed"] for _, r in cases)
+        cases = [(o, r) for o in checked_groups(cand) for r in o["checks"]]
+        bad = sum(r["passed"] is False for _, r in cases)
         suite = ET.SubElement(suites, "testsuite", name=f"parity {_base(cand['path'])}",
                               tests=str(len(cases)), failures=str(bad), errors="0",
+                              skipped=str(sum(r["passed"] is None for _, r in cases)),
                               time=f"{report['seconds']:.3f}")
-        props = ET.SubElement(suite, "properties")
-        for key in ("path", "format", "precision"):
-            ET.SubElement(props, "property", name=key, value=str(cand[key]))
-        ET.SubElement(props, "property", name="reference", value=report["reference"]["path"])
+        _junit_properties(suite, cand, report)
         for output, row in cases:
-            case = ET.SubElement(suite, "testcase", classname=f"parity.{_base(cand['path'])}",
-                                 name=f"{output['name']}.{row['metric']}", time="0")
-            if not row["passed"]:
-                msg = f"{row['metric']} = {fmt(row['value'])}, limit {row['limit']}"
-                if cand.get("culprit"):
-                    msg += f"; culprit: {cand['culprit']['message']}"
-                ET.SubElement(case, "failure", message=msg, type="ParityBreach").text = msg
+            _junit_case(suite, cand, output, row)
         total += len(cases)
         failures += bad
     suites.set("tests", str(total))
     suites.set("failures", str(failures))
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _junit_properties(suite, cand: dict, report: dict) -> None:
+    props = ET.SubElement(suite, "properties")
+    for key in ("path", "format", "precision"):
+        ET.SubElement(props, "property", name=key, value=str(cand[key]))
+    ET.SubElement(props, "property", name="reference", value=report["reference"]["path"])
+    if cand.get("fp16_faithful") is not None:
+        ET.SubElement(props, "property", name="fp16_faithful",
+                      value=str(cand["fp16_faithful"]).lower())
+    notes = [f["message"] for f in cand.get("findings", [])]
+    if notes:
+        ET.SubElement(suite, "system-out").text = "\n".join(notes)
+
+
+def _junit_case(suite, cand: dict, output: dict, row: dict) -> None:
+    name = f"{output['name']}.{row['metric']}"
+    if cand.get("caveat"):
+        name += " [fp16 not exercised]"
+    case = ET.SubElement(suite, "testcase", classname=f"parity.{_base(cand['path'])}",
+                         name=name, time="0")
+    if row["passed"] is None:
+        ET.SubElement(case, "skipped", message=f"n/a: {row['note']}")
+    elif not row["passed"]:
+        msg = f"{row['metric']} = {fmt(row['value'])}, limit {row['limit']}"
+        if cand.get("culprit"):
+            msg += f"; culprit: {cand['culprit']['message']}"
+        ET.SubElement(case, "failure", message=msg, type="ParityBreach").text = msg
 
 
 def write_junit(path: str, report: dict) -> None:

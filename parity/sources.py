@@ -36,6 +36,8 @@ class Source:
     """How raw images become this source's inputs."""
     model: Optional[str] = None
     """Model name or file.py:factory (for per-layer localization)."""
+    model_ref: Optional[dict] = None
+    """What rebuilds the model: reference, factory arguments, input signature."""
     num_classes: Optional[int] = None
     """Width of the class-logits output, where known."""
     checkpoint: Optional[str] = None
@@ -78,22 +80,26 @@ class EagerRunner:
     precision = "fp32"
     manifest = None
 
-    def __init__(self, model: str, params: dict, source: str):
+    def __init__(self, model, params: dict, source: str):
         import mindspore as ms
 
         from amptool.checkpoint import build_with_weights
-        from amptool.models import resolve_model
+        from amptool.models import resolve_model, run_eager
 
         spec = resolve_model(model)
+        self.spec = spec
         self.net = build_with_weights(spec, params, source)
         self._ms = ms
-        c, h, w = spec.input_shape
-        self.inputs = [{"name": "x", "shape": [-1, c, h, w], "dtype": "float32"}]
-        self.outputs = [{"name": "logits", "shape": [-1, spec.num_classes], "dtype": "float32"}]
+        self.inputs = [i.to_dict() for i in spec.inputs]
+        probe = run_eager(self.net, [i.example(2) for i in spec.inputs], spec.name, spec.inputs)
+        self.outputs = [{"name": f"output{k}", "shape": [-1, *o.shape[1:]], "dtype": "float32"}
+                        for k, o in enumerate(probe)]
 
     def run(self, inputs: list) -> list:
         ms = self._ms
-        out = self.net(*[ms.Tensor(np.asarray(x, dtype=np.float32)) for x in inputs])
+        fed = [ms.Tensor(np.asarray(x, dtype=np.dtype(spec["dtype"])))
+               for x, spec in zip(inputs, self.inputs)]
+        out = self.net(*fed)
         outs = out if isinstance(out, (tuple, list)) else [out]
         return [o.asnumpy().astype(np.float32) for o in outs]
 
@@ -116,16 +122,18 @@ def _open_checkpoint(p: Path, model: str) -> Source:
         ckpt, info = run_dir.find_checkpoint(), run_dir.read_optional()
     else:
         ckpt, info = p, RunDir(p.parent).read_optional()
-    spec = model or info.get("config", {}).get("model")
-    if not spec:
+    config = info.get("config", {})
+    ref = {"model": model} if model else {k: config.get(k) for k in ("model", "model_args",
+                                                                      "input_spec")}
+    if not ref.get("model"):
         raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
                          "pass --model NAME or path/to/file.py:factory")
     data = info.get("data", {})
     params = read_checkpoint(ckpt)
-    runner = EagerRunner(spec, params, f"checkpoint {ckpt}")
+    runner = EagerRunner(ref, params, f"checkpoint {ckpt}")
     src = Source(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
-                 runner=runner, preprocess=data.get("preprocess"), model=spec,
-                 num_classes=info.get("model", {}).get("num_classes") or runner.outputs[0]["shape"][1],
+                 runner=runner, preprocess=data.get("preprocess"), model=ref["model"],
+                 model_ref=ref, num_classes=runner.spec.num_classes,
                  checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
                  val_fraction=data.get("val_fraction"))
     src.cache["weights"] = numpy_weights(params)
@@ -145,6 +153,9 @@ def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
                   precision=runner.precision or manifest.get("precision"), runner=runner,
                   manifest=runner.manifest, preprocess=manifest.get("preprocess"),
                   model=model or mdl.get("spec") or mdl.get("name"), num_classes=num_classes,
+                  model_ref={"model": model} if model else (
+                      {"model": mdl.get("spec") or mdl.get("name"), "model_args": mdl.get("args"),
+                       "input_spec": mdl.get("input_spec")} if mdl else None),
                   checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
                   data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
                   encrypted=bool(manifest.get("encrypted")))

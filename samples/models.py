@@ -155,6 +155,26 @@ class TinyTransformer(nn.Cell):
         return self.head(self.norm(x).mean(axis=1))
 
 
+class TextClassifier(nn.Cell):
+    """Token ids -> Embedding -> a small transformer encoder -> mean pooling -> Dense."""
+
+    def __init__(self, num_classes: int = 4, vocab: int = 64, length: int = 32, dim: int = 32,
+                 depth: int = 2, heads: int = 4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.pos = ms.Parameter(ms.Tensor(
+            ms.numpy.randn(1, length, dim).asnumpy() * 0.02, ms.float32), name="pos")
+        self.blocks = nn.CellList([Block(dim, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm((dim,))
+        self.head = nn.Dense(dim, num_classes)
+
+    def construct(self, tokens):
+        x = self.embed(tokens) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x).mean(axis=1))
+
+
 class L2Normalize(nn.Cell):
     """Scales features up, then divides by their L2 norm.
 
@@ -199,4 +219,6 @@ SAMPLES = {
                     "tiny transformer classifier with LayerNorm and softmax attention"),
     "trapmlp": (TrapMLP, (1, 28, 28), 10,
                 "MLP with a planted fp16-unsafe L2 normalization (for parity demos)"),
+    "textcls": (TextClassifier, "tokens:-1x32:int32:0..64", 4,
+                "text classifier on int32 token ids: Embedding, transformer encoder, pooling"),
 }

@@ -10,6 +10,8 @@ from amptool import options as opt
 
 def train_command(
     model: opt.with_default(opt.ModelOption, "simplecnn") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     data: opt.with_default(opt.DataOption, "digits") = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
@@ -40,9 +42,11 @@ def train_command(
 ) -> None:
     """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics."""
     from amptool.config import build_config, read_config_file
+    from amptool.models import parse_model_args
     from amptool.train.config import LaunchOptions, TrainConfig
 
-    flags = dict(model=model, data=data, amp_level=amp_level.upper() if amp_level else None,
+    flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
+                 input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
                  policy=str(policy) if policy else None, loss_scale=loss_scale,
                  scale_init=scale_init, scale_factor=scale_factor, scale_window=scale_window,
                  max_skipped=max_skipped, epochs=epochs, batch_size=batch_size, lr=lr,

@@ -10,7 +10,11 @@ class TrainConfig:
     """Everything ``amptool train`` needs; defaults are the bundled quick run."""
 
     model: str = "simplecnn"
-    """Built-in sample name or path/to/file.py:factory."""
+    """Sample name, path/to/file.py:factory or package.module:factory."""
+    model_args: Optional[dict] = None
+    """Keyword arguments for the model factory (``--model-arg KEY=VALUE``)."""
+    input_spec: Optional[str] = None
+    """The model's input signature, NAME:SHAPE:DTYPE[:LOW..HIGH],... (when it declares none)."""
     data: str = "digits"
     """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
     amp_level: str = "O2"

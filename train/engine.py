@@ -63,7 +63,8 @@ def make_optimizer(name: str, params, lr: float):
 
 
 class TrainStep:
-    """One compiled training step over an AMP network; call ``step(x, y)``.
+    """One compiled training step over an AMP network; call ``step(*inputs, y)``: one tensor
+    per network input, then the labels.
 
     Returns (loss, finite) tensors: ``finite`` is False when the step was skipped.
     With ``reducer`` (data parallel: the number of workers) gradients are averaged
@@ -124,12 +125,16 @@ def _step_cell_class():
                                              has_aux=True)
 
         def forward(self, x, y):
-            loss = self.loss_fn(self.net(x), y)
+            out = self.net(*x)  # x: one tensor per network input
+            if isinstance(out, (tuple, list)):  # several outputs: the first is the class logits
+                out = out[0]
+            loss = self.loss_fn(out, y)
             if self.scaler is None:
                 return loss, loss
             return self.scaler.scale(loss), loss
 
-        def construct(self, x, y):
+        def construct(self, *args):
+            x, y = args[:-1], args[-1]  # one tensor per network input, then the labels
             (_, loss), grads = self.grad_fn(x, y)
             if self.reduce:  # average gradients, and report the global batch's loss
                 grads = tuple(self.all_reduce(g) / self.world for g in grads)

@@ -87,6 +87,8 @@ def check_config(cfg: TrainConfig) -> None:
         problems.append(f"unknown checkpoint format '{cfg.ckpt_format}' (use ckpt or safetensors)")
     if cfg.workers < 1:
         problems.append(f"workers must be >= 1 (got {cfg.workers})")
+    if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
+        problems.append(f"model_args must be a mapping of keyword arguments (got {cfg.model_args!r})")
     if problems:
         raise UsageError("; ".join(problems), "fix the options or config file")
 
@@ -96,16 +98,17 @@ class _Evaluator:
         self.net = amp_net
         self.batch = max(64, batch_size)
 
-    def accuracy(self, x: np.ndarray, y: np.ndarray) -> float:
+    def accuracy(self, inputs: list, y: np.ndarray) -> float:
         import mindspore as ms
 
         self.net.set_train(False)
         correct = 0
-        for start in range(0, len(x), self.batch):
-            logits = self.net(ms.Tensor(x[start:start + self.batch])).asnumpy()
+        for start in range(0, len(y), self.batch):
+            out = self.net(*[ms.Tensor(a[start:start + self.batch]) for a in inputs])
+            logits = (out[0] if isinstance(out, (tuple, list)) else out).asnumpy()
             correct += int((logits.argmax(axis=1) == y[start:start + self.batch]).sum())
         self.net.set_train(True)
-        return correct / len(x)
+        return correct / len(y)
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -130,7 +133,7 @@ class _Run:
         from mindspore import nn
 
         from amptool import checkpoint as ckpt
-        from amptool.data import load_dataset
+        from amptool.data import load_model_data
         from amptool.models import resolve_model
         from amptool.policy import check_dtype_on_device
         from amptool.precision import apply_policy
@@ -147,9 +150,11 @@ class _Run:
         self.loss_scale = parse_loss_scale(cfg.loss_scale or None, self.policy.level,
                                            cfg.scale_init, cfg.scale_factor, cfg.scale_window)
         set_device(self.device)
-        self.spec = resolve_model(cfg.model)
-        self.data = load_dataset(cfg.data, self.spec.input_shape, self.spec.num_classes,
-                                 cfg.val_fraction)
+        self.spec = resolve_model(cfg.model, cfg.model_args, cfg.input_spec)
+        if self.spec.num_classes is None:
+            raise UsageError(f"model {cfg.model} has no class-logits output to train on",
+                             "its (first) output must be (batch, classes)")
+        self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction)
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
         amp_net = apply_policy(self.net, self.policy)
@@ -194,12 +199,10 @@ class _Run:
 
     def run_info(self) -> dict:
         cfg, spec, data = self.cfg, self.spec, self.data
-        return {"config": cfg.to_dict(),
-                "model": {"name": spec.name, "input_shape": list(spec.input_shape),
-                          "num_classes": spec.num_classes},
-                "data": {"source": data.source, "train_samples": len(data.train_x),
-                         "val_samples": len(data.val_x), "val_fraction": cfg.val_fraction,
-                         "preprocess": data.preprocess.to_dict()},
+        return {"config": cfg.to_dict(), "model": spec.describe(),
+                "data": {"source": data.source, "train_samples": len(data.train_y),
+                         "val_samples": len(data.val_y), "val_fraction": cfg.val_fraction,
+                         "preprocess": data.preprocess.to_dict() if data.preprocess else None},
                 "policy": self.policy.to_dict(), "loss_scale": self.loss_scale.to_dict(),
                 "versions": versions(), "device": self.device, "seed": cfg.seed,
                 "workers": self.world}
@@ -216,7 +219,7 @@ class _Run:
         metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
                         encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
         self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.epoch,
-                   "steps_per_epoch": len(self.data.train_x) // (cfg.batch_size * self.world),
+                   "steps_per_epoch": len(self.data.train_y) // (cfg.batch_size * self.world),
                    "device": self.device, "policy": self.policy.describe(),
                    "loss_scale": self.loss_scale.kind})
         t_start = time.perf_counter()
@@ -240,10 +243,10 @@ class _Run:
         from amptool.data import epoch_batches
 
         cfg, data = self.cfg, self.data
-        for i, idx in enumerate(epoch_batches(len(data.train_x), cfg.batch_size, cfg.seed, epoch,
+        for i, idx in enumerate(epoch_batches(len(data.train_y), cfg.batch_size, cfg.seed, epoch,
                                               (self.rank, self.world))):
             t0 = time.perf_counter()
-            loss, finite = self.trainer.step(ms.Tensor(data.train_x[idx]),
+            loss, finite = self.trainer.step(*[ms.Tensor(a[idx]) for a in data.train],
                                              ms.Tensor(data.train_y[idx]))
             self.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
             dt = time.perf_counter() - t0
@@ -276,7 +279,7 @@ class _Run:
         from amptool import checkpoint as ckpt
 
         cfg = self.cfg
-        self.val_acc = self.evaluator.accuracy(self.data.val_x, self.data.val_y)
+        self.val_acc = self.evaluator.accuracy(self.data.val, self.data.val_y)
         improved = self.val_acc > self.best_acc
         self.best_acc = max(self.best_acc, self.val_acc)
         meta = {"epoch": epoch + 1, "step": self.step, "best_acc": self.best_acc,

@@ -64,7 +64,8 @@ def _train(cfg, status: Status, lead_ranks: set) -> dict:
     set_device(resolve_device(cfg.device))
     from amptool.models import resolve_model
 
-    resolve_model(cfg.model)  # a broken model file fails here, on its own, not in a collective
+    # a broken model fails here, on its own, not in a collective
+    resolve_model(cfg.model, cfg.model_args, cfg.input_spec)
     from mindspore.communication import get_group_size, get_rank, init
 
     status.write(phase="joining")

@@ -36,6 +36,8 @@ def info(as_json: opt.JsonOption = False) -> None:
 
 def run_command(
     model: opt.with_default(opt.ModelOption, "simplecnn") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     data: opt.with_default(opt.DataOption, "digits") = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
@@ -52,17 +54,23 @@ def run_command(
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
+    from amptool.models import parse_model_args
+
     from .config import read_config_file
     from .errors import CheckFailed
     from .pipeline import build_pipeline_config, run_pipeline
 
-    flags = dict(model=model, data=data, amp_level=amp_level.upper() if amp_level else None,
+    flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
+                 input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
                  policy=_s(policy), epochs=epochs, batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None)
     file_values = read_config_file(config) if config else {}
     cfg = build_pipeline_config(file_values, flags, source=f"config {config}")
     summary = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    if quiet or as_json:  # progress lines were off: still say what was skipped
+        for message in summary.get("warnings", []):
+            _stage_printer({"kind": "warning", "message": message})
     if as_json:
         opt.print_json(summary)
     else:
@@ -85,6 +93,8 @@ def _stage_printer(event: dict) -> None:
     if event["kind"] == "stage":
         extra = f" ({', '.join(event['formats'])})" if event.get("formats") else ""
         typer.echo(f"== {event['stage']}{extra}")
+    elif event["kind"] == "warning":
+        typer.echo(f"amptool: warning: {event['message']}", err=True)
     elif event["kind"] == "epoch":
         typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} val acc {event['val_acc']:.4f}")
 

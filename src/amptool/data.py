@@ -16,7 +16,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 
-KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic")
+KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens")
 SPLIT_SEED = 0
 
 
@@ -51,7 +51,7 @@ def parse_data_spec(spec: str) -> tuple[str, str]:
     kind = kind.lower()
     if kind not in KINDS:
         raise UsageError(f"unknown data source '{spec}'",
-                         "use digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE")
+                         "use digits, synthetic, tokens, mnist:DIR, imagefolder:DIR or npz:FILE")
     if kind in ("mnist", "imagefolder", "npz") and not arg:
         raise UsageError(f"data source '{kind}' needs a path", f"write {kind}:PATH")
     if arg and not Path(arg).exists():
@@ -157,6 +157,9 @@ def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple[np.ndarra
     """Images in [0, 1] fitted to ``input_shape`` (C, H, W) and int32 labels."""
     kind, arg = parse_data_spec(spec)
     c, h, w = input_shape
+    if kind == "tokens":
+        raise UsageError("data source 'tokens' holds token ids, not images",
+                         "train a token model on it (e.g. --model textcls)")
     if kind == "digits":
         x, y = _digits()
     elif kind == "npz":
@@ -172,11 +175,7 @@ def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple[np.ndarra
     if len(x) != len(y) or len(x) < 2:
         raise UsageError(f"{source}: {len(x)} images but {len(y)} labels",
                          "give one integer label per image")
-    if not np.issubdtype(y.dtype, np.integer):
-        raise UsageError(f"{source}: labels are {y.dtype}, not integers", "store integer class ids")
-    if y.min() < 0 or y.max() >= num_classes:
-        raise UsageError(f"{source}: labels span {y.min()}..{y.max()}, the model has "
-                         f"{num_classes} classes", "use labels 0..num_classes-1")
+    _check_labels(y, num_classes, source)
     if not np.all(np.isfinite(x)):
         bad = int(np.size(x) - np.isfinite(x).sum())
         raise UsageError(f"{source}: {bad} NaN/Inf values in the images",
@@ -228,3 +227,113 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shard: tuple[i
     for s in range(steps):
         start = (s * world + rank) * batch_size
         yield order[start:start + batch_size]
+
+
+# --- networks whose inputs are not images (token ids, several inputs) -----------------
+
+TOKENS_SEED = 20261201
+
+
+def tokens_dataset(n: int = 2048, length: int = 32, vocab: int = 64, classes: int = 4):
+    """The bundled text task: sequences of filler tokens in which exactly one of ``classes``
+    keyword tokens (ids 1..classes) appears one to three times; the label is which keyword.
+    A model has to find the keyword anywhere in the sequence: learnable, not trivial."""
+    rng = np.random.RandomState(TOKENS_SEED)
+    ids = rng.randint(classes + 1, vocab, size=(n, length)).astype(np.int32)
+    y = rng.randint(0, classes, size=n).astype(np.int32)
+    for row in range(n):
+        where = rng.choice(length, size=rng.randint(1, 4), replace=False)
+        ids[row, where] = y[row] + 1
+    return {"tokens": ids}, y
+
+
+def _named_arrays(spec: str, names: list) -> tuple:
+    kind, arg = parse_data_spec(spec)
+    if kind == "tokens":
+        arrays, y = tokens_dataset()
+    elif kind == "npz":
+        arrays, y = _npz_arrays(arg)
+    else:
+        raise UsageError(f"data source '{spec}' holds images, the model takes {', '.join(names)}",
+                         "give npz:FILE with one array per input (named after it) and y, "
+                         "or tokens")
+    if len(names) == 1 and names[0] not in arrays and len(arrays) == 1:
+        arrays = {names[0]: next(iter(arrays.values()))}
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise UsageError(f"{spec} has arrays {', '.join(sorted(arrays))}, the model takes "
+                         f"{', '.join(names)}", "name the arrays after the model's inputs, plus y")
+    return [arrays[n] for n in names], np.asarray(y).reshape(-1)
+
+
+def _npz_arrays(path: str) -> tuple:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
+    if "y" not in arrays:
+        raise UsageError(f"{path} has no labels array 'y' (has {', '.join(sorted(arrays))})",
+                         "save the class labels as y (N,)")
+    return arrays, arrays.pop("y")
+
+
+def load_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
+    """(one array per input, fitted to its declared dtype; int32 labels) of a data source."""
+    arrays, y = _named_arrays(spec, [i.name for i in inputs])
+    fitted = []
+    for array, want in zip(arrays, inputs):
+        shape = list(array.shape)
+        if len(shape) != len(want.shape) or any(w not in (-1, h)
+                                                for w, h in zip(want.shape[1:], shape[1:])):
+            raise UsageError(f"{spec}: array {want.name} has shape {shape}, the model takes "
+                             f"{list(want.shape)}", "store arrays of the declared shape")
+        fitted.append(array.astype(np.dtype(want.dtype)))
+    if any(len(a) != len(y) for a in fitted) or len(y) < 2:
+        raise UsageError(f"{spec}: arrays hold {[len(a) for a in fitted]} samples, labels {len(y)}",
+                         "store one row per sample in every array and in y")
+    _check_labels(y, num_classes, spec)
+    return fitted, y.astype(np.int32)
+
+
+def _check_labels(y: np.ndarray, num_classes, source: str) -> None:
+    if not np.issubdtype(y.dtype, np.integer):
+        raise UsageError(f"{source}: labels are {y.dtype}, not integers", "store integer class ids")
+    if num_classes and (y.min() < 0 or y.max() >= num_classes):
+        raise UsageError(f"{source}: labels span {y.min()}..{y.max()}, the model has "
+                         f"{num_classes} classes", "use labels 0..num_classes-1")
+
+
+@dataclass
+class ModelData:
+    """Training and held-out inputs for any signature: one array per model input."""
+
+    train: list
+    train_y: np.ndarray
+    val: list
+    val_y: np.ndarray
+    preprocess: "Preprocess | None"
+    """Image standardization (None for inputs fed as they are)."""
+    source: str
+
+
+def load_model_data(spec: str, model, val_fraction: float = 0.2) -> ModelData:
+    """The data of ``spec`` for ``model`` (a ModelSpec): images are preprocessed as
+    ``load_dataset`` does; other inputs are fed as they are, split the same way."""
+    if model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",):
+        ds = load_dataset(spec, model.input_shape, model.num_classes, val_fraction)
+        return ModelData([ds.train_x], ds.train_y, [ds.val_x], ds.val_y, ds.preprocess, ds.source)
+    arrays, y = load_arrays(spec, model.inputs, model.num_classes)
+    train_idx, val_idx = split_indices(len(y), val_fraction)
+    return ModelData([a[train_idx] for a in arrays], y[train_idx], [a[val_idx] for a in arrays],
+                     y[val_idx], None, spec)
+
+
+def load_eval_inputs(spec: str, model, preprocess, val_fraction: float = 0.2,
+                     samples=None) -> tuple:
+    """(inputs, labels) of the held-out split, preprocessed as a run or manifest says."""
+    if preprocess is not None:
+        x, y = load_eval_split(spec, preprocess, model.num_classes, val_fraction, samples)
+        return [x], y
+    data = load_model_data(spec, model, val_fraction)
+    return [v[:samples] for v in data.val], data.val_y[:samples]

@@ -1,18 +1,26 @@
-"""Model references: ``--model`` as a sample name or ``path/to/file.py:factory``.
+"""Model references and input signatures.
 
-A reference resolves to a ``ModelSpec``: how to build the network and what it expects
-(input shape (C, H, W) and class count). Every stage resolves models here.
+``--model`` is a sample name, ``path/to/file.py:factory`` or an importable
+``package.module:factory`` (e.g. ``mindcv.models.resnet:resnet18``); ``--model-arg KEY=VALUE``
+passes keyword arguments to the factory. A reference resolves to a ``ModelSpec``: how to
+build the network and what it takes (an input signature) and gives (class logits width).
+
+The signature comes from ``--input-spec``, else the network's (or factory's)
+``input_signature``, else the image shorthand ``input_shape`` (C, H, W). The class count
+is declared (``num_classes``) or read from one eager forward pass on the signature.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from .errors import UsageError
+from .signature import InputSpec, format_signature, image_signature, parse_signature
 
 
 @dataclass(frozen=True)
@@ -20,18 +28,40 @@ class ModelSpec:
     """A resolved model reference."""
 
     name: str
-    """The reference as given: a sample name or path/to/file.py:factory."""
+    """The reference as given: a sample name, path/to/file.py:factory or package.module:factory."""
     factory: Callable
     """Called with no arguments, returns a fresh ``nn.Cell``."""
-    input_shape: tuple
-    """(C, H, W) of one input sample."""
-    num_classes: int
-    """Width of the class-logits output."""
+    inputs: tuple
+    """The input signature: one ``InputSpec`` per input, in call order."""
+    num_classes: Optional[int]
+    """Width of the class-logits output (the first output); None when it is not a classifier."""
     summary: str = ""
     """One line saying what the network is."""
+    args: dict = field(default_factory=dict)
+    """Keyword arguments given to the factory."""
+    input_spec: Optional[str] = None
+    """The ``--input-spec`` text the signature came from, if any."""
 
     def build(self):
         return self.factory()
+
+    @property
+    def input_shape(self) -> Optional[tuple]:
+        """(C, H, W) for an image classifier (one float input of rank 4), else None."""
+        first = self.inputs[0]
+        if len(self.inputs) == 1 and first.is_float and len(first.shape) == 4:
+            return tuple(first.shape[1:])
+        return None
+
+    def reference(self) -> dict:
+        """What rebuilds this model: written into run.json and every manifest."""
+        return {"model": self.name, "model_args": dict(self.args), "input_spec": self.input_spec}
+
+    def describe(self) -> dict:
+        return {"name": self.name, "spec": self.name, "args": dict(self.args),
+                "input_spec": self.input_spec, "inputs": [i.to_dict() for i in self.inputs],
+                "input_shape": list(self.input_shape) if self.input_shape else None,
+                "num_classes": self.num_classes}
 
 
 def model_names() -> list[str]:
@@ -44,43 +74,78 @@ def sample_spec(name: str) -> ModelSpec:
     from amptool.samples.models import SAMPLES
 
     cls, input_shape, num_classes, summary = SAMPLES[name]
-    return ModelSpec(name, functools.partial(cls, num_classes=num_classes), tuple(input_shape),
-                     num_classes, summary)
+    inputs = (parse_signature(input_shape, "sample")
+              if isinstance(input_shape, str) else image_signature(input_shape))
+    return ModelSpec(name, functools.partial(cls, num_classes=num_classes), inputs, num_classes,
+                     summary)
 
 
-def resolve_model(name: str) -> ModelSpec:
-    """The ``ModelSpec`` of a sample name or a ``file.py:factory`` reference."""
+def resolve_model(name, args: Optional[dict] = None,
+                  input_spec: Optional[str] = None) -> ModelSpec:
+    """The ``ModelSpec`` of a reference, its factory arguments and an optional signature.
+
+    ``name`` may also be a mapping as ``ModelSpec.reference()`` writes it.
+    """
     from .device import import_mindspore
+
+    if isinstance(name, dict):
+        return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"))
 
     import_mindspore()
     from amptool.samples.models import SAMPLES
 
-    if name in SAMPLES:
+    args = dict(args or {})
+    if name in SAMPLES and not args and not input_spec:
         return sample_spec(name)
-    if ":" not in name or not name.rsplit(":", 1)[0].endswith(".py"):
+    factory, where = _find_factory(name, SAMPLES)
+    probe = _call_factory(factory, where, args)
+    default = sample_spec(name).inputs if name in SAMPLES else None
+    inputs = _signature(probe, factory, input_spec, name, default)
+    num_classes = _declared(probe, factory, "num_classes")
+    if num_classes is None:
+        num_classes = _probe_classes(probe, inputs, name)
+    elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise UsageError(f"model {name} declares num_classes {num_classes!r}",
+                         "declare a whole number >= 2 (the width of its class logits)")
+    build = functools.partial(_call_factory, factory, where, args)
+    return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec)
+
+
+def _find_factory(name: str, samples: dict) -> tuple:
+    if name in samples:
+        cls, _, num_classes, _ = samples[name]
+        return functools.partial(cls, num_classes=num_classes), f"sample {name}"
+    if ":" not in name:
         raise UsageError(f"unknown model '{name}'",
-                         f"use one of {', '.join(sorted(SAMPLES))} or path/to/file.py:factory")
-    path_text, factory_name = name.rsplit(":", 1)
-    path = Path(path_text)
-    if not path.is_file():
-        raise UsageError(f"model file {path} does not exist", "check the path before ':factory'")
-    factory = getattr(_import_file(path), factory_name, None)
+                         f"use one of {', '.join(sorted(samples))}, path/to/file.py:factory "
+                         "or package.module:factory")
+    where, factory_name = name.rsplit(":", 1)
+    module = _import_file(Path(where)) if where.endswith(".py") else _import_module(where)
+    factory = getattr(module, factory_name, None)
     if not callable(factory):
-        raise UsageError(f"model file {path} has no callable '{factory_name}'",
+        raise UsageError(f"model {where} has no callable '{factory_name}'",
                          "name a function that returns an nn.Cell after the ':'")
-    probe = _call_factory(factory, path, factory_name)
-    input_shape = getattr(probe, "input_shape", getattr(factory, "input_shape", None))
-    num_classes = getattr(probe, "num_classes", getattr(factory, "num_classes", None))
-    if not _is_shape(input_shape) or not isinstance(num_classes, int) or num_classes < 2:
-        raise UsageError(f"model {name} does not declare input_shape (C, H, W) and num_classes",
-                         "set both as attributes of the returned cell or of the factory")
-    build = functools.partial(_call_factory, factory, path, factory_name)
-    return ModelSpec(name, build, tuple(int(v) for v in input_shape), num_classes,
-                     f"user model {factory_name} from {path}")
+    return factory, f"{where}:{factory_name}"
+
+
+def _import_module(dotted: str):
+    try:
+        return importlib.import_module(dotted)
+    except Exception as exc:
+        raise UsageError(f"model module {dotted} failed to import: {type(exc).__name__}: "
+                         f"{_first(exc)}", "install the package or fix the module name") from None
 
 
 def _import_file(path: Path):
-    module_name = f"amptool_user_model_{abs(hash(str(path.resolve())))}"
+    return import_user_file(path, "model", "':factory'")
+
+
+def import_user_file(path: Path, what: str, after: str):
+    """Execute the Python file a user named on the command line (a ``what`` file: model,
+    metric); its import errors become one UsageError line."""
+    if not path.is_file():
+        raise UsageError(f"{what} file {path} does not exist", f"check the path before {after}")
+    module_name = f"amptool_user_{what}_{abs(hash(str(path.resolve())))}"
     try:
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
@@ -88,25 +153,122 @@ def _import_file(path: Path):
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise UsageError(f"model file {path} failed to import: {type(exc).__name__}: {exc}",
-                         "fix the error in that file") from None
+        raise UsageError(f"{what} file {path} failed to import: {type(exc).__name__}: "
+                         f"{_first(exc)}", "fix the error in that file") from None
     return module
 
 
-def _is_shape(value) -> bool:
-    return (isinstance(value, (tuple, list)) and len(value) == 3
-            and all(isinstance(v, int) and v > 0 for v in value))
+def _call_factory(factory, where, args: dict):
+    import inspect
 
-
-def _call_factory(factory, path, factory_name):
     from mindspore import nn
 
     try:
-        cell = factory()
+        inspect.signature(factory).bind(**args)
+    except TypeError as exc:
+        raise UsageError(f"{where} does not take the model argument(s) "
+                         f"{', '.join(sorted(args))} ({exc})",
+                         "pass only --model-arg keys the factory accepts") from None
+    except ValueError:  # a builtin without a signature: let the call decide
+        pass
+    try:
+        cell = factory(**args)
     except Exception as exc:
-        raise UsageError(f"{path}:{factory_name}() raised {type(exc).__name__}: {exc}",
-                         "fix the factory") from None
+        raise UsageError(f"{where}() raised {type(exc).__name__}: {_first(exc)}",
+                         "fix the factory or its --model-arg values") from None
     if not isinstance(cell, nn.Cell):
-        raise UsageError(f"{path}:{factory_name}() returned {type(cell).__name__}, not an nn.Cell",
+        raise UsageError(f"{where}() returned {type(cell).__name__}, not an nn.Cell",
                          "return a mindspore.nn.Cell from the factory")
     return cell
+
+
+def _declared(probe, factory, attr: str):
+    return getattr(probe, attr, getattr(factory, attr, None))
+
+
+def _signature(probe, factory, input_spec: Optional[str], name: str, default=None) -> tuple:
+    if input_spec:
+        return parse_signature(input_spec, "--input-spec")
+    declared = _declared(probe, factory, "input_signature")
+    if declared is not None:
+        return parse_signature(declared, f"input_signature of {name}")
+    shape = _declared(probe, factory, "input_shape")
+    if shape is not None:
+        return image_signature(shape, name)
+    if default is not None:
+        return default
+    raise UsageError(f"model {name} declares no input signature",
+                     "pass --input-spec NAME:SHAPE:DTYPE (e.g. x:-1x3x32x32:float32), or set "
+                     "input_shape (C, H, W) or input_signature on the cell or factory")
+
+
+def _probe_classes(net, inputs: tuple, name: str) -> Optional[int]:
+    """The width of the first output, from one eager forward pass with batch 2."""
+    out = run_eager(net, [spec.example(2) for spec in inputs], name, inputs)
+    first = out[0]
+    return int(first.shape[1]) if first.ndim == 2 and first.shape[1] > 1 else None
+
+
+def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
+    """``net`` on numpy arrays in PyNative mode; a network that does not accept the
+    signature becomes one error naming what it expected."""
+    import mindspore as ms
+
+    previous = ms.get_context("mode")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    try:
+        net.set_train(False)
+        out = net(*[ms.Tensor(a) for a in arrays])
+    except Exception as exc:
+        raise UsageError(f"model {name} does not accept the inputs {format_signature(inputs)} "
+                         f"({type(exc).__name__}: {_first(exc)})",
+                         f"give the signature its construct expects "
+                         f"({_construct_params(net)})") from None
+    finally:
+        ms.set_context(mode=previous)
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return [o.asnumpy() for o in outs]
+
+
+def _construct_params(net) -> str:
+    import inspect
+
+    try:
+        params = list(inspect.signature(net.construct).parameters)
+    except (TypeError, ValueError):
+        return "see its construct"
+    return "construct(" + ", ".join(params) + ")"
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def parse_model_args(items) -> dict:
+    """``KEY=VALUE`` strings into a dict; values parsed as int, float, bool or str."""
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise UsageError(f"bad --model-arg '{item}'", "write KEY=VALUE, e.g. num_classes=10")
+        out[key.strip()] = _parse_value(value.strip())
+    return out
+
+
+def _parse_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+__all__ = ["InputSpec", "ModelSpec", "model_names", "parse_model_args", "resolve_model",
+           "run_eager", "sample_spec"]

@@ -17,7 +17,7 @@ import re
 import sys
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 import typer.core
@@ -38,9 +38,9 @@ INTERNAL_EXIT = 3
 DEBUG_ENV = "AMPTOOL_DEBUG"
 """Set to 1 to get the traceback of an internal error instead of its one-line summary."""
 
-MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp) or "
-              "path/to/file.py:factory.")
-DATA_HELP = "digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."
+MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp, textcls), "
+              "path/to/file.py:factory or package.module:factory.")
+DATA_HELP = "digits, synthetic, tokens, mnist:DIR, imagefolder:DIR or npz:FILE."
 DEVICE_HELP = "auto, CPU, GPU or Ascend."
 LEVEL_HELP = ("AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNorm/LayerNorm, "
               "O3 all fp16.")
@@ -65,7 +65,7 @@ def _limit(what: str, default: str) -> Any:
 MinCosineOption = _limit("Least cosine similarity", "0.999 fp16, 0.99999 fp32")
 MinTop1Option = _limit("Least top-1 agreement", "0.99 fp16, 1.0 fp32")
 MaxAccDropOption = _limit("Largest accuracy drop as a fraction", "0.005 fp16, 0 fp32")
-MaxAbsOption = _limit("Largest absolute error", "off fp16, 1e-4 fp32")
+MaxAbsOption = _limit("Largest absolute error", "off")
 MaxRelOption = _limit("Largest relative error", "off")
 MaxOutsideOption = _limit("Largest fraction of elements outside atol + rtol*|ref|", "off")
 
@@ -96,6 +96,12 @@ def with_limits(func: Callable) -> Callable:
     return wrapper
 
 
+ModelArgOption = Annotated[Optional[List[str]], typer.Option(
+    "--model-arg", help="KEY=VALUE keyword argument for the model factory (repeatable); values "
+    "are read as int, float, bool or text, e.g. --model-arg num_classes=10.")]
+InputSpecOption = Annotated[Optional[str], typer.Option(
+    "--input-spec", help="The model's inputs when it declares none: NAME:SHAPE:DTYPE[:LOW..HIGH] "
+    "joined by commas, -1 for a dynamic dimension, e.g. ids:-1x128:int32:0..30522.")]
 PolicyFileOption = Annotated[Optional[Path], typer.Option(
     "--policy", help="Precision policy file (TOML/YAML/JSON); overrides --amp-level.")]
 EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs. \\[default: 5]")]

@@ -26,7 +26,8 @@ class PipelineConfig:
     out: str = "runs/pipeline"
     """Output folder (train/, export/, parity.json, parity.xml, summary.json)."""
     onnx: str = "auto"
-    """ONNX artefacts too: auto (when the onnx extra is installed), on or off."""
+    """ONNX artefacts too: auto (when the onnx extra is installed; skipped with one warning
+    when the network cannot be written as ONNX), on (such a failure fails the run) or off."""
     samples: Optional[int] = None
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
@@ -92,7 +93,6 @@ def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]]
     """Run every stage; return the summary (``summary["passed"]`` is the parity verdict)."""
     emit = on_event or (lambda event: None)
     formats = check_config(cfg)
-    from amptool.export.api import ExportConfig, export_model
     from amptool.fileio import ensure_out_dir, write_json
     from amptool.parity.compare import check_parity
     from amptool.parity.config import ParityConfig
@@ -108,10 +108,7 @@ def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]]
     times["train"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     emit({"kind": "stage", "stage": "export", "formats": list(formats)})
-    results = export_model(ExportConfig(run=str(out / "train"), formats=formats, precision="both",
-                                        out=str(out / "export"), force=True,
-                                        device=train_cfg.device,
-                                        dynamic_batch=True))
+    results, warnings = export_artefacts(cfg, out, train_cfg.device, formats, emit)
     times["export"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     emit({"kind": "stage", "stage": "parity"})
@@ -123,9 +120,34 @@ def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]]
     write_report_json(str(out / "parity.json"), report)
     write_junit(str(out / "parity.xml"), report)
     summary = summarize(cfg, train.to_dict(), ref, cands, report, times)
+    summary["warnings"] = warnings
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     write_json(out / "summary.json", summary)
     return summary
+
+
+def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,
+                     emit: Callable[[dict], None]) -> tuple:
+    """(artefacts, warnings): MINDIR fp32 + fp16, then ONNX when asked. With ``--onnx auto`` an
+    ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning."""
+    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.onnx import OnnxUnsupported
+
+    common = {"run": str(out / "train"), "precision": "both", "out": str(out / "export"),
+              "force": True, "device": device, "dynamic_batch": True}
+    results = list(export_model(ExportConfig(formats=("MINDIR",), **common)))
+    if "ONNX" not in formats:
+        return results, []
+    try:
+        results += export_model(ExportConfig(formats=("ONNX",), **common))
+    except OnnxUnsupported as exc:
+        if cfg.onnx == "on":
+            raise
+        message = f"ONNX skipped: {exc.problem}"
+        emit({"kind": "warning", "message": message})
+        return results, [message]
+    order = {("fp32", "MINDIR"): 0, ("fp32", "ONNX"): 1, ("fp16", "MINDIR"): 2}
+    return sorted(results, key=lambda r: order.get((r.precision, r.format), 3)), []
 
 
 def order_artefacts(results: list) -> tuple:
@@ -164,5 +186,6 @@ def _row(result, judged: Optional[dict], fp32_size: Optional[int]) -> dict:
         row["accuracy"] = metrics.get("cand_acc")
         row["cosine"] = metrics.get("cosine")
         row["max_abs"] = metrics.get("max_abs")
-        row["verdict"] = "PASS" if judged["passed"] else "FAIL"
+        row["verdict"] = ("PASS" if judged["passed"] else "FAIL") + "*" * bool(judged.get("caveat"))
+        row["caveat"] = judged.get("caveat")
     return row

@@ -1,8 +1,23 @@
 """Applying a precision policy to a network: the cell rewriting every stage shares.
 
-O2/O3 policies are applied at cell level the way MindSpore's own ``auto_mixed_precision``
-does (``to_float`` flags plus an output cast around each kept cell), so paths and
+O2/O3 policies are applied at cell level with MindSpore's ``to_float`` flags, so paths and
 parameter names of the network stay valid; O1 is MindSpore's operator-level white list.
+
+A cell kept in fp32 casts its inputs up and hands its fp32 output to its consumers as it
+is: values beyond float16's range pass unharmed from one kept cell to the next. The cast
+down happens at the input of each low-precision cell (its ``to_float`` flag) and the
+network's output is cast to fp32. A cell whose sub-cells are all kept is kept itself, so
+the operators of its own ``construct`` compute in fp32 too (every cell kept: the whole
+network runs in fp32).
+
+One exception: a kept cell whose output always lies within float16's range (Softmax,
+Sigmoid, Tanh...) casts its output back to the low dtype, as that cast cannot overflow.
+In graph mode an operator of a low-precision parent that takes both a kept cell's fp32
+output and a float16 value follows type promotion (Add, Mul, Concat, Select: fp32) or,
+for MatMul, BatchMatMul and Stack, refuses to compile; attention's softmax feeding a
+MatMul is the common case, and the cast back keeps it compiling. In graph mode a
+low-precision cell that holds other cells casts its inputs too: a kept cell's output
+reaching another kept cell through such a cell's input arrives in the low dtype.
 """
 from __future__ import annotations
 
@@ -21,10 +36,16 @@ def _ms_cell_type_names() -> set:
     return {name for name in dir(nn) if isinstance(getattr(nn, name), type)}
 
 
+def within(path: str, outer: str) -> bool:
+    """Whether the cell at ``path`` is the cell at ``outer`` or inside it ('' is the root)."""
+    return outer == "" or path == outer or path.startswith(outer + ".")
+
+
 def resolve_fp32_cells(net, policy: Policy) -> dict:
     """Path -> cell of every cell the policy keeps in fp32 (outermost first).
 
-    Raises one UsageError listing every unknown path and type.
+    A cell whose sub-cells are all kept is kept too (see ``close_kept``); the root is
+    keyed ''. Raises one UsageError listing every unknown path and type.
     """
     import mindspore as ms
 
@@ -55,7 +76,26 @@ def resolve_fp32_cells(net, policy: Policy) -> dict:
         if (isinstance(cell, black) or type(cell).__name__ in policy.fp32_types
                 or path in policy.fp32_cells):
             kept[path] = cell
-    return kept
+    return close_kept(net, kept, forced16)
+
+
+def close_kept(net, kept: dict, forced16=()) -> dict:
+    """``kept`` (path -> cell) plus every cell whose sub-cells are all kept, outermost first.
+
+    Such a cell's own ``construct`` then computes in fp32 as well; cells in ``forced16``
+    are never added. The root, when added, is keyed ''.
+    """
+    paths = cell_paths(net)
+    covered = {id(c) for cell in kept.values() for _, c in cell.cells_and_names()}
+    for path in reversed(list(paths)):  # sub-cells before the cells holding them
+        children = list(paths[path].cells())
+        if children and path not in forced16 and all(id(c) in covered for c in children):
+            covered.add(id(paths[path]))
+    closed: dict = {}
+    for path, cell in paths.items():
+        if id(cell) in covered and not any(within(path, k) for k in closed):
+            closed[path] = cell
+    return closed
 
 
 def ms_dtype(policy: Policy):
@@ -64,32 +104,67 @@ def ms_dtype(policy: Policy):
     return ms.float16 if policy.dtype == "float16" else ms.bfloat16
 
 
-def _make_wrappers():
+def set_precision(net, kept: dict, dtype) -> None:
+    """Flag every cell of ``net`` to compute in ``dtype`` but the ``kept`` ones (fp32).
+
+    A kept cell's output is not cast back: its consumers receive fp32, and a low-precision
+    consumer casts it at its own input.
+    """
     import mindspore as ms
+
+    net.to_float(dtype)
+    for cell in kept.values():
+        cell.to_float(ms.float32)
+
+
+def _bounded_output_types() -> tuple:
+    from mindspore import nn
+
+    return (nn.Softmax, nn.LogSoftmax, nn.Sigmoid, nn.Tanh, nn.HSigmoid, nn.Softsign)
+
+
+def _cast_back(cell, dtype):
     from mindspore import nn, ops
 
-    class KeepFP32(nn.Cell):
-        """Runs a cell in fp32 and casts its output back to the compute dtype."""
+    class CastBack(nn.Cell):
+        """A kept cell whose output always fits the low dtype, with its output cast to it."""
 
-        def __init__(self, cell, dtype):
+        def __init__(self, inner):
             super().__init__(auto_prefix=False)
-            self.cell = cell.to_float(ms.float32)
+            self.cell = inner
             self.dtype = dtype
 
         def construct(self, *args):
             return ops.cast(self.cell(*args), self.dtype)
 
-    class OutputFP32(nn.Cell):
-        """Casts a low-precision network's output to fp32."""
+    return CastBack(cell)
 
-        def __init__(self, net):
+
+def cast_outputs(net, dtype):
+    """``net`` with each of its outputs cast to ``dtype``."""
+    from mindspore import nn, ops
+
+    class CastOutputs(nn.Cell):
+        """Casts every output of the network it wraps."""
+
+        def __init__(self, inner):
             super().__init__(auto_prefix=False)
-            self.net = net
+            self.net = inner
 
         def construct(self, *args):
-            return ops.cast(self.net(*args), ms.float32)
+            out = self.net(*args)
+            if isinstance(out, tuple):  # several outputs: each one cast
+                return tuple(ops.cast(o, dtype) for o in out)
+            return ops.cast(out, dtype)
 
-    return KeepFP32, OutputFP32
+    return CastOutputs(net)
+
+
+def output_fp32(net):
+    """``net`` with its outputs cast to fp32."""
+    import mindspore as ms
+
+    return cast_outputs(net, ms.float32)
 
 
 _REWRITE_DIR: list = []
@@ -128,14 +203,13 @@ def apply_policy(net, policy: Policy):
     if policy.level == "O1":
         return _rewrite_o1(net, dtype)
     kept = resolve_fp32_cells(net, policy)
-    KeepFP32, OutputFP32 = _make_wrappers()
-    net.to_float(dtype)
+    set_precision(net, kept, dtype)
     paths = cell_paths(net)
-    for path in policy.fp16_cells:
-        paths[path].to_float(dtype)
+    bounded = _bounded_output_types()
     for path, cell in kept.items():
-        replace_cell(paths, path, KeepFP32(cell, dtype))
-    return OutputFP32(net)
+        if path and isinstance(cell, bounded):
+            replace_cell(paths, path, _cast_back(cell, dtype))
+    return output_fp32(net)
 
 
 def replace_cell(paths: dict, path: str, new) -> None:
@@ -171,7 +245,7 @@ def cell_dtypes(net, policy: Policy) -> list:
     for path, cell in cell_paths(net).items():
         if path == "" or list(cell.cells()):
             continue
-        in_kept = any(path == k or path.startswith(k + ".") for k in kept)
+        in_kept = any(within(path, k) for k in kept)
         if policy.level == "O1":
             import mindspore as ms
             dtype = low if isinstance(cell, tuple(ms.amp.get_white_list())) else "float32"

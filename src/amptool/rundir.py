@@ -39,7 +39,8 @@ class RunDir:
         return self
 
     def read(self) -> dict:
-        """run.json, validated: a mapping with config.model, policy and data.preprocess."""
+        """run.json, validated: a mapping with config.model, policy and data.preprocess
+        (a mapping for image models, null for inputs fed as they are)."""
         self.require()
         try:
             info = json.loads(self.info_path.read_text(encoding="utf-8"))
@@ -96,8 +97,10 @@ def _problem(info) -> str:
         return "no config.model"
     if not isinstance(info.get("policy"), dict):
         return "no policy"
-    if not isinstance(data, dict) or not isinstance(data.get("preprocess"), dict):
+    if not isinstance(data, dict) or "preprocess" not in data:
         return "no data.preprocess"
+    if data["preprocess"] is not None and not isinstance(data["preprocess"], dict):
+        return "data.preprocess is not a mapping"
     return ""
 
 

@@ -51,16 +51,13 @@ class TrainedModel:
         return weights
 
     def eval_split(self, data: Optional[str] = None, samples: Optional[int] = None) -> tuple:
-        """(x, y): the held-out split, preprocessed as in training (``data`` overrides)."""
-        from .data import load_dataset, load_eval_split
+        """(inputs, y): the held-out split, one array per input, preprocessed as in training
+        (``data`` overrides the source)."""
+        from .data import load_eval_inputs
 
-        source = data or self.data or "digits"
-        if self.preprocess is not None:
-            return load_eval_split(source, self.preprocess, self.spec.num_classes,
-                                   self.val_fraction or 0.2, samples)
-        ds = load_dataset(source, self.spec.input_shape, self.spec.num_classes,
-                          self.val_fraction or 0.2)
-        return ds.val_x[:samples], ds.val_y[:samples]
+        source = data or self.data or ("digits" if self.spec.input_shape else "tokens")
+        return load_eval_inputs(source, self.spec, self.preprocess, self.val_fraction or 0.2,
+                                samples)
 
 
 def from_run(run: str | os.PathLike, which: Optional[str] = "best",
@@ -77,12 +74,17 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
     policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
     data = info["data"]
-    return TrainedModel(resolve_model(model or info["config"]["model"]), path, policy,
-                        dict(data["preprocess"]), data.get("source"), data.get("val_fraction"))
+    config = info["config"]
+    ref = {"model": model} if model else {k: config.get(k) for k in ("model", "model_args",
+                                                                      "input_spec")}
+    prep = dict(data["preprocess"]) if data["preprocess"] else None
+    return TrainedModel(resolve_model(ref), path, policy, prep, data.get("source"),
+                        data.get("val_fraction"))
 
 
 def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optional[str] = "digits",
-                    val_fraction: float = 0.2) -> TrainedModel:
+                    val_fraction: float = 0.2, model_args: Optional[dict] = None,
+                    input_spec: Optional[str] = None) -> TrainedModel:
     """A checkpoint and the model it was trained with; preprocessing is recomputed from
     ``data`` exactly as training derives it (``None`` or "none": unknown)."""
     from .data import load_dataset
@@ -94,9 +96,9 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
     path = Path(ckpt)
     if not path.is_file():
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
-    spec = resolve_model(model)
+    spec = resolve_model(model, model_args, input_spec)
     preprocess = None
-    if data and data.lower() != "none":
+    if data and data.lower() != "none" and spec.input_shape is not None:
         prep = load_dataset(data, spec.input_shape, spec.num_classes, val_fraction).preprocess
         preprocess = prep.to_dict()
     return TrainedModel(spec, path, policy_for(), preprocess, data if preprocess else None,

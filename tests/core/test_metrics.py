@@ -10,7 +10,9 @@ from amptool.metrics import (
     SAME_PRECISION,
     Thresholds,
     check_metrics,
+    check_output_tables,
     compute_metrics,
+    degenerate_reference,
     flag_overrides,
     parse_limit,
     passed,
@@ -104,24 +106,26 @@ def test_shape_mismatch():
 
 # ---------------------------------------------------------------- check_metrics
 
-GOOD = {"nonfinite": 0, "cosine": 0.99999, "max_abs": 1e-5, "max_rel": 1e-4, "outside_frac": 0.0,
-        "top1_agree": 1.0, "acc_drop": 0.0}
+GOOD = {"nonfinite": 0, "cosine": 0.99999, "max_abs": 1e-5, "max_abs_scaled": 1e-6,
+        "max_rel": 1e-4, "outside_frac": 0.0, "top1_agree": 1.0, "top1_agree_clear": 1.0,
+        "acc_drop": 0.0, "acc_drop_clear": 0.0}
 STRICT = Thresholds(min_cosine=0.9999, min_top1=1.0, max_acc_drop=0.001, max_abs=1e-4,
-                    max_rel=1e-3, max_outside=0.01)
+                    max_abs_scaled=1e-5, max_rel=1e-3, max_outside=0.01)
 
 
 def test_all_rows_pass():
     rows = check_metrics(GOOD, STRICT)
-    assert [r["metric"] for r in rows] == ["nonfinite", "cosine", "max_abs", "max_rel",
-                                           "outside_frac", "top1_agree", "acc_drop"]
+    assert [r["metric"] for r in rows] == ["nonfinite", "cosine", "max_abs", "max_abs_scaled",
+                                           "max_rel", "outside_frac", "top1_agree_clear",
+                                           "acc_drop_clear"]
     assert all(r["passed"] for r in rows) and passed(rows)
     assert {r["metric"]: r["limit"] for r in rows}["cosine"] == ">= 0.9999"
 
 
 @pytest.mark.parametrize("metric,bad", [
     ("nonfinite", 3), ("cosine", 0.99), ("cosine", float("nan")), ("max_abs", 1e-3),
-    ("max_rel", 0.5), ("outside_frac", 0.2), ("top1_agree", 0.98), ("acc_drop", 0.01),
-    ("max_abs", float("inf")),
+    ("max_rel", 0.5), ("outside_frac", 0.2), ("top1_agree_clear", 0.98), ("acc_drop_clear", 0.01),
+    ("max_abs", float("inf")), ("max_abs_scaled", 1e-4), ("max_abs_scaled", float("nan")),
 ])
 def test_planted_error_fails_its_row(metric, bad):
     rows = check_metrics({**GOOD, metric: bad}, STRICT)
@@ -132,7 +136,7 @@ def test_planted_error_fails_its_row(metric, bad):
 
 def test_limit_boundaries():
     th = Thresholds(max_acc_drop=0.005, min_top1=0.99)
-    rows = check_metrics({**GOOD, "acc_drop": 0.7 - 0.695, "top1_agree": 0.99}, th)
+    rows = check_metrics({**GOOD, "acc_drop_clear": 0.7 - 0.695, "top1_agree_clear": 0.99}, th)
     assert passed(rows)   # a drop equal to the budget passes despite float rounding
 
 
@@ -152,8 +156,152 @@ def test_real_planted_error_end_to_end():
     broken[3, labels[3]] -= 50.0   # flips one prediction
     rows = check_metrics(compute_metrics(ref, broken, labels), FP16_VS_FP32)
     failed = {r["metric"] for r in rows if not r["passed"]}
-    assert failed == {"cosine", "top1_agree", "acc_drop"}
+    assert failed == {"cosine", "top1_agree_clear", "acc_drop_clear"}
     assert not passed(check_metrics(compute_metrics(ref, close, labels), SAME_PRECISION))
+
+
+# ---------------------------------------------------------------- scaled error
+
+def _large_logits(seed: int = 0) -> np.ndarray:
+    """Logits reaching ~2,400, like a seeded zoo network's."""
+    return (np.random.default_rng(seed).standard_normal((64, 10)) * 800.0).astype(np.float32)
+
+
+def test_scaled_error_passes_fp32_noise_on_large_logits():
+    ref = _large_logits()
+    noise = np.random.default_rng(1).uniform(-1, 1, ref.shape)
+    cand = (ref.astype(np.float64) * (1 + 7e-6 * noise)).astype(np.float32)
+    m = compute_metrics(ref, cand, ref.argmax(axis=1))
+    assert m["ref_absmax"] > 2000 and m["max_abs"] > 1e-3   # the absolute error is large ...
+    assert m["max_abs_scaled"] == pytest.approx(m["max_abs"] / m["ref_absmax"])
+    assert m["max_abs_scaled"] < 1e-5                       # ... relative to the output
+    rows = check_metrics(m, SAME_PRECISION)
+    assert passed(rows) and "max_abs_scaled" in {r["metric"] for r in rows}
+    assert "max_abs" not in {r["metric"] for r in rows}
+
+
+def test_scaled_error_catches_fp16_rounding_of_an_fp32_output():
+    ref = _large_logits()
+    rounded = ref.astype(np.float16).astype(np.float32)   # a silent fp16 cast of the output
+    m = compute_metrics(ref, rounded, ref.argmax(axis=1))
+    assert 1e-4 < m["max_abs_scaled"] < 5e-4
+    failed = [r["metric"] for r in check_metrics(m, SAME_PRECISION) if not r["passed"]]
+    assert failed == ["max_abs_scaled"]
+    small = np.random.default_rng(2).uniform(-1, 1, (8, 10))
+    m_small = compute_metrics(small, small + 5e-4)
+    assert m_small["max_abs_scaled"] == pytest.approx(m_small["max_abs"])  # absolute within ±1
+    assert not passed(check_metrics(m_small, SAME_PRECISION))
+
+
+# ---------------------------------------------------------------- near-tie flips
+
+def _tied_pair():
+    """64 samples with clear margins, except sample 5 whose top two differ by 1e-4."""
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((64, 10))
+    ref[np.arange(64), ref.argmax(axis=1)] += 1.0           # margins of at least 1
+    top = ref[5].argmax()
+    second = (top + 1) % 10
+    ref[5, second] = ref[5, top] - 1e-4
+    cand = ref + rng.uniform(-1e-3, 1e-3, ref.shape)        # fp16-like noise
+    cand[5, second] = cand[5, top] + 2e-4                   # the coin flip
+    return ref, cand
+
+
+def test_a_near_tie_flip_is_counted_apart_and_passes():
+    ref, cand = _tied_pair()
+    m = compute_metrics(ref, cand)
+    assert m["top1_agree"] == pytest.approx(63 / 64) and m["near_tie_flips"] == 1
+    assert m["top1_agree_clear"] == 1.0 and 1e-3 < m["tie_tol"] < 2e-3
+    rows = check_metrics(m, FP16_VS_FP32)
+    assert passed(rows)
+    assert {r["metric"]: r["passed"] for r in rows}["top1_agree_clear"] is True
+
+
+def test_a_near_tie_flip_that_costs_a_label_does_not_fail_accuracy():
+    ref, cand = _tied_pair()
+    labels = ref.argmax(axis=1)                               # the reference is always right
+    m = compute_metrics(ref, cand, labels)
+    assert m["acc_drop"] == pytest.approx(1 / 64)            # raw: the coin flip cost a label
+    assert m["acc_drop_clear"] == 0.0
+    assert passed(check_metrics(m, FP16_VS_FP32))
+    ref2, cand2 = _tied_pair()
+    cand2[9] = ref2[9]
+    cand2[9, (ref2[9].argmax() + 1) % 10] = ref2[9].max() + 1.0   # planted: a clear loss
+    m2 = compute_metrics(ref2, cand2, labels)
+    assert m2["acc_drop_clear"] == pytest.approx(1 / 64)
+    assert "acc_drop_clear" in [r["metric"] for r in check_metrics(m2, FP16_VS_FP32)
+                                if r["passed"] is False]
+
+
+def test_a_clear_margin_flip_still_fails():
+    ref, cand = _tied_pair()
+    top = ref[9].argmax()
+    wrong = (top + 3) % 10
+    ref[9, wrong] = ref[9, top] - 0.3                         # a clear margin of 0.3 ...
+    cand[9] = ref[9]
+    cand[9, wrong] = ref[9, top] + 0.01                      # ... flipped: a planted fault
+    m = compute_metrics(ref, cand)
+    assert m["top1_agree"] == pytest.approx(62 / 64) and m["near_tie_flips"] == 1
+    assert m["top1_agree_clear"] == pytest.approx(63 / 64)
+    assert m["tie_tol"] < 2e-3                               # the fault does not widen it
+    rows = check_metrics(m, FP16_VS_FP32)
+    assert [r["metric"] for r in rows if r["passed"] is False] == ["top1_agree_clear"]
+    assert m["cosine"] > 0.999                               # cosine alone would miss it
+
+
+def test_a_broken_candidate_cannot_pass_its_flips_off_as_ties():
+    ref, _ = _tied_pair()
+    broken = np.random.default_rng(7).standard_normal(ref.shape)   # errors large everywhere
+    m = compute_metrics(ref, broken)
+    assert m["tie_tol"] > 1.0                                 # its typical error is large ...
+    assert m["near_tie_flips"] <= 1                           # ... but margins are not ties
+    assert m["top1_agree_clear"] < 0.3
+    assert "top1_agree_clear" in [r["metric"] for r in check_metrics(m, FP16_VS_FP32)
+                                  if r["passed"] is False]
+
+
+def test_a_nonfinite_sample_is_never_a_near_tie():
+    ref, cand = _tied_pair()
+    cand[5, 0] = np.nan
+    m = compute_metrics(ref, cand)
+    assert m["near_tie_flips"] == 0 and m["top1_agree_clear"] < 1.0
+
+
+# ---------------------------------------------------------------- n/a limits
+
+def test_top1_and_accuracy_are_na_on_a_non_logits_output():
+    ref = np.random.default_rng(4).standard_normal((16, 1))
+    m = compute_metrics(ref, ref * 0.5, labels=np.zeros(16, np.int64))
+    rows = {r["metric"]: r for r in check_metrics(m, FP16_VS_FP32)}
+    for name in ("top1_agree_clear", "acc_drop_clear"):
+        assert rows[name]["passed"] is None and rows[name]["value"] is None
+        assert "not class logits" in rows[name]["note"]
+    assert rows["cosine"]["passed"] is True and passed(rows.values())
+    broken = check_metrics(compute_metrics(ref, -ref), FP16_VS_FP32)
+    assert not passed(broken)   # an n/a row never turns a failure into a pass
+
+
+def test_labels_that_do_not_fit_give_no_accuracy():
+    boxes = np.random.default_rng(5).standard_normal((8, 4))
+    m = compute_metrics(boxes, boxes, labels=np.arange(8) % 10)   # class ids up to 9, 4 columns
+    assert "top1_agree" in m and "acc_drop" not in m
+    row = {r["metric"]: r for r in check_metrics(m, FP16_VS_FP32)}["acc_drop_clear"]
+    assert row["passed"] is None and row["note"] == "no labels that fit this output"
+    assert "acc_drop" in compute_metrics(boxes, boxes, labels=np.arange(8) % 4)
+
+
+# ---------------------------------------------------------------- degenerate reference
+
+def test_degenerate_reference_is_named():
+    rng = np.random.default_rng(6)
+    assert degenerate_reference(rng.standard_normal((32, 10))) is None
+    tiny = rng.standard_normal((32, 10)) * 1e-8              # an untrained zoo net's logits
+    assert "near-constant" in degenerate_reference(tiny)
+    same = np.tile(rng.standard_normal(10), (32, 1))         # one output for every input
+    assert "same output for every input" in degenerate_reference(same)
+    assert "NaN/Inf" in degenerate_reference(np.array([[1.0, np.inf], [0.0, 1.0]]))
+    assert degenerate_reference(np.zeros((0, 3))) is None
 
 
 # ---------------------------------------------------------------- resolve_thresholds
@@ -162,7 +310,8 @@ def test_defaults_per_pair():
     assert resolve_thresholds("fp32", "fp32") == SAME_PRECISION
     assert resolve_thresholds("fp32", "fp16") == FP16_VS_FP32
     assert resolve_thresholds(None, None) == FP16_VS_FP32
-    assert SAME_PRECISION.max_abs == 1e-4 and FP16_VS_FP32.max_abs is None
+    assert SAME_PRECISION.max_abs is None and FP16_VS_FP32.max_abs is None
+    assert SAME_PRECISION.max_abs_scaled == 1e-4 and FP16_VS_FP32.max_abs_scaled is None
 
 
 TABLE = {"min_cosine": 0.9, "max_rel": 0.5,
@@ -196,6 +345,38 @@ def test_off_in_file_and_errors():
         resolve_thresholds("fp32", "fp16", {"min_cos": 0.9})
     with pytest.raises(UsageError, match="must be a number or off"):
         resolve_thresholds("fp32", "fp16", {"fp16_vs_fp32": {"min_cosine": "high"}})
+
+
+OUT_TABLE = {"min_cosine": 0.99,
+             "outputs": {"1": {"min_cosine": 0.9, "min_top1": "off"},
+                         "boxes": {"max_abs": 0.5}}}
+
+
+def test_per_output_tables_by_index_and_name():
+    first = resolve_thresholds("fp32", "fp16", OUT_TABLE, output=(0, "logits"))
+    second = resolve_thresholds("fp32", "fp16", OUT_TABLE, output=(1, "aux"))
+    boxes = resolve_thresholds("fp32", "fp16", OUT_TABLE, output=(2, "boxes"))
+    assert (first.min_cosine, first.min_top1) == (0.99, FP16_VS_FP32.min_top1)
+    assert (second.min_cosine, second.min_top1) == (0.9, None)
+    assert boxes.max_abs == 0.5 and boxes.min_cosine == 0.99
+    flagged = resolve_thresholds("fp32", "fp16", OUT_TABLE, {"min_cosine": 0.5}, output=(1, "aux"))
+    assert flagged.min_cosine == 0.5   # flags win over every table
+    check_output_tables(OUT_TABLE, ["logits", "aux", "boxes"])
+
+
+def test_per_output_table_errors():
+    with pytest.raises(UsageError) as err:
+        check_output_tables(OUT_TABLE, ["logits", "aux"])
+    assert "thresholds.outputs.boxes: no output is named or numbered boxes" in _one_line(err)
+    assert "0 (logits), 1 (aux)" in str(err.value)
+    with pytest.raises(UsageError, match="has two tables"):
+        check_output_tables({"outputs": {"0": {}, "logits": {}}}, ["logits"])
+    with pytest.raises(UsageError, match="thresholds.outputs must be a table"):
+        validate_file_thresholds({"outputs": 3}, "run.toml")
+    with pytest.raises(UsageError, match="thresholds.outputs.aux must be a table"):
+        validate_file_thresholds({"outputs": {"aux": 0.9}}, "run.toml")
+    with pytest.raises(UsageError, match="unknown threshold"):
+        validate_file_thresholds({"outputs": {"aux": {"min_cos": 0.9}}}, "run.toml")
 
 
 # ---------------------------------------------------------------- parse_limit / flag_overrides

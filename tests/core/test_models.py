@@ -57,7 +57,7 @@ def _error(ref: str) -> str:
 def test_user_model_on_cell(folder):
     spec = resolve_model(f"{folder}/good.py:build")
     assert spec.input_shape == (1, 2, 2) and spec.num_classes == 3
-    assert spec.summary == f"user model build from {folder}/good.py"
+    assert spec.summary == f"{folder}/good.py:build"
     from mindspore import nn
 
     net = spec.build()
@@ -78,7 +78,7 @@ def test_sample_name():
 def test_unknown_name():
     text = _error("resnet9000")
     assert "unknown model 'resnet9000'" in text and "lenet5" in text
-    assert "unknown model" in _error("model.txt:build")
+    assert "model module model.txt failed to import" in _error("model.txt:build")
 
 
 def test_missing_file(tmp_path):
@@ -96,9 +96,9 @@ def test_import_errors(folder):
     ("NOT_CALLABLE", "has no callable 'NOT_CALLABLE'"),
     ("number", "number() returned int, not an nn.Cell"),
     ("raises", "raises() raised RuntimeError: no weights here"),
-    ("bare", "does not declare input_shape (C, H, W) and num_classes"),
-    ("wrong_shape", "does not declare input_shape"),
-    ("one_class", "does not declare input_shape"),
+    ("bare", "declares no input signature"),
+    ("wrong_shape", "declares input_shape (4,), not (C, H, W)"),
+    ("one_class", "declares num_classes 1"),
 ])
 def test_bad_factories(folder, factory, needle):
     assert needle in _error(f"{folder}/good.py:{factory}")
@@ -109,3 +109,35 @@ def test_path_with_colon(tmp_path):
     folder.mkdir()
     (folder / "good.py").write_text(SOURCES["good.py"])
     assert resolve_model(f"{folder}/good.py:build").num_classes == 3
+
+
+# --- references to importable modules, factory arguments, signatures -----------------
+
+def test_package_module_factory_with_args_and_signature():
+    spec = resolve_model("amptool.samples.models:TextClassifier", {"num_classes": 3},
+                         "tokens:-1x32:int32:0..64")
+    assert spec.num_classes == 3  # read from one eager forward pass
+    assert spec.inputs[0].dtype == "int32" and spec.input_shape is None
+    assert spec.reference() == {"model": "amptool.samples.models:TextClassifier",
+                                "model_args": {"num_classes": 3},
+                                "input_spec": "tokens:-1x32:int32:0..64"}
+    assert resolve_model(spec.reference()).num_classes == 3
+    assert spec.build() is not spec.build()
+
+
+@pytest.mark.parametrize("name, args, spec, words", [
+    ("amptool.samples.models:TextClassifier", {"colour": 1}, "t:-1x32:int32:0..64",
+     "does not take the model argument(s) colour"),
+    ("no_such_package_xyz.models:build", {}, None, "failed to import: ModuleNotFoundError"),
+    ("amptool.samples.models:nothing_here", {}, None, "has no callable 'nothing_here'"),
+    ("amptool.samples.models:TextClassifier", {"num_classes": 3}, None,
+     "declares no input signature"),
+    ("amptool.samples.models:TextClassifier", {"num_classes": 3}, "t:-1x32x5:float32",
+     "does not accept the inputs t:-1x32x5:float32"),
+    ("amptool.samples.models:TextClassifier", {"vocab": -4}, "t:-1x32:int32:0..64",
+     "TextClassifier() raised"),
+])
+def test_bad_references_are_one_line(name, args, spec, words):
+    with pytest.raises(UsageError) as info:
+        resolve_model(name, args, spec)
+    assert words in str(info.value) and "\n" not in str(info.value)

@@ -52,8 +52,8 @@ def test_read_non_utf8(tmp_path):
     ({"config": {"model": "lenet5"}}, "no policy"),
     ({"config": {"model": "lenet5"}, "policy": "O2"}, "no policy"),
     ({"config": {"model": "lenet5"}, "policy": POLICY}, "no data.preprocess"),
-    ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {"preprocess": None}},
-     "no data.preprocess"),
+    ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {"preprocess": [1]}},
+     "data.preprocess is not a mapping"),
 ])
 def test_read_malformed(tmp_path, content, problem):
     (tmp_path / "run.json").write_text(json.dumps(content))

@@ -34,7 +34,8 @@ def test_manifest_fields(fmt, precision, exports, runs):
     assert m["checkpoint"]["sha256"] == sha256(run_dir / "best.ckpt")
     assert m["checkpoint"]["path"] == str((run_dir / "best.ckpt").resolve())
     assert m["model"] == {"name": "resnet", "spec": "resnet", "input_shape": [1, 28, 28],
-                          "num_classes": 10}
+                          "num_classes": 10, "args": {}, "input_spec": None,
+                          "inputs": [{"name": "x", "shape": [-1, 1, 28, 28], "dtype": "float32"}]}
     assert m["preprocess"] == run["data"]["preprocess"]
     assert m["data"] == "digits" and m["val_fraction"] == 0.2
     assert m["source_policy"] == run["policy"]

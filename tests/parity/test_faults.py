@@ -97,8 +97,8 @@ def test_healthy_trained_simplecnn_passes_every_format(simplecnn, tmp_path):
         assert cand["per_layer"]["first_flagged"] is None
         limits = {row["metric"] for row in cand["outputs"][0]["checks"]}
         if cand["precision"] == "fp32":
-            assert "max_abs" in limits  # the strict fp32 pair
-        assert {"cosine", "top1_agree", "acc_drop", "nonfinite"} <= limits
+            assert "max_abs_scaled" in limits  # the strict fp32 pair
+        assert {"cosine", "top1_agree_clear", "acc_drop_clear", "nonfinite"} <= limits
 
 
 def test_healthy_seeded_sample_models_pass(seeded_export):

@@ -35,16 +35,31 @@ def test_default_pipeline_passes_and_writes_its_reports(tmp_path):
 
 
 def test_pipeline_exits_1_on_the_planted_fp16_overflow(tmp_path):
+    """The fp16 MindIR overflows; the fp16 ONNX, computed in fp32 by onnxruntime's CPU
+    provider, is labelled as no fp16 evidence and cannot hide that failure."""
     out = tmp_path / "trap"
     result = runner.invoke(app, ["run", "--model", "trapmlp", "--amp-level", "O0", "--epochs", "1",
-                                 "--samples", "48", "--onnx", "off", "--per-layer", "--json",
+                                 "--samples", "48", "--onnx", "auto", "--per-layer", "--json",
                                  "--out", str(out)])
     assert result.exit_code == 1, result.output
     errors = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
     assert len(errors) == 1 and "trapmlp_fp16.mindir: first diverging cell 'norm'" in errors[0]
     summary = json.loads(result.output[:result.output.rindex("}") + 1])
     assert not summary["passed"] and summary["parity"]["culprits"][0]["where"] == "norm"
-    assert [r["verdict"] for r in summary["artefacts"]] == ["reference", "FAIL"]
+    rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}
+    assert rows[("MINDIR", "fp16")]["verdict"] == "FAIL" and not rows[("MINDIR", "fp16")]["caveat"]
+    from amptool.hostinfo import onnx_available
+
+    if onnx_available():
+        onnx = rows[("ONNX", "fp16")]
+        assert onnx["verdict"] in ("PASS*", "FAIL*")
+        assert "trapmlp_fp16.mindir (FAIL)" in onnx["caveat"]
+        from amptool.parity.report import format_pipeline
+
+        table = format_pipeline(summary)
+        assert "* ONNX fp16: onnxruntime's CPU provider" in table and "parity FAILED" in table
+    else:
+        assert list(rows) == [("MINDIR", "fp32"), ("MINDIR", "fp16")]
 
 
 def test_pipeline_mistakes_fail_before_any_work(tmp_path):

@@ -117,7 +117,7 @@ def test_threshold_flags_and_config_file(simplecnn, tmp_path):
     from_file = _parity(*pair[:2], "--config", cfg, "--json-out", js)
     assert from_file.exit_code == 1, from_file.output
     checks = {r["metric"]: r for r in json.loads(js.read_text())["candidates"][0]["outputs"][0]["checks"]}
-    assert "top1_agree" not in checks and not checks["max_abs"]["passed"]
+    assert "top1_agree_clear" not in checks and not checks["max_abs"]["passed"]
     overridden = _parity(*pair[:2], "--config", cfg, "--max-abs", "off")
     assert overridden.exit_code == 0, overridden.output
 
@@ -129,7 +129,8 @@ def test_default_thresholds_per_pair():
     fp32 = resolve_thresholds("fp32", "fp32")
     assert (fp16.min_cosine, fp16.min_top1, fp16.max_acc_drop, fp16.max_abs) == (
         0.999, 0.99, 0.005, None)
-    assert fp32.max_abs == 1e-4 and fp32.min_top1 == 1.0
+    assert fp32.max_abs is None and fp32.max_abs_scaled == 1e-4 and fp32.min_top1 == 1.0
+    assert fp16.max_abs_scaled is None and fp16.max_metric_drop == fp32.max_metric_drop == 0.0
     tuned = resolve_thresholds("fp32", "fp16",
                                {"min_cosine": 0.9, "same_precision": {"max_abs": 1.0}},
                                {"max_rel": 0.5})

@@ -71,10 +71,23 @@ def _short(name: str) -> str:
     return name.rsplit(":", 1)[-1]
 
 
+def _tensors(values) -> list:
+    """One tensor description (or None) per graph input/output; a tuple output (several
+    outputs) is described in ``attr_info`` and expands to one entry per element."""
+    out = []
+    for value in values:
+        if value.tensor:
+            out.append(value.tensor[0])
+        elif value.HasField("attr_info") and value.attr_info.values:
+            out.extend(v.tensors[0] if v.tensors else None for v in value.attr_info.values)
+        else:
+            out.append(None)
+    return out
+
+
 def _tensor_io(values, prefix: str) -> list:
     rows = []
-    for i, value in enumerate(values):
-        tensor = value.tensor[0] if value.tensor else None
+    for i, tensor in enumerate(_tensors(values)):
         shape = list(tensor.dims) if tensor is not None else []
         dtype = PROTO_DTYPES.get(tensor.data_type, "unknown") if tensor is not None else "unknown"
         rows.append(io_entry(f"{prefix}{i}", shape, dtype))

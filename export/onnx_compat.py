@@ -1,0 +1,339 @@
+"""Rewrites that let MindSpore's ONNX exporter (opset 11) trace common networks.
+
+The exporter has no converter for several operators that networks use often. Before an
+ONNX export, the export-time network (never the user's, never its weights) gets:
+
+- cells swapped for equivalent compositions of exportable operators: ``nn.HSwish``
+  (x * ReLU6(x + 3) / 6), ``nn.HSigmoid`` (ReLU6(x + 3) / 6), exact ``nn.GELU``
+  (x / 2 * (1 + erf(x / sqrt 2)) with erf written as the ONNX ``Erf`` operator),
+  ``nn.GroupNorm`` (reshape, mean, variance, normalise in fp32, affine);
+- primitive attributes swapped the same way: ``ops.Unstack`` (Split + Squeeze),
+  ``ops.HSwish``, ``ops.HSigmoid``, ``ops.Erf``;
+- ``x += y`` (and ``-=``, ``*=``, ``/=``) on a name inside a cell's methods, which MindSpore
+  traces as ``InplaceAddExt`` and friends, rewritten to ``x = x + y`` in a subclass of that
+  cell's class (the method source is re-read, changed in the syntax tree only, and written
+  to a private temporary file that MindSpore's parser reads back).
+
+Parameters are shared with the network (not copied) and keep their names.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import itertools
+import math
+import re
+import textwrap
+import types
+
+_AUG_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_COUNTER = itertools.count()
+
+
+def erf_numpy(x):
+    """Reference erf for the ONNX ``Erf`` marker when it runs inside MindSpore."""
+    import numpy as np
+
+    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+def same_as_input(x):
+    return x
+
+
+def _cells() -> dict:
+    """Name -> replacement cell class (built once, MindSpore imported lazily)."""
+    return {**_activation_cells(), **_layout_cells()}
+
+
+@functools.cache
+def _activation_cells() -> dict:
+    from mindspore import nn, ops
+
+    class ErfOnnx(nn.Cell):
+        """erf(x), traced as the ONNX operator ``Erf`` (opset 9+)."""
+
+        def __init__(self):
+            super().__init__(auto_prefix=False)
+            self.erf = ops.Custom(erf_numpy, out_shape=same_as_input, out_dtype=same_as_input,
+                                  func_type="pyfunc")
+            self.erf.add_prim_attr("reg_op_name", "Erf")
+            self.erf.add_prim_attr("input_names", ["x"])
+            self.erf.add_prim_attr("output_names", ["y"])
+
+        def construct(self, x):
+            return self.erf(x)
+
+    class GeluErf(nn.Cell):
+        """Exact GELU: x / 2 * (1 + erf(x / sqrt 2))."""
+
+        def __init__(self):
+            super().__init__(auto_prefix=False)
+            self.erf = ErfOnnx()
+
+        def construct(self, x):
+            return x * 0.5 * (1.0 + self.erf(x * 0.7071067811865476))
+
+    class HSwishOnnx(nn.Cell):
+        def construct(self, x):
+            return x * ops.relu6(x + 3.0) / 6.0
+
+    class HSigmoidOnnx(nn.Cell):
+        def construct(self, x):
+            return ops.relu6(x + 3.0) / 6.0
+
+    return {"ErfOnnx": ErfOnnx, "GeluErf": GeluErf, "HSwishOnnx": HSwishOnnx,
+            "HSigmoidOnnx": HSigmoidOnnx}
+
+
+@functools.cache
+def _layout_cells() -> dict:
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class UnstackOnnx(nn.Cell):
+        def __init__(self, axis):
+            super().__init__(auto_prefix=False)
+            self.axis = axis
+
+        def construct(self, x):
+            parts = ops.split(x, 1, self.axis)
+            return tuple([ops.squeeze(p, self.axis) for p in parts])
+
+    class GroupNormOnnx(nn.Cell):
+        """GroupNorm as reshape + mean + biased variance, computed in fp32."""
+
+        def __init__(self, old):
+            super().__init__(auto_prefix=False)
+            self.groups = old.num_groups
+            self.eps = old.eps
+            self.gamma = old.gamma
+            self.beta = old.beta
+
+        def construct(self, x):
+            dtype = x.dtype
+            rest = x.shape[1:]
+            per_group = 1
+            for dim in rest:
+                per_group = per_group * dim
+            y = ops.reshape(ops.cast(x, ms.float32), (-1, self.groups, per_group // self.groups))
+            centred = y - y.mean(axis=2, keep_dims=True)
+            var = (centred * centred).mean(axis=2, keep_dims=True)
+            y = ops.reshape(centred / ops.sqrt(var + self.eps), (-1,) + rest)
+            affine = (rest[0],) + (1,) * (len(rest) - 1)
+            y = y * ops.reshape(ops.cast(self.gamma, ms.float32), affine)
+            y = y + ops.reshape(ops.cast(self.beta, ms.float32), affine)
+            return ops.cast(y, dtype)
+
+    return {"UnstackOnnx": UnstackOnnx, "GroupNormOnnx": GroupNormOnnx}
+
+
+def _cell_swap(cell):
+    """The replacement for a whole cell, or None."""
+    from mindspore import nn
+
+    made = _cells()
+    if isinstance(cell, nn.HSwish):
+        return made["HSwishOnnx"]()
+    if isinstance(cell, nn.HSigmoid):
+        return made["HSigmoidOnnx"]()
+    if isinstance(cell, nn.GELU) and getattr(cell, "approximate", "tanh") == "none":
+        return made["GeluErf"]()
+    if isinstance(cell, nn.GroupNorm):
+        return made["GroupNormOnnx"](cell)
+    return None
+
+
+def _primitive_swap(prim):
+    """The cell replacing a primitive attribute, or None."""
+    made = _cells()
+    name = getattr(prim, "name", "")
+    if name == "Unstack":
+        return made["UnstackOnnx"](prim.axis)
+    if name == "HSwish":
+        return made["HSwishOnnx"]()
+    if name == "HSigmoid":
+        return made["HSigmoidOnnx"]()
+    if name == "Erf":
+        return made["ErfOnnx"]()
+    return None
+
+
+def _copy_precision(old, new) -> None:
+    """Give ``new`` the ``to_float`` setting ``old`` had."""
+    import mindspore as ms
+
+    flags = old.get_flags() if hasattr(old, "get_flags") else {}
+    for flag, dtype in (("fp16", ms.float16), ("bf16", ms.bfloat16), ("fp32", ms.float32)):
+        if flags.get(flag):
+            new.to_float(dtype)
+            return
+
+
+def rewrite_for_onnx(net) -> list:
+    """Rewrite ``net`` in place for the ONNX exporter; return one line per rewrite."""
+    from amptool.precision import cell_paths, replace_cell
+
+    done = []
+    paths = cell_paths(net)
+    for path, cell in list(paths.items()):
+        new = _cell_swap(cell) if path else None
+        if new is not None:
+            _copy_precision(cell, new)
+            replace_cell(paths, path, new)
+            done.append(f"{path}: {type(cell).__name__} -> {type(new).__name__}")
+    for path, cell in cell_paths(net).items():
+        done.extend(_swap_primitives(path, cell))
+    classes: dict = {}
+    for path, cell in cell_paths(net).items():
+        cls = type(cell)
+        if cls not in classes:
+            classes[cls] = inplace_free_class(cls)
+        if classes[cls] is not None:
+            cell.__class__ = classes[cls]
+            done.append(f"{path or '(root)'}: {cls.__name__} augmented assignments")
+    return done
+
+
+def _swap_primitives(path: str, cell) -> list:
+    from mindspore.ops import Primitive
+
+    done = []
+    for name, value in list(vars(cell).items()):
+        if not isinstance(value, Primitive):
+            continue
+        new = _primitive_swap(value)
+        if new is None:
+            continue
+        _copy_precision(cell, new)
+        del cell.__dict__[name]
+        cell._primitives.pop(name, None)
+        cell._cells[name] = new
+        done.append(f"{path + '.' if path else ''}{name}: {value.name} -> {type(new).__name__}")
+    return done
+
+
+class _AugAssignToBinOp(ast.NodeTransformer):
+    """``name op= value`` -> ``name = name op value`` for + - * /."""
+
+    def __init__(self):
+        self.changed = 0
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name) or not isinstance(node.op, _AUG_OPS):
+            return node
+        self.changed += 1
+        load = ast.Name(id=node.target.id, ctx=ast.Load())
+        new = ast.Assign(targets=[ast.Name(id=node.target.id, ctx=ast.Store())],
+                         value=ast.BinOp(left=load, op=node.op, right=node.value))
+        return ast.copy_location(new, node)
+
+
+def _user_methods(cls) -> dict:
+    """Name -> plain function for methods defined outside MindSpore in ``cls``'s MRO."""
+    found = {}
+    for klass in reversed(cls.__mro__):
+        module = getattr(klass, "__module__", "") or ""
+        if module.split(".")[0] in ("mindspore", "builtins"):
+            continue
+        for name, value in vars(klass).items():
+            if inspect.isfunction(value):
+                found[name] = value
+    return found
+
+
+def _rewrite_function(fn):
+    """``fn`` with augmented assignments on names rewritten, or None when nothing changes
+    (or when its source cannot be read, it is decorated, or it calls ``super()``)."""
+    free = fn.__code__.co_freevars
+    if "__class__" in free:
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    func = tree.body[0] if tree.body else None
+    if not isinstance(func, ast.FunctionDef) or func.decorator_list:
+        return None
+    visitor = _AugAssignToBinOp()
+    visitor.visit(tree)
+    if not visitor.changed:
+        return None
+    if free:  # the closure variables become an enclosing scope again
+        outer = ast.parse(f"def _enclosing():\n    {' = '.join(free)} = None\n")
+        outer.body[0].body.extend([func, ast.Return(ast.Name(func.name, ast.Load()))])
+        tree = outer
+    text = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    path = _source_dir() / f"m{next(_COUNTER)}_{re.sub(r'[^0-9A-Za-z_]', '_', fn.__qualname__)}.py"
+    path.write_text(text, encoding="utf-8")
+    namespace: dict = {}
+    exec(compile(text, str(path), "exec"), fn.__globals__, namespace)  # noqa: S102
+    new = namespace["_enclosing"]() if free else namespace[func.name]
+    if free:
+        cells = dict(zip(free, fn.__closure__))
+        new = types.FunctionType(new.__code__, fn.__globals__, fn.__name__, None,
+                                 tuple(cells[name] for name in new.__code__.co_freevars))
+    new.__qualname__ = fn.__qualname__
+    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    return new
+
+
+@functools.cache
+def _source_dir():
+    """A private folder, removed at exit, holding rewritten sources for MindSpore's parser."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = tempfile.mkdtemp(prefix="amptool-onnx-")
+    atexit.register(shutil.rmtree, folder, True)
+    return Path(folder)
+
+
+@functools.cache
+def inplace_free_class(cls):
+    """A subclass of ``cls`` whose methods use ``x = x + y`` for ``x += y``, or None."""
+    changed = {}
+    for name, fn in _user_methods(cls).items():
+        new = _rewrite_function(fn)
+        if new is not None:
+            changed[name] = new
+    if not changed:
+        return None
+    attrs = dict(changed, __module__=cls.__module__, __qualname__=cls.__qualname__)
+    return type(cls.__name__, (cls,), attrs)
+
+
+_SOURCE_HINTS = {  # how an operator shows in Python source when its name does not
+    "LogicalNot": r"~\s*[\w(]|logical_not\s*\(",
+    "ResizeBilinearV2": r"interpolate\s*\(|resize_bilinear\w*\s*\(",
+}
+
+
+def _source_pattern(op: str):
+    if op.startswith("Inplace"):
+        return re.compile(r"[-+*/]=")
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Ext$", "", op)).lower()
+    names = rf"\b({op}|{snake}|{op.lower()})\s*\("
+    return re.compile(names + (f"|{_SOURCE_HINTS[op]}" if op in _SOURCE_HINTS else ""))
+
+
+def locate_operator(net, op: str):
+    """Path of the first cell that uses operator ``op`` (a primitive attribute, a cell of
+    that type, or a call spelled like it in a method's source), or None."""
+    for path, cell in net.cells_and_names():
+        if type(cell).__name__ == op or any(getattr(v, "name", None) == op
+                                            for v in vars(cell).values()):
+            return path or "(root)"
+    pattern = _source_pattern(op)
+    for path, cell in net.cells_and_names():
+        for fn in _user_methods(type(cell)).values():
+            try:
+                source = inspect.getsource(fn)
+            except (OSError, TypeError):
+                continue
+            if pattern.search(source):
+                return path or "(root)"
+    return None

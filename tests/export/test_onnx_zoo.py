@@ -1,0 +1,276 @@
+"""ONNX export of third-party (mindcv) networks whose operators MindSpore's exporter lacks.
+
+This file is also the model file the tests export from (``test_onnx_zoo.py:factory``), so
+its top level imports nothing from the test package.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__)
+
+
+def _declare(factory, shape):
+    factory.input_shape, factory.num_classes = shape, 10
+    return factory
+
+
+def resnet18():
+    """``out += identity`` in every block (InplaceAddExt)."""
+    from mindcv.models.resnet import resnet18 as make
+
+    return make(num_classes=10)
+
+
+def mobilenet_v3_small():
+    """nn.HSwish and nn.HSigmoid."""
+    from mindcv.models.mobilenetv3 import mobilenet_v3_small_100
+
+    return mobilenet_v3_small_100(num_classes=10)
+
+
+def small_vit():
+    """Attention with ops.Unstack, exact GELU (erf)."""
+    from functools import partial
+
+    from mindcv.models.vit import VisionTransformer
+    from mindspore import nn
+
+    return VisionTransformer(image_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4,
+                             num_classes=10, act_layer=partial(nn.GELU, approximate=False))
+
+
+def closure_residual_net():
+    """``out += ...`` in a cell class defined inside the factory (a closure over ``scale``)."""
+    from mindspore import nn, ops
+
+    scale = 0.5
+
+    class Block(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(16, 16)
+
+        def construct(self, x):
+            out = ops.relu(self.fc(x))
+            out += x * scale
+            return out
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.flatten = nn.Flatten()
+            self.fc = nn.Dense(48, 16)
+            self.block = Block()
+            self.head = nn.Dense(16, 10)
+
+        def construct(self, x):
+            return self.head(self.block(self.fc(self.flatten(x))))
+
+    return Net()
+
+
+def erf_net():
+    """A cell calling ops.erf inside its construct: no rewrite reaches it."""
+    from mindspore import nn, ops
+
+    class ErfHead(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(16, 10)
+
+        def construct(self, x):
+            return self.fc(ops.erf(x))
+
+    class ErfNet(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.flatten = nn.Flatten()
+            self.fc = nn.Dense(64, 16)
+            self.head = ErfHead()
+
+        def construct(self, x):
+            return self.head(self.fc(self.flatten(x)))
+
+    return ErfNet()
+
+
+for _factory in (resnet18, mobilenet_v3_small, small_vit):
+    _declare(_factory, (3, 32, 32))
+_declare(closure_residual_net, (3, 4, 4))
+_declare(erf_net, (1, 8, 8))
+
+
+def _seeded_checkpoint(factory, path: Path) -> Path:
+    import mindspore as ms
+
+    ms.set_seed(0)
+    ms.save_checkpoint(factory(), str(path))
+    return path
+
+
+def _export(factory, tmp_path, dynamic: bool):
+    from amptool.export.api import ExportConfig, export_model
+
+    ckpt = _seeded_checkpoint(factory, tmp_path / f"{factory.__name__}.ckpt")
+    results = export_model(ExportConfig(
+        ckpt=str(ckpt), model=f"{HERE}:{factory.__name__}", data="none",
+        formats=("MINDIR", "ONNX"), precision="both", dynamic_batch=dynamic, batch_size=2,
+        out=str(tmp_path / "out")))
+    return {(r.format, r.precision): r.path for r in results}
+
+
+def _run_onnx(path, x):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    arg = session.get_inputs()[0]
+    dtype = np.float16 if arg.type == "tensor(float16)" else np.float32
+    return session.run(None, {arg.name: x.astype(dtype)})[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factory,dynamic", [(resnet18, True), (mobilenet_v3_small, True),
+                                             (small_vit, False),  # ViT: BroadcastTo(batch)
+                                             (closure_residual_net, True)],
+                         ids=["resnet18", "mobilenet_v3_small", "small_vit", "closure"])
+def test_mindcv_network_exports_runnable_onnx_matching_mindir(factory, dynamic, tmp_path):
+    import mindspore as ms
+    from mindspore import nn
+
+    from .conftest import FP32_REL, scaled_max_abs
+
+    paths = _export(factory, tmp_path, dynamic)
+    assert set(paths) == {(f, p) for f in ("MINDIR", "ONNX") for p in ("fp32", "fp16")}
+    x = np.random.default_rng(0).standard_normal((2, *factory.input_shape)).astype(np.float32)
+    ref = nn.GraphCell(ms.load(paths[("MINDIR", "fp32")]))(ms.Tensor(x)).asnumpy()
+    assert scaled_max_abs(_run_onnx(paths[("ONNX", "fp32")], x), ref) <= FP32_REL
+    fp16 = _run_onnx(paths[("ONNX", "fp16")], x)
+    assert fp16.shape == ref.shape == (2, 10)
+
+
+@pytest.mark.slow
+def test_unreachable_operator_is_one_line_naming_the_cell_and_writes_nothing(tmp_path):
+    from typer.testing import CliRunner
+
+    from amptool.cli import app
+
+    ckpt = _seeded_checkpoint(erf_net, tmp_path / "erf.ckpt")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["export", "--ckpt", str(ckpt), "--model",
+                                      f"{HERE}:erf_net", "--data", "none", "-f", "MINDIR,ONNX",
+                                      "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.strip()]
+    assert len(errors) == 1, result.output
+    assert "cannot convert operator Erf to ONNX (used in cell head)" in errors[0]
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.slow
+def test_pipeline_skips_onnx_with_one_warning_when_an_operator_is_unsupported(tmp_path):
+    from amptool.pipeline import PipelineConfig, run_pipeline
+    from amptool.train.config import TrainConfig
+
+    events = []
+    train = TrainConfig(model=f"{HERE}:erf_net", data="synthetic", epochs=1, batch_size=64)
+    summary = run_pipeline(PipelineConfig(train=train, out=str(tmp_path / "pipe"), samples=32),
+                           on_event=events.append)
+    warnings = [e["message"] for e in events if e["kind"] == "warning"]
+    assert len(warnings) == 1 and "ONNX skipped" in warnings[0] and "Erf" in warnings[0]
+    assert summary["warnings"] == warnings
+    assert {r["format"] for r in summary["artefacts"]} == {"MINDIR"}
+    assert json.loads((tmp_path / "pipe" / "summary.json").read_text())["warnings"] == warnings
+    assert not list((tmp_path / "pipe" / "export").glob("*.onnx"))
+    from amptool.export.onnx import OnnxUnsupported
+    from amptool.pipeline import export_artefacts
+
+    asked = PipelineConfig(train=train, out=str(tmp_path / "pipe"), onnx="on")
+    with pytest.raises(OnnxUnsupported, match="operator Erf"):  # --onnx on: a failure fails
+        export_artefacts(asked, tmp_path / "pipe", "CPU", ("MINDIR", "ONNX"), events.append)
+
+
+def _rewrite_cases() -> dict:
+    """Name -> (network holding the cell or primitive to rewrite, input shape, input scale)."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Holder(nn.Cell):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def construct(self, x):
+            return self.inner(x)
+
+    class UnstackUser(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.unstack = ops.Unstack(axis=1)
+
+        def construct(self, x):
+            a, b, c = self.unstack(x)
+            return a * 2.0 + b - c
+
+    def group_norm():
+        norm = nn.GroupNorm(4, 8)
+        rng = np.random.default_rng(1)
+        norm.gamma.set_data(ms.Tensor(rng.standard_normal(8).astype(np.float32)))
+        norm.beta.set_data(ms.Tensor(rng.standard_normal(8).astype(np.float32)))
+        return Holder(norm)
+
+    return {"HSwish": (lambda: Holder(nn.HSwish()), (4, 8, 6, 6), 4.0),
+            "HSigmoid": (lambda: Holder(nn.HSigmoid()), (4, 8, 6, 6), 4.0),
+            "GELU-exact": (lambda: Holder(nn.GELU(approximate=False)), (4, 8, 6, 6), 3.0),
+            "GroupNorm": (group_norm, (4, 8, 6, 6), 3.0),
+            "Unstack": (UnstackUser, (4, 3, 6, 6), 1.0)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["HSwish", "HSigmoid", "GELU-exact", "GroupNorm", "Unstack"])
+def test_each_rewrite_matches_the_mindspore_cell_it_replaces(name, tmp_path):
+    import mindspore as ms
+
+    from amptool.export.onnx import write
+
+    from .conftest import FP32_REL, scaled_max_abs
+
+    make, shape, scale = _rewrite_cases()[name]
+    net = make()
+    net.set_train(False)
+    x = (np.random.default_rng(0).standard_normal(shape) * scale).astype(np.float32)
+    ref = net(ms.Tensor(x)).asnumpy()
+    path = tmp_path / "cell.onnx"
+    write(net, [ms.Tensor(shape=[None, *shape[1:]], dtype=ms.float32)], path, dynamic_batch=True)
+    assert scaled_max_abs(_run_onnx(str(path), x), ref) <= FP32_REL
+
+
+def _mixed_mul_model():
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "scale")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "scale"], ["y"])], "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [scale])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+def test_mixed_float16_float32_inputs_get_a_cast_to_float32(tmp_path):
+    import onnx
+    import onnxruntime as ort
+
+    from amptool.export.onnx_check import cast_mixed_inputs
+
+    model = _mixed_mul_model()
+    with pytest.raises(Exception, match="bound to different types"):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert cast_mixed_inputs(model) == 1
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = session.run(None, {"x": np.array([3.0, -1.5], np.float16)})[0]
+    assert y.dtype == np.float32 and y.tolist() == [1.5, -3.0]

@@ -1,0 +1,96 @@
+"""Networks beyond one image input: token ids, two inputs, two outputs; train, export, parity."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from amptool.cli import app
+
+pytestmark = pytest.mark.slow  # trains and exports real networks
+
+runner = CliRunner()
+
+TWO_INPUTS = '''
+from mindspore import nn, ops
+
+
+class Tagger(nn.Cell):
+    """ids + mask -> (class logits, per-token scores): two inputs, two outputs."""
+
+    def __init__(self, vocab=64, dim=16, classes=4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.norm = nn.LayerNorm((dim,))
+        self.head = nn.Dense(dim, classes)
+        self.token = nn.Dense(dim, 1)
+
+    def construct(self, ids, mask):
+        x = self.norm(self.embed(ids)) * ops.expand_dims(mask.astype(ids.dtype).astype(
+            self.head.weight.dtype), -1)
+        return self.head(x.mean(axis=1)), self.token(x).squeeze(-1)
+
+
+def build():
+    return Tagger()
+
+
+build.input_signature = "ids:-1x32:int32:0..64,mask:-1x32:int32:0..2"
+'''
+
+
+def _ok(result):
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_text_sample_trains_exports_and_passes_parity(tmp_path):
+    out = tmp_path / "text"
+    result = _ok(runner.invoke(app, ["run", "--model", "textcls", "--data", "tokens", "--epochs",
+                                     "2", "--onnx", "off", "--json", "--out", str(out)]))
+    summary = json.loads(result.output[:result.output.rindex("}") + 1])
+    assert summary["passed"] and summary["train"]["val_acc"] >= 0.9
+    run = json.loads((out / "train" / "run.json").read_text())
+    assert run["model"]["inputs"] == [{"name": "tokens", "shape": [-1, 32], "dtype": "int32",
+                                       "range": [0.0, 64.0]}]
+    manifest = json.loads((out / "export" / "textcls_fp16.mindir.json").read_text())
+    assert manifest["inputs"][0]["dtype"] == "int32" and manifest["precision"] == "fp16"
+
+
+def test_two_inputs_two_outputs_from_an_npz(tmp_path):
+    (tmp_path / "tagger.py").write_text(TWO_INPUTS)
+    rng = np.random.RandomState(0)
+    ids = rng.randint(5, 64, size=(512, 32)).astype(np.int32)
+    y = rng.randint(0, 4, size=512)
+    ids[np.arange(512), rng.randint(0, 32, size=512)] = y + 1
+    mask = np.ones_like(ids)
+    np.savez(tmp_path / "pairs.npz", ids=ids, mask=mask, y=y)
+    model = f"{tmp_path}/tagger.py:build"
+    _ok(runner.invoke(app, ["train", "--model", model, "--data", f"npz:{tmp_path}/pairs.npz",
+                            "--epochs", "2", "--quiet", "--out", str(tmp_path / "run")]))
+    _ok(runner.invoke(app, ["export", "--run", str(tmp_path / "run"), "--dynamic-batch",
+                            "--out", str(tmp_path / "export")]))
+    manifest = json.loads((tmp_path / "export" / "tagger.py_build_fp16.mindir.json").read_text()
+                          if (tmp_path / "export" / "tagger.py_build_fp16.mindir.json").exists()
+                          else next((tmp_path / "export").glob("*fp16.mindir.json")).read_text())
+    assert [i["dtype"] for i in manifest["inputs"]] == ["int32", "int32"]
+    assert len(manifest["outputs"]) == 2
+    fp32 = str(next((tmp_path / "export").glob("*fp32.mindir")))
+    fp16 = str(next((tmp_path / "export").glob("*fp16.mindir")))
+    for data in ("random:3", None):
+        args = ["parity", fp32, fp16, "--json"] + (["--data", data] if data else [])
+        report = json.loads(_ok(runner.invoke(app, args)).output)
+        cand = report["candidates"][0]
+        assert report["passed"] and len(cand["outputs"]) == 2
+        assert report["inputs"]["labels"] == (data is None)
+
+
+def test_mismatched_signature_is_one_line(tmp_path):
+    result = runner.invoke(app, ["train", "--model", "textcls", "--input-spec",
+                                 "tokens:-1x32x3:float32", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    line = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    assert len(line) == 1 and "does not accept the inputs tokens:-1x32x3:float32" in line[0]
+    assert not (tmp_path / "x" / "run.json").exists()
