@@ -119,12 +119,10 @@ def cast_mixed_inputs(model, max_passes: int = 20) -> int:
 
 
 def _session(path):
-    import onnxruntime as ort
+    from amptool.artefact.onnx import new_session
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return new_session(path)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise OnnxUnsupported(f"onnxruntime cannot load the exported ONNX graph "
                               f"({first_line(exc)})", "export MINDIR instead") from None

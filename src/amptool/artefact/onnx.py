@@ -82,17 +82,23 @@ def read_weights(path, key: bytes | None = None) -> dict:
     return out
 
 
+def new_session(path):
+    """An onnxruntime session on the CPU with its log quieted; onnxruntime's own error
+    types propagate (callers turn them into one line)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=options,
+                                providers=["CPUExecutionProvider"])
+
+
 def load_session(path):
     """An onnxruntime session on the CPU."""
     require_onnx()
-    import onnxruntime as ort
-
     read_model(path)  # a clear error for a missing or corrupt file
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(str(path), sess_options=options,
-                                    providers=["CPUExecutionProvider"])
+        return new_session(path)
     except Exception as exc:
         raise UsageError(f"onnxruntime cannot load {path} ({first_line(exc)})",
                          "export it again") from None
