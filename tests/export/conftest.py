@@ -8,42 +8,18 @@ import numpy as np
 import pytest
 
 MODELS = ("simplecnn", "lenet5", "resnet", "transformer", "trapmlp")
-# The planted fp16-unsafe cell of trapmlp stays fp32 in its training (and so export) policy.
-POLICIES = {"trapmlp": {"level": "O2", "fp32_cells": ["norm"]}}
-
-
-class Runs:
-    """Trains each sample model once (1 epoch) on demand."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.cache: dict = {}
-
-    def get(self, name: str) -> Path:
-        if name not in self.cache:
-            from amptool.train.config import TrainConfig
-            from amptool.train.loop import train_model
-
-            out = self.root / name
-            policy = ""
-            if name in POLICIES:
-                policy = str(self.root / f"{name}_policy.json")
-                Path(policy).write_text(json.dumps(POLICIES[name]))
-            train_model(TrainConfig(model=name, epochs=1, out=str(out), policy=policy,
-                                    batch_size=64, lr=0.003))
-            self.cache[name] = out
-        return self.cache[name]
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory) -> Runs:
-    return Runs(tmp_path_factory.mktemp("runs"))
+def runs(sample_runs):
+    """The session's sample training runs (tests/conftest.py)."""
+    return sample_runs
 
 
 class Exports:
     """Exports each trained model once: MINDIR + ONNX, fp32 + fp16, dynamic batch."""
 
-    def __init__(self, runs: Runs, root: Path):
+    def __init__(self, runs, root: Path):
         self.runs, self.root, self.cache = runs, root, {}
 
     def get(self, name: str) -> dict:

@@ -124,9 +124,10 @@ def test_forced_overflow_is_counted(tmp_path):
 
 
 @pytest.mark.parametrize("model", ["lenet5", "resnet", "transformer"])
-def test_other_samples_train(model, tmp_path):
-    summary = train_model(TrainConfig(model=model, epochs=1, out=str(tmp_path), lr=0.003))
-    losses = _losses(tmp_path)
+def test_other_samples_train(model, sample_runs):
+    out = sample_runs.get(model)  # the session's shared run (O2, one epoch)
+    summary = sample_runs.summaries[model]
+    losses = _losses(out)
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
     assert np.isfinite(summary.final_loss) and summary.overflow_steps < summary.steps // 4
 
