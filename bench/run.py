@@ -4,6 +4,10 @@
 with ``def run(quick: bool = False) -> dict`` is a benchmark; each runs in a fresh
 process (a crash or a MindSpore context cannot leak into the next one) and a failure is
 recorded, not fatal. Figures are measured side by side inside each benchmark.
+
+``python -m bench --render`` rewrites the blocks of measured figures in README.md and
+docs/bench.md from the results file, ``--check`` exits 1 when one is stale (see
+bench/render.py).
 """
 from __future__ import annotations
 
@@ -19,11 +23,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+if __package__ in (None, ""):  # ``python bench/run.py`` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.render import ORDER, header, render, table
+
 HERE = Path(__file__).resolve().parent
-ORDER = ("train_overhead", "export", "parity", "search", "pipeline", "cli_startup", "workers")
-SKIP = {"run", "__main__", "__init__"}
-RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
-LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
+ROOT = HERE.parent
+SKIP = {"run", "render", "__main__", "__init__"}
 
 
 def discover() -> list:
@@ -50,9 +56,30 @@ def machine() -> dict:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[dist] = None
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"cpu": cpu, "cores": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
-            "python": platform.python_version(), "load_1min_at_start": load, **versions}
+            "python": platform.python_version(), "load_1min_at_start": _load(), **git_commit(),
+            **versions}
+
+
+def _load():
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+def git_commit() -> dict:
+    """The checkout's commit and whether its tracked files differ from it (None: no git)."""
+    def git(*args):
+        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                              timeout=30, check=False)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    except (OSError, subprocess.SubprocessError):
+        commit = changes = None
+    if commit is None and os.environ.get("BENCH_COMMIT"):  # a copy of a checkout
+        return {"commit": os.environ["BENCH_COMMIT"].strip(), "commit_dirty": None}
+    return {"commit": commit, "commit_dirty": None if changes is None else bool(changes)}
 
 
 def _run_child(name: str, quick: bool, timeout: float) -> dict:
@@ -106,7 +133,9 @@ def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
                "machine": machine(), "quick": quick, "complete": False, "benchmarks": {}}
     for name in names:
         progress(f"bench: running {name}{' (quick)' if quick else ''} ...")
+        load = _load()
         entry = _run_child(name, quick, 900.0 if quick else 3600.0)
+        entry.update(load_1min_at_start=load, load_1min_at_end=_load())
         results["benchmarks"][name] = entry
         progress(f"bench: {name} {entry['status']} in {entry['seconds']} s"
                  + (f": {entry['error']}" if entry["status"] != "ok" else ""))
@@ -116,76 +145,34 @@ def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
     return results
 
 
-def _flatten(value, prefix=""):
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _flatten(item, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            label = next((str(item[k]) for k in LABEL_KEYS if isinstance(item, dict)
-                          and isinstance(item.get(k), (str, int))), str(i))
-            yield from _flatten(item, f"{prefix}[{label}]")
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield prefix, value
-
-
-def _leaf(key: str) -> str:
-    return key.rsplit(".", 1)[-1].lower()
-
-
-def _is_ratio(key: str) -> bool:
-    leaf = _leaf(key)
-    return leaf.endswith("_x") or any(word in leaf for word in RATIO_WORDS)
-
-
-def _fmt(key: str, value) -> str:
-    leaf = _leaf(key)
-    if "overhead" in leaf or "efficiency" in leaf:  # relative figures: 0.03 means 3 %
-        return f"{value:+.1%}"
-    if _is_ratio(key):
-        return f"{value:.3g}x"
-    if leaf.endswith("_s"):
-        return f"{value:.3g} s"
-    return f"{value:g}"
-
-
-def _target(figures: dict, key: str) -> str:
-    """A target the benchmark states: ``targets[key]`` or a sibling ``target``."""
-    targets = figures.get("targets") if isinstance(figures.get("targets"), dict) else {}
-    if key in targets:
-        return str(targets[key])
-    node = figures
-    for part in key.split(".")[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict) and "target" in node and not isinstance(node["target"], dict):
-        return str(node["target"])
-    return ""
-
-
-def table(results: dict) -> str:
-    """One Markdown table: every ratio of every benchmark (all figures where none is a ratio)."""
-    m = results["machine"]
-    lines = [f"Measured {results['date']} on {m['cpu']}, {m['cores']} cores, MindSpore "
-             f"{m['mindspore']}, Python {m['python']}{' (quick run)' if results['quick'] else ''}.",
-             "", "| benchmark | figure | value | target |", "|---|---|---|---|"]
-    for name, entry in results["benchmarks"].items():
-        if entry["status"] != "ok":
-            lines.append(f"| {name} | {entry['status']} | {entry.get('error', '')[:120]} | |")
-            continue
-        figures = entry["figures"]
-        rows = [(k, v) for k, v in _flatten(figures) if not k.startswith("targets.")]
-        ratios = [(k, v) for k, v in rows if _is_ratio(k)]
-        for key, value in (ratios or rows[:8]):
-            lines.append(f"| {name} | {key} | {_fmt(key, value)} | {_target(figures, key)} |")
-    return "\n".join(lines)
+def render_command(results_path: Path, check: bool) -> int:
+    """``--render``/``--check``: 0 done (or up to date), 1 stale (check), 2 unusable input."""
+    try:
+        stale = render(json.loads(results_path.read_text(encoding="utf-8")), check)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"bench: error: cannot render {results_path}: {exc}; run `python -m bench` "
+              "first, and keep one <!-- bench:begin --> ... <!-- bench:end --> pair per file",
+              file=sys.stderr)
+        return 2
+    for path in stale:
+        print(f"bench: {path.relative_to(ROOT)} {'is stale' if check else 'rewritten'} "
+              f"(from {results_path})", file=sys.stderr)
+    if check and stale:
+        print("bench: run `python -m bench --render`", file=sys.stderr)
+    return 1 if check and stale else 0
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer rounds, smaller runs")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
-    parser.add_argument("--out", type=Path, default=HERE / "results.json", help="results file")
+    parser.add_argument("--out", type=Path, default=HERE / "results.json",
+                        help="results file (written by a run, read by --render and --check)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument("--render", action="store_true",
+                        help="rewrite the figures in README.md and docs/bench.md from the results")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if README.md or docs/bench.md differ from the results")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -194,6 +181,8 @@ def main(argv=None) -> int:
     if args.list:
         print("\n".join(discover()))
         return 0
+    if args.render or args.check:
+        return render_command(args.out, args.check)
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     unknown = only - set(discover())
     if unknown:
@@ -202,12 +191,11 @@ def main(argv=None) -> int:
         return 2
     results = run_all(args.quick, only, args.out,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(table(results))
-    print(f"\n(results: {args.out})")
+    print(header(results) + "\n\n" + table(results))
+    print(f"\n(results: {args.out}; `python -m bench --render` puts them in README.md and "
+          "docs/bench.md)")
     return 0 if all(e["status"] == "ok" for e in results["benchmarks"].values()) else 1
 
 
 if __name__ == "__main__":
-    if str(HERE.parent) not in sys.path:  # ``python bench/run.py`` from anywhere
-        sys.path.insert(0, str(HERE.parent))
     sys.exit(main())

@@ -127,12 +127,14 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
-    from amptool.models import resolve_model
+    from amptool.models import recorded_reference, resolve_model
     from amptool.policy import policy_for
     from amptool.precision import resolve_fp32_cells
 
     policy = policy_for(cfg.policy)
-    net = resolve_model(model).build()
+    ref = model if cfg.model else recorded_reference(
+        {"model": model}, None, f"the metadata of {cfg.src}", Path(cfg.src).parent)
+    net = resolve_model(ref).build()
     weights = {p.name for p in net.get_parameters()}
     if cfg.to != "fp16":
         return set(), weights, "none"

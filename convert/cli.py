@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from amptool import options as opt
+from amptool.errors import UsageError
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
@@ -111,6 +112,9 @@ def search_command(
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity config's thresholds table works) over parity's fp16 defaults."),
     device: opt.DeviceOption = "auto",
+    range_safety: str = typer.Option("0.5", help="Range pass before any trial: cells (blocks "
+                                     "too) whose fp32 outputs reach this share of 65504, or "
+                                     "are mostly fp16-subnormal, stay fp32; 'off' skips it."),
     quiet: opt.QuietOption = False,
     as_json: opt.about(opt.JsonOption, "the result with the whole trace") = False,
     limits: Optional[dict] = None,
@@ -122,18 +126,33 @@ def search_command(
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
                        model=model, data=data, samples=samples or None, level=level.upper(),
                        policy=str(policy) if policy else None, thresholds=th, out=str(out),
-                       force=force, device=device)
+                       force=force, device=device, range_safety=_range_safety(range_safety))
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
         opt.print_json(result.to_dict())
         return
-    kept = ", ".join(result.kept) if result.kept else "none"
+    where = result.extra.get("kept_where", {})
+    kept = ", ".join(f"{k} [{where[k]}]" if k in where else k for k in result.kept) \
+        if result.kept else "none"
     typer.echo(f"kept in fp32 (beyond the base): {kept}")
     typer.echo(f"policy {result.policy.describe()}")
     typer.echo(f"fp16 share: {result.params_fp16:.1%} of parameters, {result.flops_fp16:.1%} of FLOPs"
                f" | confirmed on a fresh network: cosine {result.confirm['metrics']['cosine']:.6f}")
     typer.echo(f"{result.n_trials} trials (brute force: {len(result.candidates)}) in "
                f"{result.seconds:.1f} s | wrote {result.out}")
+
+
+def _range_safety(text: str) -> Optional[float]:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise UsageError(f"--range-safety must be a share in (0, 1] or 'off' (got {text})",
+                         "e.g. --range-safety 0.5")
+    return value
 
 
 def _thresholds(path: Optional[Path], flags: dict):
@@ -179,6 +198,9 @@ def _print_event(event: dict) -> None:
         typer.echo(f"search on {event['model']} ({event['ckpt']}), base {event['base']}{base}, "
                    f"{len(event['candidates'])} candidate cells, {event['samples']} samples, "
                    f"{event['device']}")
+        for r in event.get("ranged", []):
+            typer.echo(f"range pass keeps {r['path']} ({r['type']}): fp32 outputs up to "
+                       f"{r['out_max']:.4g}, {r['subnormal']:.0%} below fp16's smallest normal")
     elif event["kind"] == "trial":
         cells = event["fp32"]
         shown = ", ".join(cells[:4]) + (f" +{len(cells) - 4} more" if len(cells) > 4 else "")

@@ -61,6 +61,10 @@ class SearchConfig:
     """Overwrite ``out`` if it exists."""
     device: str = "auto"
     """auto, CPU, GPU or Ascend."""
+    range_safety: Optional[float] = 0.5
+    """Range pass first: cells (blocks included) whose fp32 outputs reach this share of
+    fp16's largest value, or are mostly fp16-subnormal, stay fp32 before any trial; None
+    skips it."""
 
 
 @dataclass
@@ -80,6 +84,8 @@ class SearchResult:
     model: str
     samples: int
     extra: dict = field(default_factory=dict)
+    ranged: list = field(default_factory=list)
+    """The range pass's cells (kept before any trial), with their fp32 magnitudes."""
 
     @property
     def n_trials(self) -> int:
@@ -90,7 +96,10 @@ class SearchResult:
                 "candidates": self.candidates, "trials": self.trials, "n_trials": self.n_trials,
                 "brute_force_trials": len(self.candidates), "params_fp16": self.params_fp16,
                 "flops_fp16": self.flops_fp16, "confirm": self.confirm, "seconds": self.seconds,
-                "out": self.out, "model": self.model, "samples": self.samples, **self.extra}
+                "out": self.out, "model": self.model, "samples": self.samples,
+                "range_kept": [r["path"] for r in self.ranged], "ranges": self.ranged,
+                "trials_saved": len(self.candidates) - self.n_trials,
+                **self.extra}
 
 
 EXACT = 1e-6
@@ -219,7 +228,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
 
     from amptool.checkpoint import build_with_weights
     from amptool.policy import save_policy
-    from amptool.precision import resolve_fp32_cells, within
+    from amptool.precision import cell_origins, resolve_fp32_cells, within
 
     from .source import load_source
     from .trace import leaf_paths, record_execution
@@ -228,15 +237,20 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
     x = ms.Tensor(src.x)
     ref, calls = record_execution(net, x)
-    base_kept = list(resolve_fp32_cells(net, base))
+    given = base
+    base_kept = list(resolve_fp32_cells(net, given))
+    ranged = _range_pass(net, src.x, cfg.range_safety, given)
+    if ranged:  # kept in every trial, like the base's own cells
+        base = _final_policy(given, [r["path"] for r in ranged])
     order = [c.path for c in calls if c.path not in base.fp16_cells
-             and not any(within(c.path, k) for k in base_kept)]
+             and not any(within(c.path, k) for k in resolve_fp32_cells(net, base))]
     trials = Trials(net, base, x, ref, src.y, cfg.thresholds, emit)
     trials.add_candidates(order)
-    emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": base.describe(),
-          "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt})
+    emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
+          "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
+          "ranged": ranged})
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
-    kept = _run_search(trials, order, idle)
+    kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
     confirm = confirm_policy(src, policy, x, ref, cfg.thresholds)
     if not confirm["passed"]:
@@ -245,11 +259,31 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
                           f"{confirm['metrics']['cosine']:.6f})",
                           "keep the cells holding the kept ones in fp32 with a base --policy, "
                           "or loosen the thresholds")
-    save_policy(policy, cfg.out, force=cfg.force)
+    where = cell_origins(net, kept)
+    ranged_at = {r["path"]: r for r in ranged}
+    notes = {path: (f"{where.get(path, '?')}; range pass: fp32 outputs up to "
+                    f"{ranged_at[path]['out_max']:.4g}" if path in ranged_at
+                    else f"{where.get(path, '?')}; needed to pass parity") for path in kept}
+    save_policy(policy, cfg.out, force=cfg.force, notes=notes)
     params16, flops16 = fp16_fractions(src, policy, calls)
     return SearchResult(policy, kept, base_kept, order, trials.log, params16, flops16, confirm,
                         0.0, str(cfg.out), src.spec.name, len(src.x),
-                        extra={"device": device, "ckpt": src.ckpt, "base": base.describe()})
+                        extra={"device": device, "ckpt": src.ckpt, "base": given.describe(),
+                               "kept_where": where},
+                        ranged=ranged)
+
+
+def _range_pass(net, x, safety: Optional[float], base) -> list:
+    """The range pass's cells on the search batch, outside what the base keeps already."""
+    from amptool.precision import resolve_fp32_cells, within
+    from amptool.ranges import measure_ranges, range_candidates
+
+    if safety is None:
+        return []
+    already = list(resolve_fp32_cells(net, base))
+    found = range_candidates(measure_ranges(net, [[x]]), safety=safety)
+    return [r.to_dict() for r in found
+            if r.path not in base.fp16_cells and not any(within(r.path, k) for k in already)]
 
 
 def _run_search(trials: Trials, order: list, idle: list) -> list:

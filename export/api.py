@@ -174,15 +174,16 @@ def export_model(cfg: ExportConfig) -> list:
 
     device = resolve_device(cfg.device)
     source = open_export_source(cfg)
-    from amptool.fileio import ensure_out_dir
+    from amptool.fileio import output_dir
 
-    out = ensure_out_dir(default_out(cfg))
-    jobs = [(p, f, artefact_path(out, source.spec.name, p, f)) for p in precisions for f in formats]
-    _check_existing([path for _, _, path in jobs], cfg.force)
-    set_device(device)
     from .writer import write_all
 
-    return write_all(cfg, source, jobs)
+    with output_dir(default_out(cfg)) as out:
+        jobs = [(p, f, artefact_path(out, source.spec.name, p, f))
+                for p in precisions for f in formats]
+        _check_existing([path for _, _, path in jobs], cfg.force)
+        set_device(device)
+        return write_all(cfg, source, jobs)
 
 
 def _check_existing(paths: list, force: bool) -> None:

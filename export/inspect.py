@@ -56,6 +56,16 @@ def _matches(facts: dict, manifest: dict | None) -> bool | None:
     return same
 
 
+def _declared_names(facts: dict) -> list:
+    """The signature's input names from a manifest that matches the file (MindIR keeps
+    none), one per input of the file; empty otherwise."""
+    m = facts.get("manifest") or {}
+    inputs = (m.get("model") or {}).get("inputs") or []
+    if not facts.get("manifest_matches") or len(inputs) != len(facts.get("inputs") or []):
+        return []
+    return [str(i.get("name")) for i in inputs]
+
+
 def format_report(facts: dict) -> list:
     """Human-readable lines."""
     lines = [f"{facts['path']}: {facts['format']}, {facts['file_size']:,} bytes, "
@@ -66,10 +76,14 @@ def format_report(facts: dict) -> list:
         if facts.get("producer"):
             lines.append(f"  producer: {facts['producer']}"
                          + (f", opset {facts['opset']}" if facts.get("opset") else ""))
+        declared = _declared_names(facts)
         for kind in ("inputs", "outputs"):
-            for io in facts[kind]:
+            for i, io in enumerate(facts[kind]):
                 shape = "x".join("N" if d == -1 else str(d) for d in io["shape"])
-                lines.append(f"  {kind[:-1]:<6} {io['name']}: {io['dtype']} [{shape}]")
+                name = io["name"]
+                if kind == "inputs" and declared and declared[i] != name:
+                    name = f"{name} ({declared[i]})"
+                lines.append(f"  {kind[:-1]:<6} {name}: {io['dtype']} [{shape}]")
         p = facts["params"]
         dtypes = ", ".join(f"{k} {v:,}" for k, v in p["dtypes"].items())
         lines.append(f"  params: {p['count']:,} in {p['tensors']} tensors, {p['bytes']:,} bytes"

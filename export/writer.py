@@ -12,36 +12,57 @@ from amptool.fileio import atomic_path, sha256
 
 def write_all(cfg, source, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
-    from amptool.artefact.manifest import manifest_path
     from amptool.checkpoint import read_checkpoint
-    from amptool.policy import export_policy
-
-    from .api import ExportResult
+    from amptool.models import model_copy
 
     params = read_checkpoint(source.checkpoint)
     ckpt_facts = {"path": str(source.checkpoint.resolve()), "sha256": sha256(source.checkpoint)}
     results = []
-    with contextlib.ExitStack() as stack:
-        for precision in dict.fromkeys(p for p, _, _ in jobs):
-            policy = export_policy(source.policy) if precision == "fp16" else None
-            net = _build(source, params, precision, policy, cfg.io_dtype)
-            for prec, fmt, path in jobs:
-                if prec != precision:
-                    continue
-                tmp = stack.enter_context(atomic_path(path))
-                started = time.perf_counter()
-                # the ONNX writer rewrites the network it traces: give it its own copy
-                traced = _build(source, params, precision, policy, cfg.io_dtype) \
-                    if fmt == "ONNX" else net
-                _trace(traced, source, cfg, fmt, precision, tmp)
-                seconds = time.perf_counter() - started
-                manifest = _manifest(cfg, source, fmt, precision, policy, tmp, ckpt_facts)
-                manifest["export_seconds"] = round(seconds, 4)
-                mtmp = stack.enter_context(atomic_path(manifest_path(path)))
-                _write_json(mtmp, manifest)
-                results.append(ExportResult(fmt, precision, str(path), str(manifest_path(path)),
-                                            manifest))
+    copy = model_copy(source.spec, Path(jobs[0][2]).parent) if jobs else None
+    kept_dir = copy[0].parent if copy else None
+    made_dir = kept_dir is not None and not kept_dir.exists()
+    try:
+        with contextlib.ExitStack() as stack:
+            if copy:  # the artefacts' folder carries the model file they were made from
+                kept_dir.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(atomic_path(copy[0])).write_bytes(copy[1])
+            _stage(cfg, source, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
+                   results)
+    except BaseException:
+        if made_dir and not any(kept_dir.iterdir()):
+            kept_dir.rmdir()
+        raise
     return results
+
+
+def _stage(cfg, source, jobs, params, ckpt_facts, kept: dict, stack, results: list) -> None:
+    """Trace each job into a staged temp file with its manifest (``kept``: the model file
+    facts to record)."""
+    from amptool.artefact.manifest import manifest_path
+    from amptool.policy import export_policy
+
+    from .api import ExportResult
+
+    for precision in dict.fromkeys(p for p, _, _ in jobs):
+        policy = export_policy(source.policy) if precision == "fp16" else None
+        net = _build(source, params, precision, policy, cfg.io_dtype)
+        for prec, fmt, path in jobs:
+            if prec != precision:
+                continue
+            tmp = stack.enter_context(atomic_path(path))
+            started = time.perf_counter()
+            # the ONNX writer rewrites the network it traces: give it its own copy
+            traced = _build(source, params, precision, policy, cfg.io_dtype) \
+                if fmt == "ONNX" else net
+            _trace(traced, source, cfg, fmt, precision, tmp, path)
+            seconds = time.perf_counter() - started
+            manifest = _manifest(cfg, source, fmt, precision, policy, tmp, ckpt_facts)
+            manifest["model"].update(kept)
+            manifest["export_seconds"] = round(seconds, 4)
+            mtmp = stack.enter_context(atomic_path(manifest_path(path)))
+            _write_json(mtmp, manifest)
+            results.append(ExportResult(fmt, precision, str(path), str(manifest_path(path)),
+                                        manifest))
 
 
 def _build(source, params, precision, policy, io_dtype):
@@ -52,7 +73,20 @@ def _build(source, params, precision, policy, io_dtype):
     return net
 
 
-def _trace(net, source, cfg, fmt, precision, tmp: Path) -> None:
+def _trace(net, source, cfg, fmt, precision, tmp: Path, target: Path) -> None:
+    """Write ``fmt`` into the staged ``tmp`` for ``target``; failures name ``target``."""
+    try:
+        _write_format(net, source, cfg, fmt, precision, tmp)
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}",
+                         "free some space, raise the file size limit or write elsewhere") from None
+    except UsageError as exc:
+        if str(tmp) not in exc.problem:
+            raise
+        raise UsageError(exc.problem.replace(str(tmp), str(target)), exc.fix) from None
+
+
+def _write_format(net, source, cfg, fmt, precision, tmp: Path) -> None:
     from .api import format_module
     from .graph import example_inputs
 
@@ -65,9 +99,11 @@ def _trace(net, source, cfg, fmt, precision, tmp: Path) -> None:
     except AmpToolError:
         raise
     except (RuntimeError, TypeError, ValueError) as exc:
+        fix = ("export with a fixed batch (drop --dynamic-batch), or check that the model "
+               "traces in GRAPH_MODE" if cfg.dynamic_batch else
+               "check that the model traces in GRAPH_MODE; try another --format")
         raise UsageError(f"{fmt} export of {source.spec.name} ({precision}) failed: "
-                         f"{first_line(exc)}", "check that the model traces in GRAPH_MODE; "
-                         "try another --format") from None
+                         f"{first_line(exc)}", fix) from None
     if not tmp.is_file():
         raise UsageError(f"MindSpore wrote no {fmt} file for {source.spec.name}",
                          "check free disk space and retry")

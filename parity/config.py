@@ -30,8 +30,8 @@ class ParityConfig:
     """Model for per-layer localization when a manifest does not name one."""
     ckpt: Optional[str] = None
     """Checkpoint for per-layer localization when weights cannot be read from an artefact."""
-    key: Optional[bytes] = None
-    """Decryption key of encrypted MindIR artefacts."""
+    key: Optional[bytes] = field(default=None, repr=False)
+    """Decryption key of encrypted MindIR artefacts; never printed or written."""
     per_layer: bool = False
     """Localize the first diverging cell of each candidate."""
     layer_samples: int = 32

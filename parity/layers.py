@@ -15,6 +15,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.metrics import compute_metrics
+from amptool.ranges import fp16_risk, magnitudes
 
 INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
@@ -166,10 +167,12 @@ def _row(path, type_name, dtype, ref_out, cand_out, ref_in, cand_in, min_cosine)
     if ref_out.shape != cand_out.shape:
         return {"path": path, "type": type_name, "dtype": dtype, "cosine": None,
                 "rel_l2": None, "max_rel": None, "max_abs": None, "nonfinite": 0,
-                "ref_absmax": None,
+                "ref_absmax": None, "subnormal": None, "fp16_risk": None,
                 "in_cosine": None,
                 "flagged": False, "origin": None}
     m = compute_metrics(ref_out, cand_out)
+    top, tiny, nonzero = magnitudes(ref_out)  # the range pass's measure, on this input
+    subnormal = tiny / nonzero if nonzero else 0.0
     in_cos = _cosine(ref_in, cand_in)
     cos = m["cosine"]
     flagged = not (cos == cos and cos >= min_cosine)
@@ -183,4 +186,5 @@ def _row(path, type_name, dtype, ref_out, cand_out, ref_in, cand_in, min_cosine)
             "rel_l2": m["rel_l2"], "max_rel": m["max_rel"], "max_abs": m["max_abs"],
             "nonfinite": m["nonfinite"],
             "ref_absmax": float(np.abs(ref_out).max()) if ref_out.size else 0.0,
+            "subnormal": subnormal, "fp16_risk": fp16_risk(top, subnormal),
             "in_cosine": in_cos, "flagged": flagged, "origin": origin}

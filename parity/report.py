@@ -62,6 +62,10 @@ def layer_lines(layer: dict) -> list:
             note = f"<< first below threshold ({row['origin']})"
         elif row["flagged"]:
             note = "below"
+        if row.get("fp16_risk") == "overflow":
+            note = f"{note}; fp32 reaches {row['ref_absmax']:.4g}".lstrip("; ")
+        elif row.get("fp16_risk") == "subnormal":
+            note = f"{note}; {row['subnormal']:.0%} fp16-subnormal".lstrip("; ")
         lines.append(f"    {i:>3} {row['path'][:28]:<28} {row['type'][:14]:<14} {row['dtype'][:8]:<8}"
                      f" {fmt(row['cosine']):>10} {fmt(row.get('rel_l2')):>10}  {note}".rstrip())
     if first is None:

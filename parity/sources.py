@@ -122,9 +122,8 @@ def _open_checkpoint(p: Path, model: str) -> Source:
         ckpt, info = run_dir.find_checkpoint(), run_dir.read_optional()
     else:
         ckpt, info = p, RunDir(p.parent).read_optional()
-    config = info.get("config", {})
-    ref = {"model": model} if model else {k: config.get(k) for k in ("model", "model_args",
-                                                                      "input_spec")}
+    ref = {"model": model} if model else (
+        RunDir(ckpt.parent).model_reference(info) if info else {})
     if not ref.get("model"):
         raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
                          "pass --model NAME or path/to/file.py:factory")
@@ -141,10 +140,18 @@ def _open_checkpoint(p: Path, model: str) -> Source:
 
 
 def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
+    from amptool.artefact.manifest import manifest_path
     from amptool.artefact.runners import load_runner
+    from amptool.fileio import sha256
+    from amptool.models import recorded_reference
 
     runner = load_runner(str(p), key=key) if key is not None else load_runner(str(p))
     manifest = runner.manifest or {}
+    if manifest.get("sha256") and manifest["sha256"] != sha256(p):
+        raise UsageError(f"the manifest {manifest_path(p)} does not describe {p} (sha256 "
+                         "differs): its preprocessing and model cannot be trusted",
+                         "export the artefact again, or remove the manifest to compare the "
+                         "file alone")
     mdl = manifest.get("model") or {}
     ck = manifest.get("checkpoint") or {}
     out_shape = runner.outputs[0]["shape"] if runner.outputs else []
@@ -153,9 +160,10 @@ def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
                   precision=runner.precision or manifest.get("precision"), runner=runner,
                   manifest=runner.manifest, preprocess=manifest.get("preprocess"),
                   model=model or mdl.get("spec") or mdl.get("name"), num_classes=num_classes,
-                  model_ref={"model": model} if model else (
+                  model_ref={"model": model} if model else (recorded_reference(
                       {"model": mdl.get("spec") or mdl.get("name"), "model_args": mdl.get("args"),
-                       "input_spec": mdl.get("input_spec")} if mdl else None),
+                       "input_spec": mdl.get("input_spec")}, mdl, manifest_path(p), p.parent)
+                      if mdl else None),
                   checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
                   data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
                   encrypted=bool(manifest.get("encrypted")))

@@ -32,18 +32,22 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
     config: opt.ConfigOption = None,
     workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
-    nodes: int = typer.Option(1, help="Hosts taking part (msrun); --workers is per host."),
-    node_rank: int = typer.Option(0, help="This host's rank among --nodes."),
-    master_addr: str = typer.Option("127.0.0.1", help="Address of the rank-0 host (msrun)."),
-    master_port: int = typer.Option(0, help="msrun's port; 0 picks a free one."),
+    nodes: Optional[int] = typer.Option(None, help="Hosts taking part (msrun); --workers is per host. \\[default: 1]"),
+    node_rank: Optional[int] = typer.Option(None, help="This host's rank among --nodes. \\[default: 0]"),
+    master_addr: Optional[str] = typer.Option(None, help="Address of the rank-0 host (msrun). \\[default: 127.0.0.1]"),
+    master_port: Optional[int] = typer.Option(None, help="msrun's port; 0 picks a free one. \\[default: 0]"),
     start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and the cluster to form before the job is stopped. \\[default: 120, or 600 with several --nodes]"),
     quiet: opt.about(opt.QuietOption, "the final summary") = False,
     as_json: opt.JsonOption = False,
 ) -> None:
-    """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics."""
-    from amptool.config import build_config, read_config_file
+    """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics.
+
+    A --config file may set every option (snake_case keys); flags override it."""
+    from dataclasses import replace
+
+    from amptool.config import read_config_file
     from amptool.models import parse_model_args
-    from amptool.train.config import LaunchOptions, TrainConfig
+    from amptool.train.config import build_command_config
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
@@ -53,16 +57,21 @@ def train_command(
                  optimizer=optimizer, seed=seed, device=device, out=str(out) if out else None,
                  val_fraction=val_fraction, ckpt_format=ckpt_format, workers=workers,
                  resume=resume or None)
+    command_flags = dict(nodes=nodes, node_rank=node_rank, master_addr=master_addr,
+                         master_port=master_port, start_timeout=start_timeout,
+                         quiet=quiet or None, json=as_json or None)
     file_values = read_config_file(config) if config else {}
-    cfg = build_config(TrainConfig, file_values, flags, source=f"config {config}" if config else "config")
+    cfg, launch, as_json = build_command_config(
+        file_values, {**flags, **command_flags},
+        source=f"config {config}" if config else "config")
+    quiet = launch.quiet or as_json
     explicit = {k.replace("-", "_") for k in file_values} | {k for k, v in flags.items() if v is not None}
-    reporter = _Reporter(quiet or as_json)
+    reporter = _Reporter(quiet)
     from amptool.train.run import run_training
 
     with reporter:
         summary = run_training(cfg, on_event=reporter.on_event, explicit=explicit,
-                               launch=LaunchOptions(nodes, node_rank, master_addr, master_port,
-                                                    start_timeout, quiet or as_json))
+                               launch=replace(launch, quiet=quiet))
     _print_summary(summary.to_dict(), as_json)
 
 
@@ -71,7 +80,7 @@ def _print_summary(summary: dict, as_json: bool) -> None:
         opt.print_json(summary)
         return
     typer.echo(
-        f"done: {summary['model']} {summary['policy']} on {summary['device']}"
+        f"{'already finished' if summary.get('already_finished') else 'done'}: {summary['model']} {summary['policy']} on {summary['device']}"
         f" x{summary['workers']} | val acc {summary['val_acc']:.4f} (best {summary['best_acc']:.4f})"
         f" | {summary['steps']} steps, {summary['overflow_steps']} overflow steps skipped"
         f" | loss scale {summary['loss_scale']:g} | {summary['samples_per_s']:.0f} samples/s"
@@ -124,6 +133,9 @@ class _Reporter:
             self.progress.update(self.task, advance=1, info=(
                 f"epoch {event['epoch']} loss {event['loss']:.4f} scale {event['loss_scale']:g}"
                 + (" OVERFLOW" if event["overflow"] else "")))
+        elif kind == "finished":
+            self._say(f"nothing to train: {event['out']} already holds {event['epochs']} epochs "
+                      f"(--epochs is the total; pass a larger one to continue)")
         elif kind == "epoch":
             self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
                       f"val acc {event['val_acc']:.4f} best {event['best_acc']:.4f}")

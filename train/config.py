@@ -1,8 +1,8 @@
 """The resolved configuration of one training run."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Iterable, Optional
+from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
+from typing import Any, Iterable, Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,45 @@ class LaunchOptions:
     """Seconds every rank has to start and join; None: 120, or 600 with several nodes."""
     quiet: bool = False
     """Forward no per-step events from the ranks."""
+
+
+COMMAND_ONLY = {"json": False}
+"""Options of ``amptool train`` that are neither training settings nor launch layout."""
+
+
+def _command_options():
+    """One dataclass holding every option of ``amptool train`` (the config file's keys)."""
+    specs = [(f.name, f.type, field(default=f.default))
+             for f in fields(TrainConfig) + fields(LaunchOptions)]
+    specs += [(name, type(default).__name__, field(default=default))
+              for name, default in COMMAND_ONLY.items()]
+    return make_dataclass("TrainCommandOptions", specs, frozen=True)
+
+
+def build_command_config(file_values: Mapping[str, Any], flags: Mapping[str, Any],
+                         source: str = "config") -> tuple:
+    """Every option of ``amptool train`` from a config file, overridden by the flags given
+    (None: not given): ``(TrainConfig, LaunchOptions, as_json)``. Unknown keys and bad
+    values are reported together in one error."""
+    from amptool.config import build_config
+    from amptool.errors import UsageError
+
+    timeout = (file_values or {}).get("start_timeout", (file_values or {}).get("start-timeout"))
+    bad_timeout = timeout is not None and (isinstance(timeout, bool)
+                                           or not isinstance(timeout, (int, float)))
+    extra = f"start_timeout must be a number of seconds, got {timeout!r}" if bad_timeout else ""
+    try:
+        options = build_config(_command_options(), file_values, flags, source=source)
+    except UsageError as exc:
+        if extra:
+            raise UsageError(f"{exc.problem}; {extra}", exc.fix) from None
+        raise
+    if extra:
+        raise UsageError(f"{source}: {extra}", "give start_timeout in seconds, e.g. 300")
+    values = {f.name: getattr(options, f.name) for f in fields(options)}
+    train = TrainConfig(**{f.name: values[f.name] for f in fields(TrainConfig)})
+    launch = LaunchOptions(**{f.name: values[f.name] for f in fields(LaunchOptions)})
+    return train, launch, bool(values["json"])
 
 
 def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
@@ -13,6 +16,7 @@ import numpy as np
 import amptool
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import ensure_out_dir, write_text
+from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
 from .config import TrainConfig
@@ -58,10 +62,21 @@ def weights_digest(net) -> str:
     return digest.hexdigest()
 
 
+AUTO = "auto"
+"""``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
+AUTO_BATCHES = 4
+"""Training batches the range pass of ``--policy auto`` runs over."""
+FORWARD_STEPS = 10
+"""A run whose first this-many steps all overflow in the forward pass stops there."""
+MIN_UPDATED = 0.1
+"""An epoch ends the run as diverged when fewer than this share of its steps so far
+updated the weights (the rest overflowed and were skipped)."""
+
+
 def resolve_policy(cfg: TrainConfig):
     from amptool.policy import policy_for
 
-    return policy_for(cfg.policy, cfg.amp_level)
+    return policy_for(None if cfg.policy == AUTO else cfg.policy, cfg.amp_level)
 
 
 def versions() -> dict:
@@ -74,6 +89,9 @@ def versions() -> dict:
 def check_config(cfg: TrainConfig) -> None:
     if cfg.amp_level not in ("O0", "O1", "O2", "O3"):
         raise UsageError(f"unknown AMP level '{cfg.amp_level}'", "use O0, O1, O2 or O3")
+    if cfg.policy == AUTO and cfg.amp_level in ("O0", "O1"):
+        raise UsageError(f"--policy auto has nothing to keep in fp32 at {cfg.amp_level} (it keeps "
+                         "cells of an O2 or O3 network)", "use --amp-level O2 or O3 with it")
     problems = []
     if cfg.epochs < 1:
         problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
@@ -141,9 +159,6 @@ class _Run:
         from .engine import TrainStep, make_optimizer, parse_loss_scale
 
         self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
-        self.out = ensure_out_dir(cfg.out)
-        self.run_dir = RunDir(self.out)
-        self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
         self.device = resolve_device(cfg.device)
         self.policy = resolve_policy(cfg)
         check_dtype_on_device(self.policy, self.device)
@@ -157,16 +172,50 @@ class _Run:
         self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction)
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
+        self.auto = self.auto_policy() if cfg.policy == AUTO else None
         amp_net = apply_policy(self.net, self.policy)
         self.optimizer = make_optimizer(cfg.optimizer, self.net.trainable_params(), cfg.lr)
         self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
                                  reducer=world if world > 1 else None)
         self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
         self.evaluator = _Evaluator(amp_net, cfg.batch_size)
+        # cells start in inference mode: train mode, so BatchNorm updates its statistics
+        # and Dropout drops, in the step graph compiled next
+        self.trainer.step.set_train(True)
         self.lead = rank == 0
         self.epoch = self.step = self.overflow = self.consecutive = 0
         self.best_acc, self.val_acc, self.loss = -1.0, 0.0, float("nan")
         self.timed_samples, self.timed_seconds = 0, 0.0
+        self.forward_bad, self.info = 0, None
+        # the output folder last: a mistake found above leaves nothing behind
+        self.created_out = not Path(cfg.out).exists()
+        self.out = ensure_out_dir(cfg.out)
+        self.run_dir = RunDir(self.out)
+        self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
+
+    def auto_policy(self) -> dict:
+        """``--policy auto``: one range pass of the freshly built fp32 network over the first
+        training batches; cells whose outputs fp16 cannot hold join the policy's fp32 cells."""
+        from amptool.data import epoch_batches
+        from amptool.policy import make_policy
+        from amptool.precision import cell_origins
+        from amptool.ranges import SAFETY, measure_ranges, range_candidates
+
+        cfg, data, base = self.cfg, self.data, self.policy
+        batches = []
+        for idx in epoch_batches(len(data.train_y), cfg.batch_size, cfg.seed, 0):
+            batches.append([a[idx] for a in data.train])
+            if len(batches) == AUTO_BATCHES:
+                break
+        # bfloat16 has fp32's range: nothing to keep, the policy stays as it is
+        joined = [np.concatenate(parts) for parts in zip(*batches)]  # one eager call
+        found = (range_candidates(measure_ranges(self.net, [joined]))
+                 if base.dtype == "float16" else [])
+        cells = list(base.fp32_cells) + [r.path for r in found if r.path not in base.fp32_cells]
+        self.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
+        where = cell_origins(self.net, [r.path for r in found])
+        return {"safety": SAFETY, "batches": len(batches), "file": "policy.auto.toml",
+                "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
 
     def restore(self) -> None:
         from amptool import checkpoint as ckpt
@@ -174,12 +223,23 @@ class _Run:
         meta = ckpt.restore_state(self.net, self.optimizer, self.trainer.scaler_state(),
                                   ckpt.read_checkpoint(self.last_path),
                                   f"checkpoint {self.last_path}")
-        saved = meta.get("optimizer", self.cfg.optimizer)
+        # A checkpoint written before text metadata survived safetensors names no optimizer:
+        # the run's run.json then says which one made its state.
+        saved = (meta.get("optimizer") or self.run_dir.previous_config().get("optimizer")
+                 or self.cfg.optimizer)
         if saved != self.cfg.optimizer:
             raise UsageError(f"--resume: {self.last_path.name} holds {saved} state, not "
                              f"{self.cfg.optimizer}", f"resume with --optimizer {saved}")
         self.epoch, self.step = int(meta.get("epoch", 0)), int(meta.get("step", 0))
-        self.best_acc = float(meta.get("best_acc", -1.0))
+        if self.epoch > self.cfg.epochs:
+            raise UsageError(f"--resume: {self.last_path.name} already holds {self.epoch} epochs, "
+                             f"more than --epochs {self.cfg.epochs}",
+                             f"pass --epochs {self.epoch} or more (--epochs is the total)")
+        # accuracies are stored as float32: back to the exact fraction of the split
+        n = len(self.data.val_y)
+        best, val = float(meta.get("best_acc", -1.0)), float(meta.get("val_acc", 0.0))
+        self.best_acc = round(best * n) / n if n and best >= 0 else best
+        self.val_acc = round(val * n) / n if n else val
         self.overflow = int(meta.get("overflow", 0))
 
     def trim_metrics(self) -> None:
@@ -211,8 +271,19 @@ class _Run:
         cfg = self.cfg
         if cfg.resume:
             self.restore()
-        info = self.run_info()
+            if self.epoch >= cfg.epochs:
+                return self.finished()
+        info = self.info = self.run_info()
+        if self.auto is not None:
+            info["policy_auto"] = self.auto
         if self.lead:
+            info["model"].update(keep_model_file(self.spec, self.out))
+            if self.auto is not None:
+                from amptool.policy import save_policy
+
+                notes = {r["path"]: f"{r['where']}; range pass: fp32 outputs up to "
+                                    f"{r['out_max']:.4g}" for r in self.auto["kept"]}
+                save_policy(self.policy, self.out / self.auto["file"], force=True, notes=notes)
             self.run_dir.write(info)
         if cfg.resume and self.lead:
             self.trim_metrics()
@@ -227,8 +298,14 @@ class _Run:
             for epoch in range(self.epoch, cfg.epochs):
                 self.train_epoch(epoch, metrics)
                 self.end_epoch(epoch, metrics)
-        finally:
+        except BaseException:
             if metrics:
+                metrics.close()
+            if self.lead and not cfg.resume and self.step == 0:
+                self.discard()  # the network failed before its first step: nothing to keep
+            raise
+        finally:
+            if metrics and not metrics.closed:
                 metrics.close()
         summary = self.summary(time.perf_counter() - t_start)
         if self.lead:
@@ -236,6 +313,45 @@ class _Run:
             self.run_dir.write(info)
         self.emit({"kind": "end", "summary": summary.to_dict()})
         return summary
+
+    def finished(self) -> TrainSummary:
+        """A resumed run whose checkpoint already holds ``cfg.epochs`` epochs: nothing is
+        trained and nothing rewritten; the summary is the run's own (checkpoint figures,
+        and the loss, throughput and time run.json recorded when it finished)."""
+        self.loss = self.logged_loss()
+        summary = self.summary(0.0)
+        previous = (self.run_dir.read_optional().get("summary") if self.lead else None) or {}
+        if previous.get("steps") == self.step:
+            for name in ("final_loss", "samples_per_s", "seconds"):
+                if isinstance(previous.get(name), (int, float)):
+                    setattr(summary, name, previous[name])
+        summary.extra["already_finished"] = True
+        self.emit({"kind": "finished", "epochs": self.epoch, "out": str(self.out)})
+        self.emit({"kind": "end", "summary": summary.to_dict()})
+        return summary
+
+    def logged_loss(self) -> float:
+        """The loss metrics.jsonl holds for the checkpoint's last step (NaN when none)."""
+        path = self.out / "metrics.jsonl"
+        loss = float("nan")
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if row.get("step") == self.step and "loss" in row:
+                    loss = float(row["loss"])
+        return loss
+
+    def discard(self) -> None:
+        """Remove what this fresh run wrote: the folder it created, else its run.json and
+        metrics.jsonl."""
+        if self.created_out:
+            shutil.rmtree(self.out, ignore_errors=True)
+            return
+        for name in ("run.json", "metrics.jsonl"):
+            (self.out / name).unlink(missing_ok=True)
 
     def train_epoch(self, epoch: int, metrics) -> None:
         import mindspore as ms
@@ -262,9 +378,13 @@ class _Run:
             if metrics:
                 metrics.write(json.dumps(record) + "\n")
             self.emit({"kind": "step", **record})
-            self.check_divergence(ok)
+            self.check_divergence(ok, [a[idx] for a in data.train])
 
-    def check_divergence(self, ok: bool) -> None:
+    def check_divergence(self, ok: bool, inputs: list) -> None:
+        self.forward_bad = self.forward_bad + 1 if not np.isfinite(self.loss) else 0
+        if self.forward_bad and (self.forward_bad == self.step == FORWARD_STEPS
+                                 or self.consecutive >= self.cfg.max_skipped):
+            self.forward_overflow(inputs)
         if self.loss_scale.kind == "none" and not (ok and np.isfinite(self.loss)):
             raise DivergedError(f"loss became {self.loss} at step {self.step} with loss scaling off",
                                 f"last good checkpoint kept in {self.out}; use --loss-scale "
@@ -275,10 +395,56 @@ class _Run:
                                 f"last good checkpoint kept in {self.out}; lower --lr or use "
                                 "a policy that keeps the overflowing layers in fp32")
 
+    def forward_overflow(self, inputs: list) -> None:
+        """The loss itself is not finite (the forward pass overflowed, which no loss scale
+        can fix): name the first cell whose low-precision output is not finite while its
+        fp32 output is, record it in run.json and stop."""
+        from amptool.checkpoint import load_into_net
+        from amptool.precision import apply_policy
+        from amptool.ranges import first_overflow
+
+        weights = {p.name: p for p in self.net.get_parameters()}
+        fp32, low = self.spec.build(), self.spec.build()
+        for net in (fp32, low):
+            load_into_net(net, weights, "the training weights")
+        culprit = first_overflow(fp32, low, apply_policy(low, self.policy), inputs)
+        steps = f"{self.forward_bad} consecutive steps to step {self.step}"
+        if culprit is None:
+            problem = (f"the loss is not finite in the forward pass ({steps}), and no cell's "
+                       f"{self.policy.dtype} output is where its fp32 output is finite")
+            fix = "check the data and the loss for non-finite values"
+        else:
+            problem = (f"the loss is not finite in the forward pass ({steps}): cell "
+                       f"{culprit['path']} ({culprit['type']}) gives non-finite "
+                       f"{self.policy.dtype} outputs where its fp32 outputs reach "
+                       f"{culprit['fp32_max']:.4g}")
+            fix = (f"keep it in fp32 (--policy auto, or fp32_cells = [\"{culprit['path']}\"] "
+                   f"in a --policy file)")
+        if self.lead and self.info is not None:
+            self.info["forensics"] = {"kind": "forward_overflow", "step": self.step,
+                                      "steps": self.forward_bad, "culprit": culprit}
+            self.run_dir.write(self.info)
+        kept = f"last good checkpoint kept in {self.out}" if self.last_path.is_file() else \
+            "no checkpoint had been written yet"
+        raise DivergedError(problem, f"{fix}; {kept}")
+
     def end_epoch(self, epoch: int, metrics) -> None:
         from amptool import checkpoint as ckpt
 
         cfg = self.cfg
+        updated = self.step - self.overflow
+        # a dynamic scale backs off one factor per skipped step: judge only after it could
+        # have reached 1 from its initial value
+        scale = self.loss_scale
+        backoff = (math.ceil(math.log(max(scale.init, 1.0), max(scale.factor, 2)))
+                   if scale.kind == "dynamic" else 0)
+        if self.step > backoff and updated < max(1.0, MIN_UPDATED * self.step):
+            raise DivergedError(f"only {updated} of {self.step} steps updated the weights: the "
+                                f"others overflowed and were skipped (loss scale "
+                                f"{self.trainer.scale_value():g})",
+                                "lower --lr, or keep the overflowing cells in fp32 (--policy auto)"
+                                + ("; last good checkpoint kept in " + str(self.out)
+                                   if self.last_path.is_file() else ""))
         self.val_acc = self.evaluator.accuracy(self.data.val, self.data.val_y)
         improved = self.val_acc > self.best_acc
         self.best_acc = max(self.best_acc, self.val_acc)

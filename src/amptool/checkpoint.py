@@ -3,6 +3,8 @@
 A training checkpoint holds the network, optimizer and loss-scale state plus a few
 metadata entries; a converted checkpoint holds weights in fp16 or fp32. Both are
 MindSpore ``ckpt`` or ``safetensors`` files, recognised by content, not by suffix.
+safetensors holds tensors only, so text metadata (the model, the optimizer) is stored
+there as UTF-8 bytes and read back as text: both formats give the same entries.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from .errors import UsageError
 FORMATS = ("ckpt", "safetensors")
 SCALER_PREFIX = "amptool_loss_scale."
 META_KEYS = ("epoch", "step", "best_acc", "val_acc", "overflow", "model", "optimizer")
+TEXT_PREFIX = "amptool_text."
+"""Prefix of a text metadata entry stored as a uint8 tensor of UTF-8 bytes (safetensors)."""
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -41,11 +45,35 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     fmt = detect_format(path)
     try:
         with _named_for(path, fmt) as named:
-            return ms.load_checkpoint(str(named), format=fmt)
+            params = ms.load_checkpoint(str(named), format=fmt)
+        return _decode_text(params)
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
                          "it is truncated or corrupt: re-train or re-convert it") from None
+
+
+def _encode_text(meta: dict) -> dict:
+    """Text entries as uint8 tensors of their UTF-8 bytes, named with TEXT_PREFIX."""
+    import mindspore as ms
+    import numpy as np
+
+    encoded = {}
+    for key, value in meta.items():
+        if isinstance(value, str):
+            data = np.frombuffer(value.encode("utf-8"), dtype=np.uint8).copy()
+            encoded[TEXT_PREFIX + key] = ms.Tensor(data)
+        else:
+            encoded[key] = value
+    return encoded
+
+
+def _decode_text(params: dict) -> dict:
+    """The entries written by ``_encode_text`` back as text under their own names."""
+    for name in [n for n in params if n.startswith(TEXT_PREFIX)]:
+        value = params.pop(name)
+        params[name[len(TEXT_PREFIX):]] = value.asnumpy().tobytes().decode("utf-8")
+    return params
 
 
 @contextlib.contextmanager
@@ -71,7 +99,8 @@ def write_checkpoint(path: str | os.PathLike, items: list, meta: dict | None = N
                      fmt: str = "ckpt") -> None:
     """Write ``items`` ([{name, data}]) and ``meta`` atomically: never a half-written file.
 
-    safetensors holds tensors only, so string metadata is left out of it.
+    safetensors holds tensors only, so text metadata goes there as UTF-8 bytes (read back
+    as text by ``read_checkpoint``).
     """
     import mindspore as ms
 
@@ -79,7 +108,7 @@ def write_checkpoint(path: str | os.PathLike, items: list, meta: dict | None = N
 
     meta = dict(meta or {})
     if fmt == "safetensors":
-        meta = {k: v for k, v in meta.items() if not isinstance(v, str)}
+        meta = _encode_text(meta)
     try:
         with atomic_path(path, suffix=".safetensors" if fmt == "safetensors" else ".ckpt") as tmp:
             ms.save_checkpoint(items, str(tmp), append_dict=meta or None, format=fmt)

@@ -114,7 +114,14 @@ _register_subcommands()
 
 
 def main() -> None:
-    """The ``amptool`` console script."""
+    """The ``amptool`` console script. SIGTERM stops a command like Ctrl+C: staged files
+    are removed and it exits 130 with one line."""
+    import signal
+
+    def _terminated(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminated)
     app()
 
 

@@ -1,17 +1,59 @@
 """Device selection. Every MindSpore import in amptool goes through ``import_mindspore``."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
-from .errors import DeviceError, UsageError
+from .errors import DeviceError, UsageError, debugging
 
 DEVICES = ("auto", "CPU", "GPU", "Ascend")
 
 
+DUMP_ENV = "MS_OM_PATH"
+"""Where MindSpore writes ``rank_*/om/analyze_fail.ir`` when a graph fails to compile
+(without it: the current folder)."""
+
+
+def private_dumps() -> None:
+    """Send MindSpore's compile-failure dumps to a private temp folder, removed at exit
+    (kept, and named in the report, with AMPTOOL_DEBUG=1); a folder the user set wins."""
+    if os.environ.get(DUMP_ENV):
+        return
+    folder = tempfile.mkdtemp(prefix="amptool-ms-")
+    os.environ[DUMP_ENV] = folder
+    if not debugging():
+        atexit.register(shutil.rmtree, folder, True)
+
+
+_quiet = {"on": False}
+
+
+def quiet_framework_logs() -> None:
+    """Silence MindSpore's Python log lines (now, or when it is imported): a command reports
+    every failure itself, in one line. Not with AMPTOOL_DEBUG=1."""
+    import logging
+    import sys
+
+    if debugging():
+        return
+    _quiet["on"] = True
+    if "mindspore" in sys.modules:
+        from mindspore import log
+
+        log._get_logger().setLevel(logging.CRITICAL + 1)
+
+
 def import_mindspore():
-    """Import MindSpore with its start-up chatter (GLOG warnings) silenced."""
+    """Import MindSpore with its start-up chatter (GLOG warnings) silenced and its dumps
+    kept out of the current folder."""
     os.environ.setdefault("GLOG_v", "3")
+    private_dumps()
     import mindspore
+
+    if _quiet["on"]:
+        quiet_framework_logs()
 
     return mindspore
 
@@ -53,7 +95,7 @@ _selected: list = []
 
 def set_device(device: str, graph: bool = True) -> None:
     """Select the backend (once per process, before any kernel runs) and the mode."""
-    ms = import_mindspore()
+    ms = import_mindspore()  # also: dumps into a private folder
     if not _selected:
         try:
             ms.set_device(device)

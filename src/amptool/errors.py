@@ -40,3 +40,39 @@ class DivergedError(CheckFailed):
 
 class WorkerFailed(CheckFailed):
     """A distributed worker failed or never started."""
+
+
+DEBUG_ENV = "AMPTOOL_DEBUG"
+"""Set to 1 for tracebacks instead of one-line summaries, and to keep MindSpore's dumps."""
+
+NET_TRACE = "The Traceback of Net Construct Code"
+"""What MindSpore's graph compiler puts in every error it raises about a network's code."""
+
+
+def debugging() -> bool:
+    import os
+
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def network_error(exc: BaseException):
+    """A MindSpore graph-compile error about a network's code, as one UsageError line naming
+    the problem and the innermost source line outside MindSpore; None for anything else."""
+    import re
+    import sys
+    from pathlib import Path
+
+    text = str(exc)
+    if NET_TRACE not in text:
+        return None
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    frames = re.findall(r"# \d+ In file (.+?):(\d+)", text)
+    own = {str(Path(m.__file__).parent) for name, m in list(sys.modules.items())
+           if name.partition(".")[0] == "amptool" and getattr(m, "__file__", None)}
+    outside = [f for f in frames if "/mindspore/" not in f[0].replace("\\", "/")
+               and str(Path(f[0]).parent) not in own]
+    where = outside[-1:]  # MindSpore names no user line for a syntax it cannot parse
+    at = f" (at {Path(where[0][0]).name}:{where[0][1]})" if where else ""
+    return UsageError(f"the network does not compile: {first.rstrip('.')}{at}",
+                      f"fix the model's construct or the inputs it is given; "
+                      f"{DEBUG_ENV}=1 shows MindSpore's full report")

@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -32,33 +33,89 @@ def ensure_out_dir(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temp path beside ``target`` whose name MindSpore accepts; rename on success.
+def output_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """``ensure_out_dir``; when the body fails, the folder is removed again if this call
+    created it and no file was written into it."""
+    created = not Path(path).exists()
+    out = ensure_out_dir(path)
+    try:
+        yield out
+    except BaseException:
+        if created and not any(p.is_file() for p in out.rglob("*")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
-    The temp file lives in a private temp folder inside the target's folder so a
-    failure leaves nothing behind. Works over a read-only (mode 0400) existing target.
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temp path whose name MindSpore accepts; move it onto ``target`` on success.
+
+    The temp file lives in a private temp folder inside the target's folder, so a failure
+    leaves nothing behind. When the target's folder has characters MindSpore refuses in
+    file names (spaces, '+'), the file is written in the system temp folder, copied beside
+    the target under a temp name and renamed (removed again if the copy fails). The file
+    gets the mode a new file gets under the umask (MindSpore writes some read-only); this
+    works over a read-only (mode 0400) existing target.
     """
     target = Path(target)
     parent = target.parent
-    tmpdir = Path(tempfile.mkdtemp(prefix=".amptool-tmp-", dir=parent))
+    drop_stale_temps(parent)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent))
     if not set(str(tmpdir)) <= _MS_SAFE:
-        # MindSpore refuses spaces and '+' in file names: write somewhere safe, then move.
         os.rmdir(tmpdir)
         tmpdir = Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
     tmp = tmpdir / ("part" + (suffix or target.suffix))
     try:
         yield tmp
         produced = tmp if tmp.exists() else _single_file(tmpdir)
-        os.chmod(produced, 0o644)
+        os.chmod(produced, 0o666 & ~current_umask())
         try:
             os.replace(produced, target)
         except OSError:  # temp folder on another file system
-            import shutil
-            shutil.copyfile(produced, str(target) + ".amptool-part")
-            os.replace(str(target) + ".amptool-part", target)
+            _copy_into_place(produced, target)
     finally:
-        import shutil
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+TEMP_PREFIX = ".amptool-tmp-"
+"""Staging folders: ``.amptool-tmp-<pid>-<random>`` beside the target."""
+
+
+def drop_stale_temps(folder: Path) -> None:
+    """Remove staging folders left in ``folder`` by a process that no longer runs (killed
+    with SIGKILL, say): what it was writing never reached its final name."""
+    for stale in folder.glob(f"{TEMP_PREFIX}*"):
+        pid = stale.name[len(TEMP_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _copy_into_place(produced: Path, target: Path) -> None:
+    fd, part = tempfile.mkstemp(prefix=".amptool-part-", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(produced, part)
+        os.chmod(part, 0o666 & ~current_umask())
+        os.replace(part, target)
+    except BaseException:
+        Path(part).unlink(missing_ok=True)
+        raise
 
 
 def _single_file(folder: Path) -> Path:
@@ -71,6 +128,11 @@ def _single_file(folder: Path) -> Path:
 def write_text(target: str | os.PathLike, text: str) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def write_bytes(target: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
 
 
 def write_json(target: str | os.PathLike, obj) -> None:

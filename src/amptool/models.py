@@ -41,6 +41,8 @@ class ModelSpec:
     """Keyword arguments given to the factory."""
     input_spec: Optional[str] = None
     """The ``--input-spec`` text the signature came from, if any."""
+    file: Optional[str] = None
+    """The Python file the factory comes from, for a ``path/to/file.py:factory`` reference."""
 
     def build(self):
         return self.factory()
@@ -89,6 +91,8 @@ def resolve_model(name, args: Optional[dict] = None,
     from .device import import_mindspore
 
     if isinstance(name, dict):
+        if name.get("recorded_in"):  # read from a file, not given by the user
+            name = vet_recorded(name)
         return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"))
 
     import_mindspore()
@@ -97,35 +101,43 @@ def resolve_model(name, args: Optional[dict] = None,
     args = dict(args or {})
     if name in SAMPLES and not args and not input_spec:
         return sample_spec(name)
-    factory, where = _find_factory(name, SAMPLES)
+    factory, where, file = _find_factory(name, SAMPLES)
     probe = _call_factory(factory, where, args)
     default = sample_spec(name).inputs if name in SAMPLES else None
     inputs = _signature(probe, factory, input_spec, name, default)
     num_classes = _declared(probe, factory, "num_classes")
-    if num_classes is None:
-        num_classes = _probe_classes(probe, inputs, name)
-    elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+    if num_classes is not None and (isinstance(num_classes, bool)
+                                    or not isinstance(num_classes, int) or num_classes < 2):
         raise UsageError(f"model {name} declares num_classes {num_classes!r}",
                          "declare a whole number >= 2 (the width of its class logits)")
+    width = _probe_classes(probe, inputs, name)  # also: the network fits its signature
+    if input_spec or _declared(probe, factory, "input_signature") is not None:
+        _check_names(probe, inputs, name, "--input-spec" if input_spec else "input_signature")
+    if num_classes is None:
+        num_classes = width
+    elif width is not None and width != num_classes:
+        raise UsageError(f"model {name} declares num_classes {num_classes} but its first output "
+                         f"has {width} columns", "declare the width its head really has")
     build = functools.partial(_call_factory, factory, where, args)
-    return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec)
+    return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file)
 
 
 def _find_factory(name: str, samples: dict) -> tuple:
     if name in samples:
         cls, _, num_classes, _ = samples[name]
-        return functools.partial(cls, num_classes=num_classes), f"sample {name}"
+        return functools.partial(cls, num_classes=num_classes), f"sample {name}", None
     if ":" not in name:
         raise UsageError(f"unknown model '{name}'",
                          f"use one of {', '.join(sorted(samples))}, path/to/file.py:factory "
                          "or package.module:factory")
     where, factory_name = name.rsplit(":", 1)
-    module = _import_file(Path(where)) if where.endswith(".py") else _import_module(where)
+    is_file = where.endswith(".py")
+    module = _import_file(Path(where)) if is_file else _import_module(where)
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise UsageError(f"model {where} has no callable '{factory_name}'",
                          "name a function that returns an nn.Cell after the ':'")
-    return factory, f"{where}:{factory_name}"
+    return factory, f"{where}:{factory_name}", str(Path(where).resolve()) if is_file else None
 
 
 def _import_module(dotted: str):
@@ -202,6 +214,27 @@ def _signature(probe, factory, input_spec: Optional[str], name: str, default=Non
                      "input_shape (C, H, W) or input_signature on the cell or factory")
 
 
+def _check_names(net, inputs: tuple, name: str, where: str) -> None:
+    """Named inputs must be the construct's parameters, in its order (inputs are fed by
+    position, so a swapped pair would otherwise run silently)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(net.construct).parameters.values())
+    except (TypeError, ValueError):
+        return
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return
+    expected = [p.name for p in params][:len(inputs)]
+    given = [i.name for i in inputs]
+    if given == expected:
+        return
+    order = " (the same names in another order)" if sorted(given) == sorted(expected) else ""
+    raise UsageError(f"{where} names the inputs of model {name} {', '.join(given)}{order}, "
+                     f"but its construct takes {', '.join(expected)}",
+                     f"name them {', '.join(expected)}, in that order")
+
+
 def _probe_classes(net, inputs: tuple, name: str) -> Optional[int]:
     """The width of the first output, from one eager forward pass with batch 2."""
     out = run_eager(net, [spec.example(2) for spec in inputs], name, inputs)
@@ -216,18 +249,37 @@ def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
 
     previous = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
+    was_training = net.training
     try:
         net.set_train(False)
         out = net(*[ms.Tensor(a) for a in arrays])
     except Exception as exc:
-        raise UsageError(f"model {name} does not accept the inputs {format_signature(inputs)} "
-                         f"({type(exc).__name__}: {_first(exc)})",
-                         f"give the signature its construct expects "
+        layer = failing_layer(net, exc)
+        where = (f"layer {layer[0]} ({layer[1]}) fails" if layer and layer[0]
+                 else f"{type(exc).__name__} in its own construct" if layer
+                 else type(exc).__name__)
+        raise UsageError(f"model {name} does not fit its inputs {format_signature(inputs)}: "
+                         f"{where}: {_first(exc).rstrip('.')}",
+                         f"fix that layer, or give the inputs its construct expects "
                          f"({_construct_params(net)})") from None
     finally:
+        net.set_train(was_training)
         ms.set_context(mode=previous)
     outs = out if isinstance(out, (tuple, list)) else [out]
     return [o.asnumpy() for o in outs]
+
+
+def failing_layer(net, exc: BaseException) -> Optional[tuple]:
+    """(path, class name) of the innermost cell of ``net`` whose code raised ``exc`` in an
+    eager forward pass ("" is the network itself), or None when no cell's code did."""
+    names = {id(cell): path for path, cell in net.cells_and_names()}
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None and id(owner) in names:
+            found = (names[id(owner)], type(owner).__name__)
+        tb = tb.tb_next
+    return found
 
 
 def _construct_params(net) -> str:
@@ -243,6 +295,89 @@ def _construct_params(net) -> str:
 def _first(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+TRUST_ENV = "AMPTOOL_TRUST_PACKAGES"
+"""Comma-separated packages whose model factories a run.json or manifest may name."""
+TRUSTED_PACKAGES = ("mindcv", "mindnlp", "mindocr", "mindone", "mindyolo")
+"""Model zoos trusted by default (with the samples)."""
+KEPT_FOLDER = "model"
+"""Where a run or export folder keeps a copy of the model file it was made with."""
+
+
+def trusted_packages() -> set:
+    import os
+
+    extra = os.environ.get(TRUST_ENV, "")
+    return set(TRUSTED_PACKAGES) | {p.strip() for p in extra.split(",") if p.strip()}
+
+
+def model_copy(spec: ModelSpec, folder) -> Optional[tuple]:
+    """(where in ``folder`` a ``file.py:factory`` model's file is kept, its bytes, what to
+    record beside the reference: ``file`` relative to ``folder`` and its ``sha256``);
+    None for other models."""
+    import hashlib
+
+    if not spec.file:
+        return None
+    data = Path(spec.file).read_bytes()
+    target = Path(folder) / KEPT_FOLDER / Path(spec.file).name
+    facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
+    return target, data, facts
+
+
+def keep_model_file(spec: ModelSpec, folder) -> dict:
+    """Copy the model's file into ``folder``/model/ (a run folder carries the code it was
+    trained with) and return the facts to record; nothing for other models."""
+    from .fileio import write_bytes
+
+    copy = model_copy(spec, folder)
+    if copy is None:
+        return {}
+    target, data, facts = copy
+    if not (target.is_file() and target.read_bytes() == data):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(target, data)
+    return facts
+
+
+def recorded_reference(ref: dict, kept: Optional[dict], where, folder) -> dict:
+    """A model reference read from a file (``where``, in ``folder``), to be vetted by
+    ``resolve_model`` before any of its code runs; ``kept`` is what ``keep_model_file``
+    recorded."""
+    return {**ref, "recorded_in": str(where), "folder": str(folder),
+            "file": (kept or {}).get("file"), "sha256": (kept or {}).get("sha256")}
+
+
+def vet_recorded(ref: dict) -> dict:
+    """The reference to run for one read from a file, or a UsageError: only code the user
+    chose runs. A sample always; a model file only from inside the run or artefact folder
+    with its recorded sha256; a package factory only from a trusted package."""
+    from amptool.samples.models import SAMPLES
+
+    from .fileio import sha256
+
+    name, where, folder = ref.get("model"), ref["recorded_in"], Path(ref["folder"]).resolve()
+    clean = {k: ref.get(k) for k in ("model_args", "input_spec")}
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{where} names no model", "pass --model NAME or path/to/file.py:factory")
+    if name in SAMPLES:
+        return {"model": name, **clean}
+    target, _, factory = name.rpartition(":")
+    if target.endswith(".py"):
+        kept = (folder / ref["file"]).resolve() if ref.get("file") else None
+        inside = kept is not None and folder in kept.parents
+        if inside and kept.is_file() and ref.get("sha256") and sha256(kept) == ref["sha256"]:
+            return {"model": f"{kept}:{factory}", **clean}
+        why = ("its copy in the folder does not match the recorded sha256" if inside
+               and kept.is_file() else "the folder holds no copy of it with a recorded sha256")
+        raise UsageError(f"{where} names the model file {target}, which amptool does not run on "
+                         f"a file's word ({why})", f"pass --model {name} if you trust that file")
+    package = target.partition(".")[0]
+    if package in trusted_packages():
+        return {"model": name, **clean}
+    raise UsageError(f"{where} names the model {name} from package {package}, which is not "
+                     f"trusted", f"pass --model {name} to run it, or add {package} to {TRUST_ENV}")
 
 
 def parse_model_args(items) -> dict:
@@ -270,5 +405,5 @@ def _parse_value(text: str):
     return text
 
 
-__all__ = ["InputSpec", "ModelSpec", "model_names", "parse_model_args", "resolve_model",
-           "run_eager", "sample_spec"]
+__all__ = ["InputSpec", "ModelSpec", "keep_model_file", "model_names", "parse_model_args",
+           "model_copy", "recorded_reference", "resolve_model", "run_eager", "sample_spec"]

@@ -9,6 +9,7 @@ traceback`` (exit 3).
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import inspect
 import json
@@ -22,7 +23,7 @@ from typing import Annotated, Any, Callable, List, Optional
 import typer
 import typer.core
 
-from .errors import AmpToolError, UsageError
+from .errors import DEBUG_ENV, AmpToolError, UsageError, debugging, network_error
 from .fileio import jsonable
 
 try:  # newer typer releases vendor click: their errors are not the click package's
@@ -35,8 +36,6 @@ NO_ARGS_IS_HELP = getattr(cli_errors, "NoArgsIsHelpError", ())
 
 INTERNAL_EXIT = 3
 """Exit code of an unexpected exception (a bug in amptool or a library it calls)."""
-DEBUG_ENV = "AMPTOOL_DEBUG"
-"""Set to 1 to get the traceback of an internal error instead of its one-line summary."""
 
 MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp, textcls), "
               "path/to/file.py:factory or package.module:factory.")
@@ -103,7 +102,9 @@ InputSpecOption = Annotated[Optional[str], typer.Option(
     "--input-spec", help="The model's inputs when it declares none: NAME:SHAPE:DTYPE[:LOW..HIGH] "
     "joined by commas, -1 for a dynamic dimension, e.g. ids:-1x128:int32:0..30522.")]
 PolicyFileOption = Annotated[Optional[Path], typer.Option(
-    "--policy", help="Precision policy file (TOML/YAML/JSON); overrides --amp-level.")]
+    "--policy", help="Precision policy file (TOML/YAML/JSON) over --amp-level, or 'auto': a "
+    "range pass on the first batches keeps in fp32 the cells whose outputs fp16 cannot hold "
+    "(written to policy.auto.toml in --out).")]
 EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs. \\[default: 5]")]
 BatchSizeOption = Annotated[Optional[int], typer.Option(
     help="Training batch size (per worker). \\[default: 32]")]
@@ -140,7 +141,7 @@ def fail(message: str, code: int = 2) -> None:
 def report_internal(exc: BaseException) -> int:
     """Report an unexpected exception in one line and return exit code 3; with
     AMPTOOL_DEBUG=1 re-raise it (traceback) instead."""
-    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+    if debugging():
         raise exc
     text = " ".join(str(exc).split()) or "(no message)"
     typer.echo(f"amptool: internal error: {type(exc).__name__}: {text}; "
@@ -153,6 +154,9 @@ def handle_errors(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from .device import quiet_framework_logs
+
+        quiet_framework_logs()  # failures come as one line of ours, not MindSpore's log
         try:
             return func(*args, **kwargs)
         except AmpToolError as exc:
@@ -161,10 +165,28 @@ def handle_errors(func: Callable) -> Callable:
             fail("interrupted", 130)
         except (typer.Exit, typer.Abort, cli_errors.ClickException):
             raise
-        except Exception as exc:  # any other exception is a bug
+        except OSError as exc:  # disk full, permissions, a path that vanished
+            fail(os_error_line(exc))
+        except Exception as exc:  # a network MindSpore cannot compile, else a bug
+            mistake = None if debugging() else network_error(exc)
+            if mistake is not None:
+                fail(str(mistake), mistake.exit_code)
             raise typer.Exit(report_internal(exc)) from exc
 
     return wrapper
+
+
+def os_error_line(exc: OSError) -> str:
+    """``cannot write PATH: No space left on device; <fix>`` from an OSError."""
+    path = exc.filename or ""
+    reason = exc.strerror or str(exc)
+    fix = {errno.ENOSPC: "free some space or write elsewhere",
+           errno.EDQUOT: "free some space or write elsewhere",
+           errno.EFBIG: "raise the file size limit or write elsewhere",
+           errno.EACCES: "check the permissions or choose another path",
+           errno.EPERM: "check the permissions or choose another path",
+           errno.EROFS: "choose a path on a writable file system"}.get(exc.errno, "check the path")
+    return f"{path}: {reason}; {fix}" if path else f"{reason}; {fix}"
 
 
 def is_tty() -> bool:

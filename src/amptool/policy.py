@@ -10,6 +10,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from .errors import DeviceError, UsageError
 
@@ -43,22 +44,24 @@ class Policy:
         return {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in dataclasses.asdict(self).items()}
 
-    def to_toml(self) -> str:
-        lines = ["# amptool precision policy"]
+    def to_toml(self, notes: Optional[dict] = None) -> str:
+        lines = _header(notes)
         for key, value in self.to_dict().items():
             lines.append(f"{key} = {json.dumps(value)}")
         return "\n".join(lines) + "\n"
 
-    def to_text(self, fmt: str = "toml") -> str:
-        """The policy as a TOML, YAML or JSON document (``load_policy`` reads all three)."""
+    def to_text(self, fmt: str = "toml", notes: Optional[dict] = None) -> str:
+        """The policy as a TOML, YAML or JSON document (``load_policy`` reads all three);
+        ``notes`` (cell path -> why and where) become comments in TOML and YAML."""
         if fmt == "toml":
-            return self.to_toml()
+            return self.to_toml(notes)
         if fmt == "json":
             return json.dumps(self.to_dict(), indent=2) + "\n"
         if fmt in ("yaml", "yml"):
             import yaml
 
-            return "# amptool precision policy\n" + yaml.safe_dump(self.to_dict(), sort_keys=False)
+            return "\n".join(_header(notes)) + "\n" + yaml.safe_dump(self.to_dict(),
+                                                                     sort_keys=False)
         raise UsageError(f"unknown policy file format '{fmt}'", "use .toml, .yaml, .yml or .json")
 
     def describe(self) -> str:
@@ -137,12 +140,21 @@ def policy_format(path: str | Path) -> str:
                      "name it .toml, .yaml, .yml or .json")
 
 
-def save_policy(policy: Policy, path: str | Path, force: bool = False) -> Path:
-    """Write ``policy`` atomically in the format its extension names."""
+def _header(notes: Optional[dict]) -> list:
+    lines = ["# amptool precision policy"]
+    for path, note in (notes or {}).items():
+        lines.append(f"# fp32 cell {path}: {note}")
+    return lines
+
+
+def save_policy(policy: Policy, path: str | Path, force: bool = False,
+                notes: Optional[dict] = None) -> Path:
+    """Write ``policy`` atomically in the format its extension names (``notes``: cell path
+    -> comment, in TOML and YAML)."""
     from .fileio import write_text
 
     path = Path(path)
-    text = policy.to_text(policy_format(path))
+    text = policy.to_text(policy_format(path), notes)
     if path.exists() and not force:
         raise UsageError(f"{path} already exists", "pass --force to overwrite it")
     if not path.parent.is_dir():

@@ -30,6 +30,29 @@ def cell_paths(net) -> dict:
     return {name: cell for name, cell in net.cells_and_names()}
 
 
+def cell_origin(cell) -> str:
+    """``Class (file.py:LINE)``: where the class of ``cell`` defines its ``construct``, so a
+    kept cell maps to source (just the class where Python cannot tell)."""
+    import inspect
+
+    kind = type(cell).__name__
+    try:
+        func = type(cell).construct
+        lines = inspect.getsourcelines(func)
+        source = inspect.getsourcefile(func)
+    except (TypeError, OSError, AttributeError):
+        return kind
+    from pathlib import Path
+
+    return f"{kind} ({Path(source).name}:{lines[1]})" if source else kind
+
+
+def cell_origins(net, paths) -> dict:
+    """Path -> ``cell_origin`` for each of ``paths`` that names a cell of ``net``."""
+    cells = cell_paths(net)
+    return {p: cell_origin(cells[p]) for p in paths if p in cells}
+
+
 def _ms_cell_type_names() -> set:
     from mindspore import nn
 

@@ -65,6 +65,17 @@ class RunDir:
         config.pop("resume", None)
         return config
 
+    def model_reference(self, info: Optional[dict] = None) -> dict:
+        """The model run.json names, as a reference ``resolve_model`` vets before running
+        any of its code (see models.vet_recorded)."""
+        from .models import recorded_reference
+
+        info = info if info is not None else self.read()
+        config = info["config"]
+        ref = {k: config.get(k) for k in ("model", "model_args", "input_spec")}
+        kept = info.get("model") if isinstance(info.get("model"), dict) else None
+        return recorded_reference(ref, kept, self.info_path, self.path)
+
     def write(self, info: dict) -> None:
         from .fileio import write_json
 

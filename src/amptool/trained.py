@@ -74,9 +74,7 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
     policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
     data = info["data"]
-    config = info["config"]
-    ref = {"model": model} if model else {k: config.get(k) for k in ("model", "model_args",
-                                                                      "input_spec")}
+    ref = {"model": model} if model else run_dir.model_reference(info)
     prep = dict(data["preprocess"]) if data["preprocess"] else None
     return TrainedModel(resolve_model(ref), path, policy, prep, data.get("source"),
                         data.get("val_fraction"))

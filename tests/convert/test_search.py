@@ -1,6 +1,7 @@
 """The fp32-cell search: finds the planted fp16-unsafe cell, keeps nothing on a healthy
 model, fails clearly when nothing passes."""
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -147,3 +148,32 @@ def test_fp16_export_under_the_found_policy_passes_parity(trap_run, trap_search,
     bad = runner.invoke(app, ["parity", str(ref), str(tmp_path / "o3" / "trapmlp_fp16.mindir"),
                               "--samples", "128"])
     assert bad.exit_code == 1 and "parity failed" in bad.output, bad.output
+
+
+PLANTED = Path(__file__).resolve().parent.parent / "planted_branches.py"
+
+
+def test_range_pass_keeps_a_block_whose_own_construct_overflows(tmp_path):
+    """No leaf covers the branch sum: without the range pass even the all-fp32 trial
+    fails; with it, the block is kept before any trial and the policy passes."""
+    import mindspore as ms
+
+    model = f"{PLANTED}:build"
+    ms.set_seed(0)
+    from amptool.models import resolve_model
+
+    ms.save_checkpoint(resolve_model(model).build(), str(tmp_path / "seeded.ckpt"))
+    base = ["convert", "search", "--ckpt", str(tmp_path / "seeded.ckpt"), "--model", model,
+            "--level", "O2", "--samples", "64", "--json"]
+    off = runner.invoke(app, base + ["--range-safety", "off", "--out", str(tmp_path / "off.toml")])
+    assert off.exit_code == 1 and "still differs from the fp32 reference" in off.output
+    assert "block.fused" in off.output and not (tmp_path / "off.toml").exists()
+    on = runner.invoke(app, base + ["--out", str(tmp_path / "on.toml")])
+    assert on.exit_code == 0, on.output
+    result = json.loads(on.output)
+    assert result["range_kept"] == ["block"] and result["kept"] == ["block"]
+    assert result["n_trials"] <= 1  # all-fp16 beside the kept block passes; then the confirmation
+    assert result["ranges"][0]["out_max"] > 65504 and result["confirm"]["passed"]
+    assert list(load_policy(tmp_path / "on.toml").fp32_cells) == ["block"]
+    assert result["kept_where"]["block"].startswith("Branches (planted_branches.py:")
+    assert "# fp32 cell block: Branches (planted_branches.py:" in (tmp_path / "on.toml").read_text()

@@ -96,15 +96,20 @@ def test_write_checkpoint_ckpt_keeps_string_meta(tmp_path):
     assert os.listdir(tmp_path) == ["best.ckpt"]
 
 
-def test_write_checkpoint_safetensors_drops_string_meta(tmp_path):
+def test_write_checkpoint_safetensors_keeps_string_meta(tmp_path):
+    meta = {**META, "optimizer": "momentum", "model": "my_net.py:build_é"}
     path = tmp_path / "best.safetensors"
-    write_checkpoint(path, _items(), META, fmt="safetensors")
+    write_checkpoint(path, _items(), meta, fmt="safetensors")
     assert detect_format(path) == "safetensors"
     params = read_checkpoint(path)
-    assert "model" not in params
-    assert meta_of(params) == {"epoch": 3, "best_acc": 0.5}
+    assert meta_of(params) == {"epoch": 3, "best_acc": 0.5, "model": "my_net.py:build_é",
+                               "optimizer": "momentum"}
     np.testing.assert_array_equal(params["fc.bias"].asnumpy(), B)
     assert os.listdir(tmp_path) == ["best.safetensors"]
+    # the file holds tensors only (what safetensors allows): the text is UTF-8 bytes
+    raw = import_mindspore().load_checkpoint(str(path), format="safetensors")
+    assert bytes(raw["amptool_text.optimizer"].asnumpy()) == b"momentum"
+    assert "optimizer" not in raw and all(hasattr(v, "asnumpy") for v in raw.values())
 
 
 def test_write_checkpoint_overwrites_read_only(tmp_path):

@@ -66,6 +66,60 @@ def test_replaces_read_only_target(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_honour_the_umask(tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        write_text(tmp_path / "plain.txt", "x")
+        with atomic_path(tmp_path / "ms.ckpt") as tmp:
+            tmp.write_text("w")
+            os.chmod(tmp, 0o400)  # as MindSpore's writers leave their files
+        spaced = tmp_path / "a b"
+        spaced.mkdir()
+        write_text(spaced / "staged.txt", "y")  # staged in the system temp folder
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "plain.txt", tmp_path / "ms.ckpt", spaced / "staged.txt"):
+        assert stat.S_IMODE(path.stat().st_mode) == mode, path
+
+
+def test_a_failed_copy_from_the_system_temp_folder_leaves_nothing(tmp_path, monkeypatch):
+    import shutil
+
+    folder = tmp_path / "a b"
+    folder.mkdir()
+
+    def broken_replace(src, dst):
+        if str(src).startswith(str(folder)):
+            raise OSError(28, "No space left on device")
+        raise OSError(18, "Invalid cross-device link")  # the move out of the temp folder
+
+    def half_copy(src, dst):
+        Path(dst).write_text("half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    monkeypatch.setattr(shutil, "copyfile", half_copy)
+    with pytest.raises(OSError), atomic_path(folder / "out.txt") as tmp:
+        tmp.write_text("whole")
+    assert os.listdir(folder) == []
+
+
+def test_staging_of_a_killed_process_is_cleared_by_the_next_write(tmp_path):
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    stale = tmp_path / f".amptool-tmp-{child.pid}-abcd"
+    stale.mkdir()
+    (stale / "part.mindir").write_text("half")
+    mine = tmp_path / f".amptool-tmp-{os.getpid()}-live"
+    mine.mkdir()  # a live process's staging stays
+    write_text(tmp_path / "a.txt", "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.txt", mine.name])
+
+
 def test_folder_name_mindspore_refuses(tmp_path):
     folder = tmp_path / "with space+plus"
     folder.mkdir()

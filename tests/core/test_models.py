@@ -8,14 +8,22 @@ HEADER = "from mindspore import nn\n\n"
 SOURCES = {
     "good.py": HEADER + (
         "def build():\n"
-        "    net = nn.Dense(4, 3)\n"
+        "    net = nn.SequentialCell([nn.Flatten(), nn.Dense(4, 3)])\n"
         "    net.input_shape = (1, 2, 2)\n"
         "    net.num_classes = 3\n"
         "    return net\n\n"
         "def bare():\n"
         "    return nn.Dense(4, 3)\n\n"
         "def on_factory():\n"
-        "    return nn.Dense(12, 5)\n\n"
+        "    return nn.SequentialCell([nn.Flatten(), nn.Dense(12, 5)])\n\n"
+        "def misfit():\n"
+        "    return nn.SequentialCell([nn.Flatten(), nn.Dense(100, 10)])\n\n"
+        "misfit.input_shape = (1, 28, 28)\n"
+        "misfit.num_classes = 10\n\n"
+        "def wrong_width():\n"
+        "    return nn.SequentialCell([nn.Flatten(), nn.Dense(4, 7)])\n\n"
+        "wrong_width.input_shape = (1, 2, 2)\n"
+        "wrong_width.num_classes = 3\n\n"
         "on_factory.input_shape = [3, 2, 2]\n"
         "on_factory.num_classes = 5\n\n"
         "def wrong_shape():\n"
@@ -61,7 +69,19 @@ def test_user_model_on_cell(folder):
     from mindspore import nn
 
     net = spec.build()
-    assert isinstance(net, nn.Dense) and tuple(net.weight.shape) == (3, 4)
+    assert isinstance(net, nn.SequentialCell) and tuple(net[1].weight.shape) == (3, 4)
+
+
+def test_a_model_that_does_not_fit_its_declared_input_names_the_layer(folder):
+    text = _error(f"{folder}/good.py:misfit")
+    assert text.startswith(f"model {folder}/good.py:misfit does not fit its inputs "
+                           "x:-1x1x28x28:float32: layer 1 (Dense) fails: ")
+    assert "784" in text and "100" in text and "fix that layer" in text
+
+
+def test_declared_class_count_must_match_the_head(folder):
+    text = _error(f"{folder}/good.py:wrong_width")
+    assert "declares num_classes 3 but its first output has 7 columns" in text
 
 
 def test_user_model_attributes_on_factory(folder):
@@ -133,11 +153,48 @@ def test_package_module_factory_with_args_and_signature():
     ("amptool.samples.models:TextClassifier", {"num_classes": 3}, None,
      "declares no input signature"),
     ("amptool.samples.models:TextClassifier", {"num_classes": 3}, "t:-1x32x5:float32",
-     "does not accept the inputs t:-1x32x5:float32"),
+     "does not fit its inputs t:-1x32x5:float32"),
     ("amptool.samples.models:TextClassifier", {"vocab": -4}, "t:-1x32:int32:0..64",
      "TextClassifier() raised"),
+    ("amptool.samples.models:TextClassifier", {"num_classes": 3}, "ids:-1x32:int32:0..64",
+     "--input-spec names the inputs of model amptool.samples.models:TextClassifier ids, but "
+     "its construct takes tokens; name them tokens, in that order"),
 ])
 def test_bad_references_are_one_line(name, args, spec, words):
     with pytest.raises(UsageError) as info:
         resolve_model(name, args, spec)
     assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_recorded_reference_runs_only_code_the_user_chose(folder, tmp_path, monkeypatch):
+    from amptool.models import TRUST_ENV, keep_model_file, recorded_reference
+
+    spec = resolve_model(f"{folder}/good.py:build")
+    run = tmp_path / "run"
+    kept = keep_model_file(spec, run)
+    assert kept["file"] == "model/good.py"
+    assert (run / kept["file"]).read_bytes() == (folder / "good.py").read_bytes()
+
+    def recorded(model, facts=None):
+        return recorded_reference({"model": model}, facts, run / "run.json", run)
+
+    rebuilt = resolve_model(recorded(f"{folder}/good.py:build", kept))
+    assert rebuilt.num_classes == 3 and rebuilt.name == f"{(run / kept['file']).resolve()}:build"
+    assert resolve_model(recorded("lenet5")).name == "lenet5"  # a sample always
+
+    (run / kept["file"]).write_text((folder / "good.py").read_text() + "\n# edited\n")
+    with pytest.raises(UsageError, match=r"does not match the recorded sha256\); pass --model"):
+        resolve_model(recorded(f"{folder}/good.py:build", kept))
+    with pytest.raises(UsageError, match="holds no copy of it with a recorded sha256"):
+        resolve_model(recorded(f"{folder}/good.py:build"))  # a file elsewhere, named only
+    outside = dict(kept, file="../../good.py")
+    with pytest.raises(UsageError, match="does not run on a file's word"):
+        resolve_model(recorded(f"{folder}/good.py:build", outside))
+
+    package_ref = recorded("amptool.samples.models:TextClassifier")
+    with pytest.raises(UsageError, match=f"from package amptool, which is not trusted; pass "
+                                         f"--model .* or add amptool to {TRUST_ENV}"):
+        resolve_model(package_ref)
+    monkeypatch.setenv(TRUST_ENV, "amptool")
+    package_ref["input_spec"] = "tokens:-1x32:int32:0..64"
+    assert resolve_model(package_ref).inputs[0].name == "tokens"

@@ -138,12 +138,37 @@ def test_config_files(tmp_path, out):
     wrong_type.write_text('epochs = "many"\n')
     assert_one_line_error(*invoke("train", "--config", wrong_type, "--out", out), "epochs")
     good = tmp_path / "good.toml"
-    good.write_text('model = "lenet5"\nepochs = 3\namp_level = "O0"\n')
-    code, output = invoke("train", "--config", good, "--epochs", "1", "--out", out, "--json")
+    good.write_text('model = "lenet5"\nepochs = 3\namp_level = "O0"\nquiet = true\n')
+    code, output = invoke("train", "--config", good, "--epochs", "1", "--out", out)
     assert code == 0, output
+    assert output.startswith("done: lenet5 O0") and output.count("\n") == 1, output  # quiet
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["model"] == "lenet5" and run["config"]["epochs"] == 1
     assert run["policy"]["level"] == "O0"
+
+
+def test_config_file_takes_the_launch_options(tmp_path, out):
+    """Every option of the command is a config key: the layout keys reach the launcher,
+    whose checks refuse each bad value before anything starts, and flags override them."""
+    def config(text):
+        path = tmp_path / "layout.yaml"
+        path.write_text(text)
+        return path
+
+    assert_one_line_error(*invoke("train", "--config", config(
+        "workers: 2\nnodes: 2\nnode_rank: 2\nmaster_port: 8118\n"), "--out", out),
+        "node rank must be in 0..1")
+    assert_one_line_error(*invoke("train", "--config", config(
+        "workers: 2\nnodes: 2\nnode_rank: 2\nmaster_addr: 10.0.0.1\n"), "--nodes", "3",
+        "--out", out), "several nodes need one --master-port")
+    assert_one_line_error(*invoke("train", "--config", config("workers: 2\nmaster_port: 80\n"),
+                                  "--out", out), "master port must be 0 or in 1024..65535")
+    assert_one_line_error(*invoke("train", "--config", config("workers: 2\nstart_timeout: -1\n"),
+                                  "--out", out), "start timeout must be > 0")
+    assert_one_line_error(*invoke("train", "--config", config(
+        "start_timeout: soon\nquiet: 3\njson: true\nnodse: 2\n"), "--out", out),
+        "start_timeout must be a number", "quiet must be true or false", "unknown key 'nodse'")
+    assert not out.exists()
 
 
 @pytest.mark.slow
@@ -160,13 +185,42 @@ def test_divergence_exits_1_and_keeps_last_good_checkpoint(out):
 
 
 @pytest.mark.slow
-def test_resume_with_another_optimizer_is_refused(out):
-    code, output = invoke("train", "--epochs", "1", "--out", out, "--quiet")
+@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
+def test_resume_refuses_another_optimizer_and_keeps_a_finished_run(tmp_path, out, fmt):
+    code, output = invoke("train", "--epochs", "1", "--ckpt-format", fmt, "--out", out, "--quiet")
     assert code == 0, output
-    before = (out / "last.ckpt").read_bytes()
+    last = out / f"last.{fmt}"
+    files = {name: (out / name).read_bytes() for name in (last.name, "run.json", "metrics.jsonl")}
     assert_one_line_error(*invoke("train", "--resume", "--epochs", "2", "--optimizer", "sgd",
                                   "--out", out), "holds adam state", "--optimizer adam")
-    assert (out / "last.ckpt").read_bytes() == before
+    if fmt == "safetensors":  # a checkpoint that names no optimizer: run.json says which
+        from amptool.checkpoint import read_checkpoint
+        from amptool.device import import_mindspore
+
+        ms = import_mindspore()
+        raw = ms.load_checkpoint(str(last), format="safetensors")
+        os.chmod(last, 0o600)
+        ms.save_checkpoint([{"name": k, "data": v} for k, v in raw.items()
+                            if not k.startswith("amptool_text.")], str(last), format="safetensors")
+        assert "optimizer" not in read_checkpoint(last)
+        assert_one_line_error(*invoke("train", "--resume", "--epochs", "2", "--optimizer", "sgd",
+                                      "--out", out), "holds adam state", "--optimizer adam")
+        files[last.name] = last.read_bytes()
+    # resumed with the epochs it already has: its own figures, nothing rewritten
+    recorded = json.loads(files["run.json"])["summary"]
+    again = tmp_path / "again.yaml"
+    again.write_text("resume: true\nepochs: 1\njson: true\n")
+    code, output = invoke("train", "--config", again, "--out", out)
+    assert code == 0, output
+    summary = json.loads(output)
+    assert summary["already_finished"] is True
+    for key in ("val_acc", "best_acc", "steps", "overflow_steps", "loss_scale", "final_loss",
+                "samples_per_s", "weights_sha256"):
+        assert summary[key] == recorded[key], key
+    assert 0.5 < summary["val_acc"] <= 1.0
+    code, output = invoke("train", "--resume", "--out", out, "--epochs", "1")
+    assert code == 0 and "nothing to train" in output and "already finished: simplecnn" in output
+    assert {name: (out / name).read_bytes() for name in files} == files
 
 
 @pytest.mark.slow

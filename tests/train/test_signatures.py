@@ -92,5 +92,54 @@ def test_mismatched_signature_is_one_line(tmp_path):
                                  "tokens:-1x32x3:float32", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2
     line = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
-    assert len(line) == 1 and "does not accept the inputs tokens:-1x32x3:float32" in line[0]
+    assert len(line) == 1 and "does not fit its inputs tokens:-1x32x3:float32" in line[0]
     assert not (tmp_path / "x" / "run.json").exists()
+
+
+def _pairs(path, count: int = 256, length: int = 32):
+    rng = np.random.RandomState(0)
+    ids = rng.randint(5, 64, size=(count, length)).astype(np.int32)
+    y = rng.randint(0, 4, size=count)
+    ids[np.arange(count), rng.randint(0, length, size=count)] = y + 1
+    np.savez(path, ids=ids, mask=np.ones_like(ids), y=y)
+
+
+def test_dynamic_sequence_length_exports_and_runs_at_any_length(tmp_path):
+    """A signature with -1 for batch and sequence: the artefacts take any length, match the
+    network at each, and inspect lists every input and output."""
+    import mindspore as ms
+
+    from amptool.artefact.runners import load_runner
+    from amptool.checkpoint import build_with_weights, read_checkpoint
+    from amptool.models import resolve_model
+
+    source = TWO_INPUTS.replace('"ids:-1x32:int32:0..64,mask:-1x32:int32:0..2"',
+                                '"ids:-1x-1:int32:0..64,mask:-1x-1:int32:0..2"')
+    (tmp_path / "tagger.py").write_text(source)
+    _pairs(tmp_path / "pairs.npz")
+    model = f"{tmp_path}/tagger.py:build"
+    _ok(runner.invoke(app, ["train", "--model", model, "--data", f"npz:{tmp_path}/pairs.npz",
+                            "--epochs", "1", "--quiet", "--out", str(tmp_path / "run")]))
+    _ok(runner.invoke(app, ["export", "--run", str(tmp_path / "run"), "--dynamic-batch",
+                            "-f", "MINDIR", "--out", str(tmp_path / "export")]))
+    fp32 = next((tmp_path / "export").glob("*fp32.mindir"))
+    fp16 = next((tmp_path / "export").glob("*fp16.mindir"))
+    listed = _ok(runner.invoke(app, ["inspect", str(fp16)])).output
+    assert "input  input0 (ids): int32 [NxN]" in listed, listed  # names from the manifest
+    assert "input  input1 (mask): int32 [NxN]" in listed
+    assert "output output0: float32 [Nx4]" in listed and "output output1: float32 [NxN]" in listed
+    net = build_with_weights(resolve_model(model), read_checkpoint(tmp_path / "run" / "best.ckpt"),
+                             "best.ckpt")
+    net.set_train(False)
+    ref_runner, half_runner = load_runner(str(fp32)), load_runner(str(fp16))
+    rng = np.random.RandomState(1)
+    for length in (8, 32, 50):
+        ids = rng.randint(0, 64, size=(3, length)).astype(np.int32)
+        mask = np.ones_like(ids)
+        ref = [o.asnumpy() for o in net(ms.Tensor(ids), ms.Tensor(mask))]
+        got, half = ref_runner.run([ids, mask]), half_runner.run([ids, mask])
+        for r, g, h in zip(ref, got, half):
+            assert g.shape == r.shape == h.shape and r.shape[0] == 3
+            scale = max(1.0, float(np.abs(r).max()))
+            assert float(np.abs(g - r).max()) / scale <= 1e-5, length  # fp32: rounding only
+            assert float(np.abs(h - r).max()) / scale <= 1e-2, length  # fp16: ~3 digits

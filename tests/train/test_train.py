@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+from amptool.errors import UsageError
 from amptool.train.config import TrainConfig
 from amptool.train.loop import train_model
 
@@ -138,3 +139,11 @@ def test_safetensors_checkpoints_and_resume(tmp_path):
     resumed = train_model(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
                                       resume=True))
     assert resumed.steps == 88
+    with pytest.raises(UsageError, match="already holds 2 epochs, more than --epochs 1"):
+        train_model(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors",
+                                resume=True))
+    again = train_model(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
+                                    resume=True))
+    assert again.extra["already_finished"] and again.steps == 88
+    assert again.val_acc == resumed.val_acc and again.best_acc == resumed.best_acc
+    assert again.final_loss == resumed.final_loss

@@ -14,6 +14,7 @@ import numpy as np
 from amptool.errors import UsageError
 
 from . import reader
+from .common import first_line
 from .keys import ENV_VAR, coerce_key
 
 
@@ -94,7 +95,13 @@ class MindIRRunner(Runner):
     def _run_batch(self, arrays: list) -> list:
         import mindspore as ms
 
-        out = self.cell(*[ms.Tensor(a) for a in arrays])
+        try:
+            out = self.cell(*[ms.Tensor(a) for a in arrays])
+        except (RuntimeError, ValueError, TypeError) as exc:  # the graph does not run here
+            shapes = ", ".join("x".join(map(str, a.shape)) for a in arrays)
+            raise UsageError(f"{Path(self.path).name} does not run on inputs of shape {shapes}: "
+                             f"{first_line(exc)}", "export it again (a fixed batch if it was "
+                             "exported with --dynamic-batch)") from None
         outs = out if isinstance(out, (tuple, list)) else [out]
         return [o.asnumpy() for o in outs]
 

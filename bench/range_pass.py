@@ -1,0 +1,74 @@
+"""Range pass benchmark: what ``--policy auto`` adds to a one-epoch training run.
+
+Per sample model, one-epoch runs of the real training path with and without
+``--policy auto`` alternate (median of the rounds), and the range pass alone is timed on
+the same batches. Target: the range pass costs at most 5 % of a one-epoch run.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ("simplecnn", "resnet")
+
+
+def _epoch_seconds(model: str, policy, out: Path) -> float:
+    from amptool.train.config import TrainConfig
+    from amptool.train.loop import train_model
+
+    t0 = time.perf_counter()
+    train_model(TrainConfig(model=model, epochs=1, policy=policy, out=str(out)))
+    return time.perf_counter() - t0
+
+
+def _range_pass_seconds(model: str) -> tuple:
+    import mindspore as ms
+
+    from amptool.data import epoch_batches, load_model_data
+    from amptool.models import resolve_model
+    from amptool.ranges import measure_ranges, range_candidates
+    from amptool.train.loop import AUTO_BATCHES
+
+    spec = resolve_model(model)
+    data = load_model_data("digits", spec)
+    ms.set_seed(0)
+    net = spec.build()
+    batches = [[a[idx] for a in data.train] for idx, _ in
+               zip(epoch_batches(len(data.train_y), 32, 0, 0), range(AUTO_BATCHES))]
+    joined = [np.concatenate(parts) for parts in zip(*batches)]  # as --policy auto runs it
+    t0 = time.perf_counter()
+    found = range_candidates(measure_ranges(net, [joined]))
+    return time.perf_counter() - t0, [r.path for r in found]
+
+
+def run(quick: bool = False) -> dict:
+    from amptool.device import set_device
+
+    set_device("CPU")
+    rounds = 1 if quick else 3
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="amptool-bench-range-") as tmp:
+        for model in MODELS[:1] if quick else MODELS:
+            plain, auto = [], []
+            for i in range(rounds):  # alternate, so drift hits both alike
+                plain.append(_epoch_seconds(model, None, Path(tmp) / f"{model}-plain-{i}"))
+                auto.append(_epoch_seconds(model, "auto", Path(tmp) / f"{model}-auto-{i}"))
+            alone, kept = _range_pass_seconds(model)
+            plain_s, auto_s = statistics.median(plain), statistics.median(auto)
+            rows.append({"model": model, "epoch_s": round(plain_s, 3),
+                         "epoch_auto_s": round(auto_s, 3), "range_pass_s": round(alone, 3),
+                         "range_pass_overhead": round(alone / plain_s, 4),
+                         "auto_run_overhead": round(auto_s / plain_s - 1, 4), "kept": kept})
+    return {"rounds": rounds, "batches": 4, "models": rows,
+            "targets": {f"models[{m}].range_pass_overhead": "<= 5 %" for m in MODELS}}
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

@@ -1,0 +1,96 @@
+"""The benchmark figures quoted in README.md and docs/bench.md are bench/results.json's."""
+import copy
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def render(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    return importlib.import_module("bench.render")
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return json.loads((ROOT / "bench" / "results.json").read_text(encoding="utf-8"))
+
+
+def test_quoted_figures_are_the_results_files(render, results):
+    blocks = render.render_blocks(results)
+    assert set(blocks) == {ROOT / "README.md", ROOT / "docs" / "bench.md"}
+    for path, block in blocks.items():
+        _, current, _ = render.split_block(path.read_text(encoding="utf-8"), path)
+        assert current == block, (f"{path.name}: its figures differ from bench/results.json; "
+                                  "run `python -m bench --render`")
+
+
+def _scaled(value):
+    """Every number in ``value`` changed (x -> 3x + 1), the rest as it is."""
+    if isinstance(value, dict):
+        return {k: v if k == "targets" else _scaled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scaled(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value * 3 + 1
+    return value
+
+
+def test_every_figure_and_the_machine_come_from_the_results(render, results):
+    """Change a benchmark's figures, the load and the commit: both blocks follow."""
+    before = render.render_blocks(results)
+    changed = copy.deepcopy(results)
+    changed["machine"].update(load_1min_at_start=123.4, commit="f" * 40)
+    for name, entry in render.ordered(changed):
+        if entry["status"] != "ok":
+            continue
+        entry["figures"] = _scaled(entry["figures"])
+        after = render.render_blocks(changed)
+        for path in before:
+            if name == "zoo" and path.name == "README.md":  # the zoo's table is in docs only
+                continue
+            assert after[path] != before[path], f"{path.name} ignores {name}'s figures"
+            assert "123.4" in after[path] and "ffffffffffff" in after[path]
+        before = after
+
+
+def test_render_rewrites_only_the_block(render, results, tmp_path, monkeypatch):
+    pages = {}
+    for path in render.render_blocks(results):
+        page = tmp_path / path.name
+        page.write_text(f"# intro\n\n{render.BEGIN}\nold figures\n{render.END}\n\nafter\n",
+                        encoding="utf-8")
+        pages[path] = page
+    monkeypatch.setattr(render, "render_blocks",
+                        lambda r, real=render.render_blocks: {pages[p]: b for p, b in real(r).items()})
+    assert render.render(results, check=True) == list(pages.values())
+    assert "old figures" in pages[ROOT / "README.md"].read_text(encoding="utf-8")
+    assert render.render(results) == list(pages.values())
+    for page in pages.values():
+        text = page.read_text(encoding="utf-8")
+        assert text.startswith("# intro\n\n") and text.endswith("\n\nafter\n")
+        assert "old figures" not in text
+    assert render.render(results, check=True) == []
+
+
+def test_failed_and_quick_runs_say_so(render, results):
+    broken = copy.deepcopy(results)
+    broken["quick"] = True
+    name = next(iter(broken["benchmarks"]))
+    broken["benchmarks"][name] = {"status": "failed", "seconds": 1.0,
+                                  "error": "RuntimeError: first line\n| second line"}
+    for block in render.render_blocks(broken).values():
+        assert "A quick (smoke) run" in block
+        row = next(line for line in block.splitlines() if "first line" in line)
+        assert "failed" in row and "\\| second line" in row  # one row, the pipe escaped
+
+
+def test_markers_must_be_one_pair(render, tmp_path):
+    for text in ("no markers\n", f"{render.END}\n{render.BEGIN}\n",
+                 f"{render.BEGIN}\n{render.END}\n{render.BEGIN}\n{render.END}\n"):
+        with pytest.raises(ValueError, match="exactly one"):
+            render.split_block(text, tmp_path / "page.md")

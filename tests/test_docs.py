@@ -1,0 +1,254 @@
+"""Every ``amptool`` command example in README.md and docs/*.md runs as written.
+
+Examples are the commands of the fenced ``bash``, ``sh``, ``console`` and unlabeled blocks:
+``amptool ...`` lines (``\\`` continuations joined, ``&&`` chains split, a trailing
+``# comment`` dropped) and ``$ amptool ...`` prompt lines. They run in document order in one
+working folder, in-process through typer's CliRunner (MindSpore is imported once), so each
+document's chain (train, then export and parity on that run) uses its own training run. An
+example expects exit 0, or the code its comment names (``# exits 1``). A console example's
+first output line must start as the document shows it.
+
+Files the documents leave to the reader are written first: ``my_net.py`` (the README's
+factory example around a small network), ``images/`` (a tiny image folder) and every file
+a document shows in a block whose first line is ``# <file name>`` (``train.yaml``).
+
+The extraction is complete: a block with another label may hold no runnable command (a
+``text`` block holds synopses and listings only), so a new example is a new test case here
+without any list to update. Run this module whole: its examples depend on earlier ones.
+"""
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
+RUN_LANGS = ("bash", "sh", "console", "")
+"""Fenced blocks whose commands are examples (unlabeled blocks count, so none hides)."""
+OTHER_LANGS = ("text", "python", "toml", "yaml", "json")
+"""Blocks that are not commands: synopses and listings (text), code and files."""
+EXCLUDED = {
+    "--workers": "data parallel through msrun: tests/train/test_distributed.py runs a real "
+                 "2-worker job and tests/train/test_multinode.py a 2-node one on this host",
+}
+"""Examples that contain the key are not run here, for the reason given."""
+FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+FILE_BLOCK = re.compile(r"# ([\w.-]+\.(?:ya?ml|toml|json|py))\n")
+
+
+@dataclass(frozen=True)
+class Example:
+    doc: str
+    line: int
+    command: str
+    expect: int = 0
+    shown: Optional[str] = None  # a console example's first output line
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def fenced_blocks(doc: str):
+    """(language, first line number of the body, body) of every fenced block of ``doc``."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    for match in FENCE.finditer(text):
+        yield match.group(1), text.count("\n", 0, match.start(2)) + 1, match.group(2)
+
+
+def block_commands(body: str, lang: str, doc: str = "", first: int = 1) -> list:
+    """The ``amptool`` commands of one block, as examples."""
+    lines = body.splitlines()
+    examples, i = [], 0
+    while i < len(lines):
+        start, line = i, lines[i]
+        i += 1
+        if lang == "console":
+            if not line.startswith("$ "):
+                continue
+            line = line[2:]
+        elif not line.strip() or line.lstrip().startswith("#"):
+            continue
+        while line.rstrip().endswith("\\") and i < len(lines):
+            line = line.rstrip()[:-1] + " " + lines[i].strip()
+            i += 1
+        code, _, comment = line.partition(" #")
+        exits = re.search(r"\bexits? (\d+)\b", comment)
+        shown = None
+        if lang == "console" and i < len(lines) and not lines[i].startswith("$ "):
+            shown = lines[i]
+        for segment in re.split(r"\s&&\s|\s;\s", code):
+            if segment.split()[:1] == ["amptool"]:
+                examples.append(Example(doc, first + start, " ".join(segment.split()),
+                                        int(exits.group(1)) if exits else 0, shown))
+    return examples
+
+
+def extract_examples() -> list:
+    examples = []
+    for doc in DOCS:
+        for lang, first, body in fenced_blocks(doc):
+            if lang in RUN_LANGS:
+                examples += block_commands(body, lang, doc, first)
+    return examples
+
+
+def exclusion(example: Example) -> Optional[str]:
+    return next((why for key, why in EXCLUDED.items() if key in example.command.split()), None)
+
+
+EXAMPLES = extract_examples()
+RUN = [e for e in EXAMPLES if exclusion(e) is None]
+
+
+# ---------------------------------------------------------------- the extraction itself
+
+
+def test_extraction_reads_continuations_chains_comments_and_prompts():
+    bash = ("amptool train --epochs 1 \\\n    --out runs/a   # exits 1\n# a comment line\n"
+            "python3 -m pip install . && amptool run --epochs 1\n")
+    got = block_commands(bash, "bash", "x.md", 10)
+    assert [(e.line, e.command, e.expect) for e in got] == [
+        (10, "amptool train --epochs 1 --out runs/a", 1), (13, "amptool run --epochs 1", 0)]
+    console = "$ amptool info\namptool 0.1.0  MindSpore\n$ amptool inspect a.mindir\n"
+    got = block_commands(console, "console")
+    assert [(e.command, e.shown) for e in got] == [("amptool info", "amptool 0.1.0  MindSpore"),
+                                                  ("amptool inspect a.mindir", None)]
+
+
+def test_every_block_is_an_example_block_or_holds_no_command():
+    """A command cannot hide where the extraction does not look: every block is labeled as
+    examples or as something else, and the others hold no prompt and no plain command
+    (a text block's amptool lines are synopses with [options] or | choices, or listings)."""
+    problems = []
+    for doc in DOCS:
+        for lang, first, body in fenced_blocks(doc):
+            if lang not in RUN_LANGS + OTHER_LANGS:
+                problems.append(f"{doc}:{first}: unknown block label '{lang}'")
+                continue
+            if lang in RUN_LANGS:
+                continue
+            for n, line in enumerate(body.splitlines(), first):
+                text = line.strip()
+                if text.startswith("$ amptool"):
+                    problems.append(f"{doc}:{n}: a prompt in a {lang} block (use console)")
+                if lang == "text" and text.startswith("amptool ") and not (
+                        "[" in text or "|" in text or "   " in text):
+                    problems.append(f"{doc}:{n}: a command in a text block (use bash)")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_example_runs_or_is_excluded_with_a_reason():
+    assert len(EXAMPLES) >= 20 and {e.doc for e in EXAMPLES} >= {
+        "README.md", "docs/export.md", "docs/parity.md", "docs/convert.md",
+        "docs/distributed.md"}
+    for key in EXCLUDED:  # no stale exclusion
+        assert any(key in e.command.split() for e in EXAMPLES), key
+    excluded = [e for e in EXAMPLES if exclusion(e)]
+    assert all("--workers" in e.command for e in excluded)  # msrun only: tested elsewhere
+    assert len(RUN) + len(excluded) == len(EXAMPLES)
+    assert any(e.expect == 1 for e in RUN)  # the planted fault is among them
+
+
+# ---------------------------------------------------------------- running them
+
+MY_NET = '''"""The README's factory example around two small networks."""
+import mindspore as ms
+from mindspore import nn, ops
+
+
+class MyNet(nn.Cell):
+    """3x32x32 images, 10 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2)
+        self.relu = nn.ReLU()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(8 * 16 * 16, 10)
+
+    def construct(self, x):
+        return self.fc(self.flatten(self.relu(self.conv(x))))
+
+
+class MyTextNet(nn.Cell):
+    """Token ids and their mask, 10 classes: a masked mean of embeddings."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(30522, 16)
+        self.fc = nn.Dense(16, 10)
+
+    def construct(self, ids, mask):
+        weight = ops.expand_dims(ops.cast(mask, ms.float32), -1)
+        pooled = (self.embed(ids) * weight).sum(axis=1) / ops.clamp(weight.sum(axis=1), 1.0)
+        return self.fc(pooled)
+
+
+'''
+
+
+def readme_factory_example() -> str:
+    blocks = [body for lang, _, body in fenced_blocks("README.md")
+              if lang == "python" and "def build():" in body]
+    assert len(blocks) == 1, "README has no factory example"
+    return blocks[0]
+
+
+def write_fixtures(folder: Path) -> None:
+    from PIL import Image
+
+    (folder / "my_net.py").write_text(MY_NET + readme_factory_example(), encoding="utf-8")
+    rng = np.random.default_rng(0)
+    for label, level in (("dark", 60), ("light", 190)):  # 2 classes x 24 RGB images
+        (folder / "images" / label).mkdir(parents=True)
+        for i in range(24):
+            pixels = np.clip(rng.normal(level, 40, (12, 12, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / "images" / label / f"{i}.png")
+    for doc in DOCS:
+        for _, _, body in fenced_blocks(doc):
+            name = FILE_BLOCK.match(body)
+            if name:
+                (folder / name.group(1)).write_text(body, encoding="utf-8")
+
+
+def shell_words(command: str) -> list:
+    """The arguments after ``amptool``, globs expanded as a shell does (sorted; a pattern
+    that matches nothing stays as it is)."""
+    args = []
+    for word in shlex.split(command)[1:]:
+        matches = sorted(glob.glob(word)) if any(c in word for c in "*?[") else []
+        args += matches or [word]
+    return args
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("docs")
+    write_fixtures(folder)
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", RUN, ids=[e.where for e in RUN])
+def test_example_runs_as_written(example, workdir, monkeypatch):
+    from typer.testing import CliRunner
+
+    from amptool.cli import app
+
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(app, shell_words(example.command))
+    assert result.exit_code == example.expect, (
+        f"{example.where}: {example.command}\nexit {result.exit_code}, "
+        f"expected {example.expect}\n{result.output[-3000:]}")
+    if example.shown is not None:
+        shown = example.shown.split()[:2]
+        first = result.output.strip().splitlines()[0].split()[:2]
+        assert first == shown, f"{example.where}: output starts {first}, the doc shows {shown}"
