@@ -8,11 +8,15 @@ ONNX export, the export-time network (never the user's, never its weights) gets:
   (x / 2 * (1 + erf(x / sqrt 2)) with erf written as the ONNX ``Erf`` operator),
   ``nn.GroupNorm`` (reshape, mean, variance, normalise in fp32, affine);
 - primitive attributes swapped the same way: ``ops.Unstack`` (Split + Squeeze),
-  ``ops.HSwish``, ``ops.HSigmoid``, ``ops.Erf``;
-- ``x += y`` (and ``-=``, ``*=``, ``/=``) on a name inside a cell's methods, which MindSpore
-  traces as ``InplaceAddExt`` and friends, rewritten to ``x = x + y`` in a subclass of that
-  cell's class (the method source is re-read, changed in the syntax tree only, and written
-  to a private temporary file that MindSpore's parser reads back).
+  ``ops.HSwish``, ``ops.HSigmoid``, ``ops.Erf``, ``ops.L2Normalize`` (its formula);
+- in a cell's methods, in a subclass of that cell's class (the method source is re-read,
+  changed in the syntax tree only, and written to a private temporary file that
+  MindSpore's parser reads back):
+  ``x += y`` (and ``-=``, ``*=``, ``/=``) on a name, which MindSpore traces as
+  ``InplaceAddExt`` and friends, to ``x = x + y``; ``~x`` (``LogicalNot``),
+  ``x.cumsum``/``ops.cumsum`` (``CumSum``), ``ops.L2Normalize(axis)`` made in a method
+  and bilinear ``ops.interpolate`` (``ResizeBilinearV2``) to the exportable equivalents
+  in ``onnx_ops``.
 
 Parameters are shared with the network (not copied) and keep their names.
 """
@@ -126,7 +130,18 @@ def _layout_cells() -> dict:
             y = y + ops.reshape(ops.cast(self.beta, ms.float32), affine)
             return ops.cast(y, dtype)
 
-    return {"UnstackOnnx": UnstackOnnx, "GroupNormOnnx": GroupNormOnnx}
+    class L2NormalizeOnnx(nn.Cell):
+        def __init__(self, axis, epsilon):
+            super().__init__(auto_prefix=False)
+            self.axis = axis
+            self.epsilon = epsilon
+
+        def construct(self, x):
+            squares = ops.sum(x * x, self.axis, keepdim=True)
+            return x / ops.sqrt(ops.maximum(squares, self.epsilon))
+
+    return {"UnstackOnnx": UnstackOnnx, "GroupNormOnnx": GroupNormOnnx,
+            "L2NormalizeOnnx": L2NormalizeOnnx}
 
 
 def _cell_swap(cell):
@@ -157,6 +172,10 @@ def _primitive_swap(prim):
         return made["HSigmoidOnnx"]()
     if name == "Erf":
         return made["ErfOnnx"]()
+    if name == "L2Normalize":
+        axis = prim.attrs.get("axis", 0)
+        axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis
+        return made["L2NormalizeOnnx"](axis, prim.attrs.get("epsilon", 1e-4))
     return None
 
 
@@ -189,10 +208,10 @@ def rewrite_for_onnx(net) -> list:
     for path, cell in cell_paths(net).items():
         cls = type(cell)
         if cls not in classes:
-            classes[cls] = inplace_free_class(cls)
+            classes[cls] = exportable_class(cls)
         if classes[cls] is not None:
-            cell.__class__ = classes[cls]
-            done.append(f"{path or '(root)'}: {cls.__name__} augmented assignments")
+            cell.__class__, what = classes[cls]
+            done.append(f"{path or '(root)'}: {cls.__name__} rewritten ({what})")
     return done
 
 
@@ -214,20 +233,66 @@ def _swap_primitives(path: str, cell) -> list:
     return done
 
 
-class _AugAssignToBinOp(ast.NodeTransformer):
-    """``name op= value`` -> ``name = name op value`` for + - * /."""
+_HELPERS = "_amptool_onnx"  # the name rewritten sources call ``onnx_ops`` by
 
-    def __init__(self):
-        self.changed = 0
+
+def _is_mindspore(value) -> bool:
+    name = getattr(value, "__name__", "") if isinstance(value, types.ModuleType) else \
+        getattr(value, "__module__", "") or ""
+    return name.split(".")[0] == "mindspore"
+
+
+class _OnnxSource(ast.NodeTransformer):
+    """Rewrites, in one method's syntax tree, what the ONNX exporter cannot trace:
+    ``name op= value`` -> ``name = name op value`` for + - * /; ``~x``, ``x.cumsum(...)``,
+    ``ops.cumsum(...)`` and ``ops.interpolate(...)`` -> calls of ``onnx_ops``. Names are
+    resolved in the function's globals: ``np.cumsum`` stays."""
+
+    def __init__(self, names: dict):
+        self.names = names
+        self.changed: set = set()
+
+    def _helper(self, name: str, node, args, keywords):
+        self.changed.add(name)
+        func = ast.Attribute(value=ast.Name(id=_HELPERS, ctx=ast.Load()), attr=name, ctx=ast.Load())
+        return ast.copy_location(ast.Call(func=func, args=args, keywords=keywords), node)
 
     def visit_AugAssign(self, node):
+        self.generic_visit(node)
         if not isinstance(node.target, ast.Name) or not isinstance(node.op, _AUG_OPS):
             return node
-        self.changed += 1
+        self.changed.add("augmented assignments")
         load = ast.Name(id=node.target.id, ctx=ast.Load())
         new = ast.Assign(targets=[ast.Name(id=node.target.id, ctx=ast.Store())],
                          value=ast.BinOp(left=load, op=node.op, right=node.value))
         return ast.copy_location(new, node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Invert):
+            return self._helper("invert", node, [node.operand], [])
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "L2Normalize" \
+                and isinstance(func.value, ast.Name) \
+                and _is_mindspore(self.names.get(func.value.id)):  # ops.L2Normalize(axis)
+            return self._helper("L2Normalize", node, node.args, node.keywords)
+        if isinstance(func, ast.Name) and func.id in ("cumsum", "interpolate") \
+                and _is_mindspore(self.names.get(func.id)):
+            return self._helper(func.id, node, node.args, node.keywords)
+        if not isinstance(func, ast.Attribute) or func.attr not in ("cumsum", "interpolate"):
+            return node
+        owner = self.names.get(func.value.id) if isinstance(func.value, ast.Name) else None
+        if isinstance(owner, types.ModuleType):  # ops.cumsum(x, ...), np.cumsum(x, ...)
+            if not _is_mindspore(owner):
+                return node
+            return self._helper(func.attr, node, node.args, node.keywords)
+        if func.attr == "cumsum":  # a tensor's method: x.cumsum(...)
+            return self._helper("cumsum", node, [func.value, *node.args], node.keywords)
+        return node
 
 
 def _user_methods(cls) -> dict:
@@ -244,8 +309,8 @@ def _user_methods(cls) -> dict:
 
 
 def _rewrite_function(fn):
-    """``fn`` with augmented assignments on names rewritten, or None when nothing changes
-    (or when its source cannot be read, it is decorated, or it calls ``super()``)."""
+    """``(fn rewritten by _OnnxSource, what changed)``, or None when nothing changes (or
+    when its source cannot be read, it is decorated, or it calls ``super()``)."""
     free = fn.__code__.co_freevars
     if "__class__" in free:
         return None
@@ -256,12 +321,25 @@ def _rewrite_function(fn):
     func = tree.body[0] if tree.body else None
     if not isinstance(func, ast.FunctionDef) or func.decorator_list:
         return None
-    visitor = _AugAssignToBinOp()
+    scope = dict(fn.__globals__)
+    for name, cell in zip(free, fn.__closure__ or ()):
+        try:
+            scope[name] = cell.cell_contents
+        except ValueError:  # a closure variable not bound yet
+            pass
+    visitor = _OnnxSource(scope)
     visitor.visit(tree)
     if not visitor.changed:
         return None
-    if free:  # the closure variables become an enclosing scope again
-        outer = ast.parse(f"def _enclosing():\n    {' = '.join(free)} = None\n")
+    cells = dict(zip(free, fn.__closure__ or ()))
+    if visitor.changed - {"augmented assignments"}:
+        # MindSpore resolves a method's globals by its module's name, so the helpers
+        # reach the rewritten method as a closure variable.
+        from amptool.export import onnx_ops
+
+        cells[_HELPERS] = types.CellType(onnx_ops)
+    if cells:  # the closure variables become an enclosing scope again
+        outer = ast.parse(f"def _enclosing():\n    {' = '.join(cells)} = None\n")
         outer.body[0].body.extend([func, ast.Return(ast.Name(func.name, ast.Load()))])
         tree = outer
     text = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
@@ -269,14 +347,13 @@ def _rewrite_function(fn):
     path.write_text(text, encoding="utf-8")
     namespace: dict = {}
     exec(compile(text, str(path), "exec"), fn.__globals__, namespace)  # noqa: S102
-    new = namespace["_enclosing"]() if free else namespace[func.name]
-    if free:
-        cells = dict(zip(free, fn.__closure__))
+    new = namespace["_enclosing"]() if cells else namespace[func.name]
+    if cells:
         new = types.FunctionType(new.__code__, fn.__globals__, fn.__name__, None,
                                  tuple(cells[name] for name in new.__code__.co_freevars))
     new.__qualname__ = fn.__qualname__
     new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-    return new
+    return new, visitor.changed
 
 
 @functools.cache
@@ -293,17 +370,19 @@ def _source_dir():
 
 
 @functools.cache
-def inplace_free_class(cls):
-    """A subclass of ``cls`` whose methods use ``x = x + y`` for ``x += y``, or None."""
-    changed = {}
+def exportable_class(cls):
+    """``(subclass of cls whose methods are rewritten by _OnnxSource, what changed)``, or
+    None when no method needs it."""
+    methods, what = {}, set()
     for name, fn in _user_methods(cls).items():
-        new = _rewrite_function(fn)
-        if new is not None:
-            changed[name] = new
-    if not changed:
+        found = _rewrite_function(fn)
+        if found is not None:
+            methods[name] = found[0]
+            what |= found[1]
+    if not methods:
         return None
-    attrs = dict(changed, __module__=cls.__module__, __qualname__=cls.__qualname__)
-    return type(cls.__name__, (cls,), attrs)
+    attrs = dict(methods, __module__=cls.__module__, __qualname__=cls.__qualname__)
+    return type(cls.__name__, (cls,), attrs), ", ".join(sorted(what))
 
 
 _SOURCE_HINTS = {  # how an operator shows in Python source when its name does not

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from amptool.fileio import sha256
 
-from .user_models import cumsum_net, save_init_checkpoint
+from .user_models import baked_batch_net, save_init_checkpoint, triu_net
 
 cli = CliRunner()
 HERE = Path(__file__).parent
@@ -135,11 +135,11 @@ def test_out_path_with_space_and_plus(run_dir, tmp_path):
 
 @pytest.mark.slow
 def test_onnx_unsupported_operator_leaves_nothing(tmp_path):
-    ckpt = save_init_checkpoint(cumsum_net, tmp_path / "cumsum.ckpt")
+    ckpt = save_init_checkpoint(triu_net, tmp_path / "triu.ckpt")
     out = tmp_path / "o"
-    res = export("--ckpt", ckpt, "--model", f"{HERE / 'user_models.py'}:cumsum_net",
+    res = export("--ckpt", ckpt, "--model", f"{HERE / 'user_models.py'}:triu_net",
                  "--data", "none", "-f", "MINDIR,ONNX", "--out", out)
-    assert_one_line_error(res, 2, "cannot convert operator CumSum to ONNX", "export MINDIR")
+    assert_one_line_error(res, 2, "cannot convert operator Triu to ONNX", "export MINDIR")
     assert leftovers(out) == []  # the MINDIR written before the failure is not kept either
 
 
@@ -173,3 +173,18 @@ def test_truncated_artefact_is_refused(exports, tmp_path):
         cut.write_bytes(data[: len(data) // 3])
         with pytest.raises(UsageError, match="cannot be"):
             load_runner(cut)
+
+
+@pytest.mark.slow
+def test_dynamic_batch_mindir_that_cannot_run_back_is_refused(tmp_path):
+    ckpt = save_init_checkpoint(baked_batch_net, tmp_path / "baked.ckpt")
+    out = tmp_path / "o"
+    model = f"{HERE / 'user_models.py'}:baked_batch_net"
+    res = export("--ckpt", ckpt, "--model", model, "--data", "none", "-f", "MINDIR",
+                 "--dynamic-batch", "--out", out)
+    assert_one_line_error(res, 2, "MindIR with dynamic dimensions that it cannot run back",
+                          "drop --dynamic-batch")
+    assert leftovers(out) == []
+    res = export("--ckpt", ckpt, "--model", model, "--data", "none", "-f", "MINDIR",
+                 "--batch-size", "2", "--out", out)
+    assert res.exit_code == 0, res.output

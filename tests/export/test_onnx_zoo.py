@@ -223,7 +223,40 @@ def _rewrite_cases() -> dict:
         norm.beta.set_data(ms.Tensor(rng.standard_normal(8).astype(np.float32)))
         return Holder(norm)
 
+    class Inverted(nn.Cell):
+        """``~`` on a bool mask and ``Tensor.cumsum`` over it, as EdgeNeXt's encoding does."""
+
+        def construct(self, x):
+            mask = ~(x > 0.5)
+            return x + mask.cumsum(1, dtype=ms.float32) - ops.cumsum(x, 3)
+
+    class Resized(nn.Cell):
+        """Bilinear ``ops.interpolate`` to a given size, down and up (MobileViT's folding)."""
+
+        def __init__(self, corners):
+            super().__init__()
+            self.corners = corners
+
+        def construct(self, x):
+            small = ops.interpolate(x, size=(4, 3), mode="bilinear", align_corners=self.corners)
+            return ops.interpolate(small, size=(7, 9), mode="bilinear",
+                                   align_corners=self.corners)
+
+    class Normalized(nn.Cell):
+        """``ops.L2Normalize`` as an attribute and made in ``construct`` (EdgeNeXt's XCA)."""
+
+        def __init__(self):
+            super().__init__()
+            self.rows = ops.L2Normalize(axis=2, epsilon=1e-3)
+
+        def construct(self, x):
+            return self.rows(x) + ops.L2Normalize(-1)(x) * 3.0
+
     return {"HSwish": (lambda: Holder(nn.HSwish()), (4, 8, 6, 6), 4.0),
+            "L2Normalize": (Normalized, (4, 3, 5, 6), 0.3),
+            "invert-cumsum": (Inverted, (4, 3, 5, 6), 1.0),
+            "bilinear-corners": (lambda: Resized(True), (4, 3, 6, 6), 2.0),
+            "bilinear-half-pixel": (lambda: Resized(False), (4, 3, 6, 6), 2.0),
             "HSigmoid": (lambda: Holder(nn.HSigmoid()), (4, 8, 6, 6), 4.0),
             "GELU-exact": (lambda: Holder(nn.GELU(approximate=False)), (4, 8, 6, 6), 3.0),
             "GroupNorm": (group_norm, (4, 8, 6, 6), 3.0),
@@ -231,7 +264,9 @@ def _rewrite_cases() -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["HSwish", "HSigmoid", "GELU-exact", "GroupNorm", "Unstack"])
+@pytest.mark.parametrize("name", ["HSwish", "HSigmoid", "GELU-exact", "GroupNorm", "Unstack",
+                                  "invert-cumsum", "bilinear-corners", "bilinear-half-pixel",
+                                  "L2Normalize"])
 def test_each_rewrite_matches_the_mindspore_cell_it_replaces(name, tmp_path):
     import mindspore as ms
 
