@@ -1,6 +1,6 @@
 """``amptool train``'s per-step path against MindSpore's ``Model.train`` and a bare step.
 
-Like with like, per network (SimpleCNN, the ResNet sample) and AMP level (O2, O0):
+Like with like, on SimpleCNN (O2 and O0) and the ResNet sample (O2):
 
 - ``amptool_train``: one epoch of the training loop ``amptool train`` runs
   (``train/loop.py``: batch slicing, tensors, the compiled step, loss, overflow flag and
@@ -16,12 +16,13 @@ Like with like, per network (SimpleCNN, the ResNet sample) and AMP level (O2, O0
 - ``bare_step``: the limit. amptool's compiled step alone over tensors made before the
   clock starts, nothing else per step, one read-back at the end.
 
-At O2 the price of loss scaling: the bare step with dynamic scaling, with scaling off
-(overflow check and conditional update still on) and with no overflow check at all
-(plain forward, backward, unconditional update). Per network and level every variant
-is set up and compiled first, then rounds alternate the variants (each round one
-epoch of each; 5 rounds, 3 for the ResNet, which trains on a smaller split); medians
-count. Per-epoch evaluation and checkpoints are left out of all.
+On SimpleCNN at O2, the price of loss scaling: the bare step with dynamic scaling, with
+scaling off (overflow check and conditional update still on) and with no overflow check
+at all (plain forward, backward, unconditional update). Per network and level every
+variant is set up and compiled first (one uncounted epoch), then rounds alternate the
+variants, one epoch of each per round; medians count. Epochs are short (a small training
+split) to keep the benchmark within minutes on a 2-core CPU. Per-epoch evaluation and
+checkpoints are left out of all.
 """
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
-# network: (held-out fraction, rounds). The ResNet's fp16 convolutions are slow on CPU
-# (about ten times SimpleCNN's step): it trains on a 20 % split, 11 steps a round.
-MODELS = {"simplecnn": (0.2, 5), "resnet": (0.8, 3)}
-LEVELS = ("O2", "O0")
+# network: (held-out fraction of the digits, levels). Each round is one epoch of the rest:
+# SimpleCNN 22 steps; the ResNet, whose CPU step takes about twenty times SimpleCNN's,
+# 4 steps, O2 only. The price of loss scaling is measured on SimpleCNN, where it weighs most.
+MODELS = {"simplecnn": (0.6, ("O2", "O0")), "resnet": (0.92, ("O2",))}
+PRICED = "simplecnn"
+ROUNDS = 3
 BATCH, LR, OPTIMIZER = 32, 0.01, "momentum"
 SCALE = (2.0 ** 16, 2, 2000)  # init, factor, window: amptool's defaults, given to both
 
@@ -160,9 +163,9 @@ def bare_step(model: str, level: str, out: Path, stack, loss_scale=None, check: 
     return prepare, len(data.train_y) // BATCH
 
 
-def variants(level: str) -> dict:
+def variants(model: str, level: str) -> dict:
     found = {"amptool_train": amptool_train, "model_train": model_train, "bare_step": bare_step}
-    if level == "O2":
+    if level == "O2" and model == PRICED:
         found["bare_step_no_scaling"] = lambda *a: bare_step(*a, loss_scale="none")
         found["bare_step_no_check"] = lambda *a: bare_step(*a, loss_scale="none", check=False)
     return found
@@ -172,7 +175,7 @@ def measure(model: str, level: str, rounds: int, root: Path) -> dict:
     """Steps/s of every variant, set up and compiled first, then measured in alternation."""
     with contextlib.ExitStack() as stack:
         built = {name: make(model, level, root / f"{model}_{level}_{name}", stack)
-                 for name, make in variants(level).items()}
+                 for name, make in variants(model, level).items()}
         steps = {count for _, count in built.values()}
         if len(steps) != 1:
             raise RuntimeError(f"variants differ in steps per epoch: {sorted(steps)}")
@@ -194,7 +197,7 @@ def measure(model: str, level: str, rounds: int, root: Path) -> dict:
                "amptool_vs_model_train_ratio": round(rate["amptool_train"] / rate["model_train"], 3),
                "amptool_vs_bare_step_ratio": round(rate["amptool_train"] / rate["bare_step"], 3),
                "model_train_vs_bare_step_ratio": round(rate["model_train"] / rate["bare_step"], 3)}
-    if level == "O2":
+    if "bare_step_no_check" in rate:
         plain = rate["bare_step_no_check"]
         figures["loss_scaling_overhead"] = round(plain / rate["bare_step"] - 1, 4)
         figures["overflow_check_overhead"] = round(plain / rate["bare_step_no_scaling"] - 1, 4)
@@ -211,12 +214,12 @@ def run(quick: bool = False) -> dict:
                "runs": {}, "targets": {}}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         for model in models:
-            rounds = 2 if quick else MODELS[model][1]
-            for level in LEVELS:
+            for level in MODELS[model][1]:
                 key = f"{model}_{level}"
-                figures["runs"][key] = measure(model, level, rounds, Path(tmp))
+                run = figures["runs"][key] = measure(model, level, 2 if quick else ROUNDS,
+                                                     Path(tmp))
                 figures["targets"][f"runs.{key}.amptool_vs_model_train_ratio"] = ">= 1.0"
-                if level == "O2":
+                if "loss_scaling_overhead" in run:
                     figures["targets"][f"runs.{key}.loss_scaling_overhead"] = "<= 0.03"
     return figures
 
