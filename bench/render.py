@@ -2,15 +2,18 @@
 
 ``python -m bench --render`` rewrites the block between ``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` in README.md (a summary in words) and in docs/bench.md (every
-ratio of every benchmark, and the zoo's table when there is one); ``python -m bench
---check`` exits 1 when a block differs from what the results render. No figure in
-those blocks is typed by hand. Standard library only: rendering needs no MindSpore.
+ratio of every benchmark, and the zoo's table when there is one), and the block between
+``<!-- bench:zoo:begin -->`` and ``<!-- bench:zoo:end -->`` in README.md (the zoo's table);
+``python -m bench --check`` exits 1 when a block differs from what the results render.
+No figure in those blocks is typed by hand. Standard library only: rendering needs no
+MindSpore.
 """
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -18,6 +21,20 @@ ORDER = ("train_overhead", "export", "parity", "search", "pipeline", "cli_startu
 RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
 LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def markers(name: str = "") -> tuple:
+    """The begin and end lines of block ``name`` ("" for the figures' block)."""
+    if not name:
+        return BEGIN, END
+    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+
+
+class Block(NamedTuple):
+    """A rendered block: the file holding it and its name ("" for the figures' block)."""
+
+    path: Path
+    name: str = ""
 
 
 def _flatten(value, prefix=""):
@@ -280,7 +297,7 @@ def zoo_block(results: dict) -> str:
 
 
 def render_blocks(results: dict) -> dict:
-    """{file: the text its block must hold}."""
+    """{Block: the text it must hold}."""
     zoo = zoo_block(results)
     summary = ["| what | figure | target |", "| --- | --- | --- |"]
     for name, entry in ordered(results):
@@ -291,17 +308,21 @@ def render_blocks(results: dict) -> dict:
         summary += [f"| {_cell(w)} | {_cell(v)} | {_cell(t)} |" for w, v, t in rows]
     head = header(results)
     docs = [head, table(results), zoo]
-    return {ROOT / "README.md": "\n".join([head, "", *summary]),
-            ROOT / "docs" / "bench.md": "\n\n".join(part for part in docs if part)}
+    readme_zoo = "\n\n".join([head, zoo or "No zoo figures in the results: run `python -m bench`."])
+    return {Block(ROOT / "README.md"): "\n".join([head, "", *summary]),
+            Block(ROOT / "README.md", "zoo"): readme_zoo,
+            Block(ROOT / "docs" / "bench.md"): "\n\n".join(part for part in docs if part)}
 
 
-def split_block(text: str, path) -> tuple:
-    """(before, block, after) around the markers, each alone on its line, once per file."""
+def split_block(text: str, path, name: str = "") -> tuple:
+    """(before, block, after) around block ``name``'s markers, each alone on its line, once
+    per file."""
+    begin, end = markers(name)
     lines = text.splitlines(keepends=True)
-    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
-    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    begins = [i for i, line in enumerate(lines) if line.strip() == begin]
+    ends = [i for i, line in enumerate(lines) if line.strip() == end]
     if len(begins) != 1 or len(ends) != 1 or begins[0] > ends[0]:
-        raise ValueError(f"{path} needs exactly one {BEGIN} line, then one {END} line")
+        raise ValueError(f"{path} needs exactly one {begin} line, then one {end} line")
     b, e = begins[0], ends[0]
     return "".join(lines[:b]), "".join(lines[b + 1:e]).strip("\n"), "".join(lines[e + 1:])
 
@@ -309,13 +330,15 @@ def split_block(text: str, path) -> tuple:
 def render(results: dict, check: bool = False) -> list:
     """Rewrite every block (with ``check``, only compare); return the files that were stale."""
     stale = []
-    for path, block in render_blocks(results).items():
-        before, current, after = split_block(path.read_text(encoding="utf-8"), path)
+    for (path, name), block in render_blocks(results).items():
+        before, current, after = split_block(path.read_text(encoding="utf-8"), path, name)
         if current == block:
             continue
-        stale.append(path)
+        if path not in stale:
+            stale.append(path)
         if not check:
+            begin, end = markers(name)
             tmp = path.with_name(f".{path.name}.bench-tmp")
-            tmp.write_text(f"{before}{BEGIN}\n{block}\n{END}\n{after}", encoding="utf-8")
+            tmp.write_text(f"{before}{begin}\n{block}\n{end}\n{after}", encoding="utf-8")
             os.replace(tmp, path)
     return stale

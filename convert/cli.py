@@ -47,6 +47,8 @@ def policy_command(
         total = sum(p for _, p in counts.values()) or 1
         typer.echo("; ".join(f"{dt}: {c} cells, {p / total:.1%} of leaf-cell parameters"
                              for dt, (c, p) in sorted(counts.items())))
+        for path, where in report.kept_where.items():
+            typer.echo(f"fp32 cell {path}: {where}")
     else:
         typer.echo(report.policy.to_toml().rstrip())
     if report.out:
@@ -113,8 +115,12 @@ def search_command(
     thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity config's thresholds table works) over parity's fp16 defaults."),
     device: opt.DeviceOption = "auto",
     range_safety: str = typer.Option("0.5", help="Range pass before any trial: cells (blocks "
-                                     "too) whose fp32 outputs reach this share of 65504, or "
-                                     "are mostly fp16-subnormal, stay fp32; 'off' skips it."),
+                                     "too) whose fp32 outputs or inputs reach this share of "
+                                     "65504, are mostly fp16-subnormal or break computing alone "
+                                     "in fp16 stay fp32; 'off' skips it."),
+    plot: Optional[Path] = typer.Option(None, help="Write the range pass's chart: each cell's "
+                                        "fp32 magnitudes against fp16's range (PNG; needs "
+                                        "matplotlib)."),
     quiet: opt.QuietOption = False,
     as_json: opt.about(opt.JsonOption, "the result with the whole trace") = False,
     limits: Optional[dict] = None,
@@ -123,10 +129,16 @@ def search_command(
     from amptool.convert.search import SearchConfig, search_policy
 
     th = _thresholds(thresholds, limits)
+    if plot is not None:
+        from amptool.plotting import pyplot
+
+        opt.check_output_path(plot, "--plot")
+        pyplot()  # refuse before any work when matplotlib is missing
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
                        model=model, data=data, samples=samples or None, level=level.upper(),
                        policy=str(policy) if policy else None, thresholds=th, out=str(out),
-                       force=force, device=device, range_safety=_range_safety(range_safety))
+                       force=force, device=device, range_safety=_range_safety(range_safety),
+                       plot=str(plot) if plot else None)
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
         opt.print_json(result.to_dict())
@@ -198,9 +210,11 @@ def _print_event(event: dict) -> None:
         typer.echo(f"search on {event['model']} ({event['ckpt']}), base {event['base']}{base}, "
                    f"{len(event['candidates'])} candidate cells, {event['samples']} samples, "
                    f"{event['device']}")
+        from amptool.ranges import why_kept
+
         for r in event.get("ranged", []):
-            typer.echo(f"range pass keeps {r['path']} ({r['type']}): fp32 outputs up to "
-                       f"{r['out_max']:.4g}, {r['subnormal']:.0%} below fp16's smallest normal")
+            typer.echo(f"range pass keeps {r['path']} ({r['type']}): "
+                       f"{why_kept(r, event['safety'])}")
     elif event["kind"] == "trial":
         cells = event["fp32"]
         shown = ", ".join(cells[:4]) + (f" +{len(cells) - 4} more" if len(cells) > 4 else "")

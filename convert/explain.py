@@ -1,7 +1,7 @@
 """``amptool convert policy``: build or read a policy, show what it means for a network."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from amptool.errors import UsageError
@@ -48,11 +48,14 @@ class PolicyReport:
     meaning: str
     rows: list
     out: Optional[str]
+    kept_where: dict = field(default_factory=dict)
+    """The policy's fp32 cell paths -> ``Class (file.py:LINE)`` of their construct."""
 
     def to_dict(self) -> dict:
         return {"policy": self.policy.to_dict(), "meaning": self.meaning, "out": self.out,
                 "cells": [{"path": p, "type": t, "dtype": d, "params": n}
-                          for p, t, d, n in self.rows]}
+                          for p, t, d, n in self.rows],
+                "kept_where": self.kept_where}
 
     def counts(self) -> dict:
         by_dtype: dict = {}
@@ -84,15 +87,16 @@ def explain_policy(cfg: PolicyConfig) -> PolicyReport:
         from amptool.device import resolve_device
 
         check_dtype_on_device(policy, resolve_device(cfg.device))
-    rows = []
+    rows, where = [], {}
     if cfg.model:
         from amptool.device import import_mindspore
         from amptool.models import resolve_model
-        from amptool.precision import cell_dtypes
+        from amptool.precision import cell_dtypes, cell_origins
 
         import_mindspore()
         net = resolve_model(cfg.model).build()
         rows = cell_dtypes(net, policy)  # raises one error listing unknown paths/types
+        where = cell_origins(net, policy.fp32_cells)
     if cfg.out:
-        save_policy(policy, cfg.out, force=cfg.force)
-    return PolicyReport(policy, LEVEL_MEANING[policy.level], rows, cfg.out)
+        save_policy(policy, cfg.out, force=cfg.force, notes=where or None)
+    return PolicyReport(policy, LEVEL_MEANING[policy.level], rows, cfg.out, where)

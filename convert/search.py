@@ -62,9 +62,11 @@ class SearchConfig:
     device: str = "auto"
     """auto, CPU, GPU or Ascend."""
     range_safety: Optional[float] = 0.5
-    """Range pass first: cells (blocks included) whose fp32 outputs reach this share of
-    fp16's largest value, or are mostly fp16-subnormal, stay fp32 before any trial; None
-    skips it."""
+    """Range pass first: cells (blocks included) whose fp32 outputs or inputs reach this
+    share of fp16's largest value, or are mostly fp16-subnormal, or break computing alone
+    in fp16, stay fp32 before any trial; None skips it."""
+    plot: Optional[str] = None
+    """Write the range pass's chart here (PNG; needs matplotlib)."""
 
 
 @dataclass
@@ -229,6 +231,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     from amptool.checkpoint import build_with_weights
     from amptool.policy import save_policy
     from amptool.precision import cell_origins, resolve_fp32_cells, within
+    from amptool.ranges import why_kept
 
     from .source import load_source
     from .trace import leaf_paths, record_execution
@@ -239,7 +242,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     ref, calls = record_execution(net, x)
     given = base
     base_kept = list(resolve_fp32_cells(net, given))
-    ranged = _range_pass(net, src.x, cfg.range_safety, given)
+    measured, ranged = _range_pass(net, src.x, cfg.range_safety, given, cfg.plot is not None)
     if ranged:  # kept in every trial, like the base's own cells
         base = _final_policy(given, [r["path"] for r in ranged])
     order = [c.path for c in calls if c.path not in base.fp16_cells
@@ -248,7 +251,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     trials.add_candidates(order)
     emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
           "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
-          "ranged": ranged})
+          "ranged": ranged, "safety": cfg.range_safety})
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
@@ -261,9 +264,13 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
                           "or loosen the thresholds")
     where = cell_origins(net, kept)
     ranged_at = {r["path"]: r for r in ranged}
-    notes = {path: (f"{where.get(path, '?')}; range pass: fp32 outputs up to "
-                    f"{ranged_at[path]['out_max']:.4g}" if path in ranged_at
+    notes = {path: (f"{where.get(path, '?')}; range pass: "
+                    f"{why_kept(ranged_at[path], cfg.range_safety)}" if path in ranged_at
                     else f"{where.get(path, '?')}; needed to pass parity") for path in kept}
+    if cfg.plot:
+        from .plot import write_range_plot
+
+        write_range_plot(cfg.plot, measured, [r["path"] for r in ranged], cfg.range_safety)
     save_policy(policy, cfg.out, force=cfg.force, notes=notes)
     params16, flops16 = fp16_fractions(src, policy, calls)
     return SearchResult(policy, kept, base_kept, order, trials.log, params16, flops16, confirm,
@@ -273,17 +280,18 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
                         ranged=ranged)
 
 
-def _range_pass(net, x, safety: Optional[float], base) -> list:
-    """The range pass's cells on the search batch, outside what the base keeps already."""
-    from amptool.precision import resolve_fp32_cells, within
-    from amptool.ranges import measure_ranges, range_candidates
+def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) -> tuple:
+    """(every cell's ranges, the range pass's cells outside what the base keeps already) on
+    the search batch; with ``safety`` None, ranges only when ``measure`` asks for them."""
+    from amptool.ranges import measure_ranges, outside_policy, range_candidates
 
+    if safety is None and not measure:
+        return [], []
+    ranges = measure_ranges(net, [[x]])
     if safety is None:
-        return []
-    already = list(resolve_fp32_cells(net, base))
-    found = range_candidates(measure_ranges(net, [[x]]), safety=safety)
-    return [r.to_dict() for r in found
-            if r.path not in base.fp16_cells and not any(within(r.path, k) for k in already)]
+        return [r.to_dict() for r in ranges], []
+    found = outside_policy(net, range_candidates(ranges, safety=safety), base)
+    return [r.to_dict() for r in ranges], [r.to_dict() for r in found]
 
 
 def _run_search(trials: Trials, order: list, idle: list) -> list:

@@ -4,18 +4,8 @@ from __future__ import annotations
 import math
 
 from amptool.errors import UsageError
-
-
-def _matplotlib():
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        raise UsageError("--plot needs matplotlib, which is not installed",
-                         "pip install 'amptool[plot]' (or matplotlib), or drop --plot") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from amptool.plotting import pyplot as _matplotlib
+from amptool.plotting import save_figure
 
 
 def check_plot_available() -> None:
@@ -91,8 +81,6 @@ def _draw_candidate(ax_cos, ax_rel, cand: dict) -> None:
 def write_plot(path: str, report: dict) -> None:
     """Per candidate, two panels over the cells: 1 - cosine with the cosine limit, and the
     relative L2 error with the bound that keeps cosine above that limit (log scales)."""
-    from amptool.fileio import atomic_path
-
     plt = _matplotlib()
     cands = [c for c in report["candidates"] if c.get("per_layer")]
     if not cands:
@@ -105,6 +93,4 @@ def write_plot(path: str, report: dict) -> None:
         ax_rel.sharex(ax_cos)
         _draw_candidate(ax_cos, ax_rel, cand)
     fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(str(tmp), dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

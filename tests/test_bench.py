@@ -22,11 +22,12 @@ def results() -> dict:
 
 def test_quoted_figures_are_the_results_files(render, results):
     blocks = render.render_blocks(results)
-    assert set(blocks) == {ROOT / "README.md", ROOT / "docs" / "bench.md"}
-    for path, block in blocks.items():
-        _, current, _ = render.split_block(path.read_text(encoding="utf-8"), path)
-        assert current == block, (f"{path.name}: its figures differ from bench/results.json; "
-                                  "run `python -m bench --render`")
+    assert set(blocks) == {render.Block(ROOT / "README.md"), render.Block(ROOT / "README.md", "zoo"),
+                           render.Block(ROOT / "docs" / "bench.md")}
+    for (path, name), block in blocks.items():
+        _, current, _ = render.split_block(path.read_text(encoding="utf-8"), path, name)
+        assert current == block, (f"{path.name} {name}: its figures differ from "
+                                  "bench/results.json; run `python -m bench --render`")
 
 
 def _scaled(value):
@@ -50,30 +51,35 @@ def test_every_figure_and_the_machine_come_from_the_results(render, results):
             continue
         entry["figures"] = _scaled(entry["figures"])
         after = render.render_blocks(changed)
-        for path in before:
-            if name == "zoo" and path.name == "README.md":  # the zoo's table is in docs only
-                continue
-            assert after[path] != before[path], f"{path.name} ignores {name}'s figures"
-            assert "123.4" in after[path] and "ffffffffffff" in after[path]
+        for block in before:
+            if (name == "zoo") != (block.name == "zoo") and block.path.name == "README.md":
+                continue  # README: the zoo in its own block, the rest in the figures' block
+            assert after[block] != before[block], f"{block} ignores {name}'s figures"
+            assert "123.4" in after[block] and "ffffffffffff" in after[block]
         before = after
 
 
 def test_render_rewrites_only_the_block(render, results, tmp_path, monkeypatch):
     pages = {}
-    for path in render.render_blocks(results):
+    for path, _ in render.render_blocks(results):
         page = tmp_path / path.name
-        page.write_text(f"# intro\n\n{render.BEGIN}\nold figures\n{render.END}\n\nafter\n",
-                        encoding="utf-8")
+        zoo_begin, zoo_end = render.markers("zoo")
+        page.write_text(f"# intro\n\n{render.BEGIN}\nold figures\n{render.END}\n\nmiddle\n\n"
+                        f"{zoo_begin}\nold figures\n{zoo_end}\n\nafter\n", encoding="utf-8")
         pages[path] = page
-    monkeypatch.setattr(render, "render_blocks",
-                        lambda r, real=render.render_blocks: {pages[p]: b for p, b in real(r).items()})
+    monkeypatch.setattr(render, "render_blocks", lambda r, real=render.render_blocks: {
+        render.Block(pages[b.path], b.name): text for b, text in real(r).items()})
     assert render.render(results, check=True) == list(pages.values())
     assert "old figures" in pages[ROOT / "README.md"].read_text(encoding="utf-8")
     assert render.render(results) == list(pages.values())
     for page in pages.values():
         text = page.read_text(encoding="utf-8")
         assert text.startswith("# intro\n\n") and text.endswith("\n\nafter\n")
-        assert "old figures" not in text
+        assert "\n\nmiddle\n\n" in text
+    for block in render.render_blocks(results):  # every block rendered (docs has no zoo block)
+        begin, end = render.markers(block.name)
+        inside = block.path.read_text(encoding="utf-8").split(begin)[1].split(end)[0]
+        assert "old figures" not in inside
     assert render.render(results, check=True) == []
 
 
@@ -83,8 +89,10 @@ def test_failed_and_quick_runs_say_so(render, results):
     name = next(iter(broken["benchmarks"]))
     broken["benchmarks"][name] = {"status": "failed", "seconds": 1.0,
                                   "error": "RuntimeError: first line\n| second line"}
-    for block in render.render_blocks(broken).values():
+    for key, block in render.render_blocks(broken).items():
         assert "A quick (smoke) run" in block
+        if key.name == "zoo":
+            continue
         row = next(line for line in block.splitlines() if "first line" in line)
         assert "failed" in row and "\\| second line" in row  # one row, the pipe escaped
 

@@ -15,6 +15,7 @@ def train_command(
     data: opt.with_default(opt.DataOption, "digits") = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
+    range_safety: opt.RangeSafetyOption = None,
     loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. \\[default: dynamic for O1/O2, none for O0/O3]"),
     scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. \\[default: 65536]"),
     scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. \\[default: 2]"),
@@ -51,7 +52,7 @@ def train_command(
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
-                 policy=str(policy) if policy else None, loss_scale=loss_scale,
+                 policy=str(policy) if policy else None, range_safety=range_safety, loss_scale=loss_scale,
                  scale_init=scale_init, scale_factor=scale_factor, scale_window=scale_window,
                  max_skipped=max_skipped, epochs=epochs, batch_size=batch_size, lr=lr,
                  optimizer=optimizer, seed=seed, device=device, out=str(out) if out else None,

@@ -21,6 +21,9 @@ class TrainConfig:
     """O0, O1, O2 or O3 (ignored when ``policy`` names a file)."""
     policy: Optional[str] = None
     """Precision policy file (TOML/YAML/JSON); None means the level's built-in policy."""
+    range_safety: float = 0.5
+    """``policy = "auto"``: the share of 65504 an fp32 output or input may reach before its
+    cell is kept in fp32."""
     loss_scale: Optional[str] = None
     """dynamic, static:VALUE or none; None means dynamic for O1/O2 and none for O0/O3."""
     scale_init: float = 65536.0

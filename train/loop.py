@@ -93,6 +93,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"--policy auto has nothing to keep in fp32 at {cfg.amp_level} (it keeps "
                          "cells of an O2 or O3 network)", "use --amp-level O2 or O3 with it")
     problems = []
+    if not 0 < cfg.range_safety <= 1:
+        problems.append(f"range safety must be a share in (0, 1] (got {cfg.range_safety})")
     if cfg.epochs < 1:
         problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
     if cfg.batch_size < 1:
@@ -195,11 +197,12 @@ class _Run:
 
     def auto_policy(self) -> dict:
         """``--policy auto``: one range pass of the freshly built fp32 network over the first
-        training batches; cells whose outputs fp16 cannot hold join the policy's fp32 cells."""
+        training batches; its candidates (outputs fp16 cannot hold, cells that break when
+        computing in fp16) join the policy's fp32 cells unless the policy keeps them already."""
         from amptool.data import epoch_batches
         from amptool.policy import make_policy
         from amptool.precision import cell_origins
-        from amptool.ranges import SAFETY, measure_ranges, range_candidates
+        from amptool.ranges import measure_ranges, outside_policy, range_candidates
 
         cfg, data, base = self.cfg, self.data, self.policy
         batches = []
@@ -209,12 +212,13 @@ class _Run:
                 break
         # bfloat16 has fp32's range: nothing to keep, the policy stays as it is
         joined = [np.concatenate(parts) for parts in zip(*batches)]  # one eager call
-        found = (range_candidates(measure_ranges(self.net, [joined]))
+        found = (outside_policy(self.net, range_candidates(measure_ranges(self.net, [joined]),
+                                                           safety=cfg.range_safety), base)
                  if base.dtype == "float16" else [])
-        cells = list(base.fp32_cells) + [r.path for r in found if r.path not in base.fp32_cells]
+        cells = list(base.fp32_cells) + [r.path for r in found]
         self.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
         where = cell_origins(self.net, [r.path for r in found])
-        return {"safety": SAFETY, "batches": len(batches), "file": "policy.auto.toml",
+        return {"safety": cfg.range_safety, "batches": len(batches), "file": "policy.auto.toml",
                 "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
 
     def restore(self) -> None:
@@ -281,8 +285,10 @@ class _Run:
             if self.auto is not None:
                 from amptool.policy import save_policy
 
-                notes = {r["path"]: f"{r['where']}; range pass: fp32 outputs up to "
-                                    f"{r['out_max']:.4g}" for r in self.auto["kept"]}
+                from amptool.ranges import why_kept
+
+                notes = {r["path"]: f"{r['where']}; range pass: {why_kept(r, cfg.range_safety)}"
+                         for r in self.auto["kept"]}
                 save_policy(self.policy, self.out / self.auto["file"], force=True, notes=notes)
             self.run_dir.write(info)
         if cfg.resume and self.lead:

@@ -41,6 +41,7 @@ def run_command(
     data: opt.with_default(opt.DataOption, "digits") = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
+    range_safety: opt.RangeSafetyOption = None,
     epochs: opt.EpochsOption = None,
     batch_size: opt.BatchSizeOption = None,
     seed: opt.SeedOption = None,
@@ -62,7 +63,7 @@ def run_command(
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
-                 policy=_s(policy), epochs=epochs, batch_size=batch_size, seed=seed,
+                 policy=_s(policy), range_safety=range_safety, epochs=epochs, batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None)
     file_values = read_config_file(config) if config else {}

@@ -103,8 +103,11 @@ InputSpecOption = Annotated[Optional[str], typer.Option(
     "joined by commas, -1 for a dynamic dimension, e.g. ids:-1x128:int32:0..30522.")]
 PolicyFileOption = Annotated[Optional[Path], typer.Option(
     "--policy", help="Precision policy file (TOML/YAML/JSON) over --amp-level, or 'auto': a "
-    "range pass on the first batches keeps in fp32 the cells whose outputs fp16 cannot hold "
-    "(written to policy.auto.toml in --out).")]
+    "range pass on the first batches keeps in fp32 the cells whose values fp16 cannot hold "
+    "or that break computing in fp16 (written to policy.auto.toml in --out).")]
+RangeSafetyOption = Annotated[Optional[float], typer.Option(
+    help="With --policy auto: the share of fp16's largest value (65504) a cell's fp32 output "
+    "or input may reach before the cell is kept in fp32, in (0, 1]. \\[default: 0.5]")]
 EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs. \\[default: 5]")]
 BatchSizeOption = Annotated[Optional[int], typer.Option(
     help="Training batch size (per worker). \\[default: 32]")]

@@ -3,9 +3,17 @@
 One eager fp32 forward pass over a few batches records, for every cell (blocks included:
 a block's own ``construct`` holds operations, such as a residual or branch sum, that no
 leaf covers), the largest |value| of its input and output and the share of its nonzero
-outputs below fp16's smallest normal number. Cells whose outputs reach a safety fraction
-of fp16's largest value, or live mostly among fp16's subnormals, are the cells to keep in
-fp32. ``first_overflow`` runs the same input through the fp32 network and the network
+outputs below fp16's smallest normal number. During that pass every cell but the network
+itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``,
+as a policy would set it), and the relative L2 error of that output against the fp32 one
+is its ``local_error``: it sees what the output's magnitude cannot, an intermediate value
+inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
+
+Cells to keep in fp32 (``range_candidates``): outputs or inputs reaching a safety fraction
+of fp16's largest value, or outputs living mostly among fp16's subnormals (the outermost such cells: keeping
+a block keeps what it holds); and cells whose ``local_error`` reaches ``LOCAL_ERROR`` while
+none of the cells they hold does (the innermost: an fp16 leaf breaks every block around
+it). ``first_overflow`` runs the same input through the fp32 network and the network
 under a low-precision policy and names the first cell whose low-precision output is not
 finite while its fp32 output is.
 
@@ -27,6 +35,13 @@ SAFETY = 0.5
 """Default share of FP16_MAX an fp32 output may reach before its cell is kept in fp32."""
 SUBNORMAL_SHARE = 0.5
 """Default share of nonzero outputs below FP16_TINY that makes a cell a candidate."""
+LOCAL_ERROR = 0.1
+"""Relative L2 error of a cell computing in fp16 on fp32 inputs that makes it a candidate.
+fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
+no longer computes the same thing."""
+PROBE_ROWS = 16
+"""Rows of the first batch each cell is probed on in fp16, where all its tensor inputs
+share the batch's leading dimension (else it is probed on its whole inputs)."""
 
 
 def magnitudes(values: np.ndarray) -> tuple:
@@ -42,13 +57,17 @@ def magnitudes(values: np.ndarray) -> tuple:
 
 
 def fp16_risk(out_max: float, subnormal: float, safety: float = SAFETY,
-              subnormal_share: float = SUBNORMAL_SHARE) -> Optional[str]:
+              subnormal_share: float = SUBNORMAL_SHARE,
+              local: Optional[float] = None) -> Optional[str]:
     """"overflow" when fp32 values reach ``safety`` x 65504 (or are not finite), "subnormal"
-    when most nonzero values are below fp16's smallest normal, else None."""
+    when most nonzero values are below fp16's smallest normal, "fp16 error" when the cell
+    computing in fp16 (``local``: its relative error) reaches LOCAL_ERROR, else None."""
     if not np.isfinite(out_max) or out_max >= safety * FP16_MAX:
         return "overflow"
     if subnormal > subnormal_share:
         return "subnormal"
+    if local is not None and local >= LOCAL_ERROR:
+        return "fp16 error"
     return None
 
 
@@ -64,6 +83,9 @@ class CellRange:
     """Largest |first input| (None when the cell took no tensor)."""
     subnormal: float
     """Share of nonzero |output| values below FP16_TINY."""
+    local_error: Optional[float] = None
+    """Relative L2 error of the cell computing in fp16 on the same fp32 inputs (inf when
+    that output is not finite; None when not probed or the cell cannot run in fp16)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,15 +140,79 @@ class _Hooks:
         self.handles = []
 
 
-def measure_ranges(net, batches: list) -> list:
+_FLOAT_FLAGS = ("fp16", "fp32", "bf16")
+
+
+@contextlib.contextmanager
+def _computing_in(cell, dtype):
+    """``cell`` and what it holds computing in ``dtype`` (``to_float``) inside the block;
+    each cell's own setting is put back after."""
+    from mindspore._c_expression import Cell_, MixedPrecisionType
+
+    missing = object()
+    saved = [(c, dict(getattr(c, "_func_graph_flags", {})), c.mixed_precision_type,
+              {k: c.__dict__.get(k, missing) for k in _FLOAT_FLAGS},
+              c.__dict__.get("_cell_init_args", missing))
+             for _, c in cell.cells_and_names()]
+    cell.to_float(dtype)
+    try:
+        yield
+    finally:
+        for c, flags, mixed, attrs, init_args in saved:
+            c._func_graph_flags = flags
+            for key, value in attrs.items():
+                if value is missing:
+                    c.__dict__.pop(key, None)
+                else:
+                    c.__dict__[key] = value
+            if init_args is not missing:
+                c.__dict__["_cell_init_args"] = init_args
+            c.mixed_precision_type = mixed
+            Cell_.set_mixed_precision_type(c, MixedPrecisionType.NOTSET if mixed is None
+                                           else mixed)
+
+
+def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
+    """||low - ref|| / ||ref|| in float64; inf when ``low`` is not finite where ``ref`` is."""
+    low, ref = np.asarray(low, np.float64), np.asarray(ref, np.float64)
+    if low.shape != ref.shape or not np.all(np.isfinite(low)):
+        return float("inf")
+    scale = float(np.linalg.norm(ref))
+    diff = float(np.linalg.norm(low - ref))
+    if scale == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return diff / scale
+
+
+def measure_ranges(net, batches: list, probe: bool = True) -> list:
     """``CellRange`` of every cell of the fp32 network ``net`` over ``batches`` (each a list
-    of numpy arrays, one per network input), in execution order."""
+    of numpy arrays, one per network input), in execution order; with ``probe``, each cell
+    but the network itself also runs in fp16 on its inputs from the first batch (the first
+    PROBE_ROWS rows), giving ``local_error``."""
     import mindspore as ms
 
     stats: dict = {}
     types: dict = {}
+    errors: dict = {}
+    probing: list = []
+
+    def local_error(cell, inputs, ref, rows):
+        probing.append(cell)
+        try:
+            if all(t.shape and t.shape[0] == rows for t in _tensors(inputs)) and rows > PROBE_ROWS:
+                inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
+                ref = _floats(cell(*inputs))
+            with _computing_in(cell, ms.float16):
+                low = _floats(cell(*inputs))
+        except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
+            return None
+        finally:
+            probing.pop()
+        return None if low is None or ref is None else relative_error(low, ref)
 
     def record(path, cell, inputs, output):
+        if probing:  # a cell inside the one being probed
+            return
         out = _floats(output)
         if out is None:
             return
@@ -140,7 +226,10 @@ def measure_ranges(net, batches: list) -> list:
         row[2] += tiny
         row[3] += nonzero
         types[path] = type(cell).__name__
+        if probe and path and path not in errors and np.all(np.isfinite(out)):
+            errors[path] = local_error(cell, inputs, out, rows)
 
+    rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
     was_training = net.training
     net.set_train(False)
     hooks = _Hooks(net, record)
@@ -151,20 +240,56 @@ def measure_ranges(net, batches: list) -> list:
     finally:
         hooks.close()
         net.set_train(was_training)
-    return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0)
+    return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
+                      errors.get(path))
             for path, row in stats.items()]
 
 
+def _inside(path: str, outer: str) -> bool:
+    return outer != path and (not outer or path.startswith(outer + "."))
+
+
 def range_candidates(ranges: list, safety: float = SAFETY,
-                     subnormal_share: float = SUBNORMAL_SHARE) -> list:
-    """The cells to keep in fp32: outputs at or above ``safety`` x 65504 (or not finite in
-    fp32 either), or mostly subnormal in fp16; the network itself and cells inside another
-    candidate are left out (keeping a block keeps what it holds)."""
-    found = [r for r in ranges
-             if r.path and fp16_risk(r.out_max, r.subnormal, safety, subnormal_share)]
-    outer = [r.path for r in found]
+                     subnormal_share: float = SUBNORMAL_SHARE,
+                     local_error: Optional[float] = LOCAL_ERROR) -> list:
+    """The cells to keep in fp32, in execution order: the outermost cells whose outputs or
+    inputs reach ``safety`` x 65504 (or are not finite in fp32 either: a kept cell hands
+    its fp32 output on, and a consumer computing in fp16 would cast it to inf) or whose
+    outputs are mostly subnormal in fp16, and the innermost cells whose fp16
+    ``local_error`` reaches ``local_error`` (None: not used); never the network itself
+    nor a cell inside another candidate."""
+    by_range = [r for r in ranges if r.path and (
+        fp16_risk(r.out_max, r.subnormal, safety, subnormal_share)
+        or fp16_risk(r.in_max if r.in_max is not None else 0.0, 0.0, safety, 1.0))]
+    broken = [r for r in ranges if r.path and r.local_error is not None
+              and local_error is not None and r.local_error >= local_error]
+    innermost = [r for r in broken if not any(_inside(b.path, r.path) for b in broken)]
+    found = [r for r in ranges if r in by_range or r in innermost]
+    return [r for r in found if not any(_inside(r.path, o.path) for o in found)]
+
+
+def why_kept(row: dict, safety: float = SAFETY) -> str:
+    """Why the range pass keeps the cell of ``row`` (a ``CellRange.to_dict()``), in words."""
+    limit = safety * FP16_MAX
+    if not np.isfinite(row["out_max"]) or row["out_max"] >= limit:
+        return f"fp32 outputs up to {row['out_max']:.4g}"
+    if row.get("in_max") is not None and (not np.isfinite(row["in_max"])
+                                          or row["in_max"] >= limit):
+        return f"fp32 inputs up to {row['in_max']:.4g}"
+    if row.get("local_error") is not None and row["local_error"] >= LOCAL_ERROR:
+        return f"computing alone in fp16 it is off by {row['local_error']:.3g} (relative L2)"
+    return f"{row['subnormal']:.0%} of its outputs below fp16's smallest normal"
+
+
+def outside_policy(net, found: list, policy) -> list:
+    """``found`` (``CellRange`` rows) less the cells ``policy`` keeps in fp32 already, or
+    holds inside one (BatchNorm and LayerNorm at O2), and the cells it forces to low
+    precision."""
+    from amptool.precision import resolve_fp32_cells, within
+
+    kept = list(resolve_fp32_cells(net, policy))
     return [r for r in found
-            if not any(r.path.startswith(o + ".") for o in outer if o != r.path)]
+            if r.path not in policy.fp16_cells and not any(within(r.path, k) for k in kept)]
 
 
 def first_overflow(fp32_net, low_net, low_runnable, inputs: list) -> Optional[dict]:

@@ -210,7 +210,9 @@ def planted_search(planted_run, tmp_path_factory):
     from amptool.convert.search import SearchConfig, search_policy
 
     out = tmp_path_factory.mktemp("planted_search") / "planted.toml"
-    return search_policy(SearchConfig(run=str(planted_run), samples=128, out=str(out)))
+    # the trials alone (no range pass): they must find the region by themselves
+    return search_policy(SearchConfig(run=str(planted_run), samples=128, out=str(out),
+                                      range_safety=None))
 
 
 def _reference(run, samples):
@@ -236,7 +238,7 @@ def test_all_fp32_trial_equals_the_fp32_reference(planted_run, planted_search, t
     construct), every candidate in fp32 computes exactly what the fp32 network does."""
     from amptool.convert.search import SearchConfig, search_policy
 
-    trap = search_policy(SearchConfig(run=str(trap_run), samples=128,
+    trap = search_policy(SearchConfig(run=str(trap_run), samples=128, range_safety=None,
                                       out=str(tmp_path / "trap.toml")))
     for run, result in ((planted_run, planted_search), (trap_run, trap)):
         ref = _reference(run, 128)
@@ -253,6 +255,19 @@ def test_search_keeps_the_planted_region(planted_search):
     assert result.policy.fp32_cells == ("scale", "norm") and result.policy.level == "O3"
     assert not result.trials[0]["passed"] and result.trials[0]["phase"] == "all-fp16"
     assert result.confirm["passed"] and result.confirm["mode"] == "graph"
+
+
+@pytest.mark.slow
+def test_range_pass_finds_the_planted_region_before_any_trial(planted_run, tmp_path):
+    """The scale's output and the norm's input leave fp16's range: both kept before the
+    trials, and the one trial (all the rest in fp16) passes."""
+    from amptool.convert.search import SearchConfig, search_policy
+
+    result = search_policy(SearchConfig(run=str(planted_run), samples=128,
+                                        out=str(tmp_path / "planted.toml")))
+    assert result.kept == ["scale", "norm"]
+    assert [r["path"] for r in result.ranged] == ["scale", "norm"]
+    assert len(result.trials) <= 1 and result.confirm["passed"]
 
 
 @pytest.mark.slow
@@ -306,7 +321,7 @@ def test_all_fp32_trial_off_the_reference_is_reported(mode, tmp_path):
     ms.save_checkpoint(idle_leaf(), str(ckpt))
     result = runner.invoke(app, ["convert", "search", "--ckpt", str(ckpt), "--model",
                                  f"{__file__}:idle_leaf", "--samples", "64",
-                                 "--out", str(tmp_path / "p.toml")])
+                                 "--range-safety", "off", "--out", str(tmp_path / "p.toml")])
     assert result.exit_code == 1, result.output
     error = result.output.strip().splitlines()[-1]
     assert "still differs from the fp32 reference" in error and "(unused)" in error, error

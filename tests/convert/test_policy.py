@@ -89,6 +89,23 @@ def test_level_o2_shows_each_cell_dtype():
     assert cells["blocks.0.attn.softmax"] == "float16" and cells["blocks.0.norm1"] == "float16"
 
 
+def test_kept_cells_map_to_source_in_the_table_the_json_and_the_file(tmp_path):
+    args = ["convert", "policy", "--level", "O2", "--fp32-cell", "norm", "--model", "trapmlp"]
+    shown = runner.invoke(app, args + ["--out", str(tmp_path / "p.toml")])
+    assert shown.exit_code == 0, shown.output
+    line = next(x for x in shown.output.splitlines() if x.startswith("fp32 cell norm:"))
+    assert line.startswith("fp32 cell norm: L2Normalize (models.py:") and line.endswith(")")
+    import inspect
+
+    from samples.models import L2Normalize
+
+    assert line == (f"fp32 cell norm: L2Normalize "
+                    f"(models.py:{inspect.getsourcelines(L2Normalize.construct)[1]})")
+    assert f"# fp32 cell norm: {line.split(': ', 1)[1]}" in (tmp_path / "p.toml").read_text()
+    data = json.loads(runner.invoke(app, args + ["--json"]).output)
+    assert data["kept_where"] == {"norm": line.split(": ", 1)[1]}
+
+
 @pytest.mark.slow
 def test_o2_equals_o3_with_its_black_list_as_types():
     """The built-in O2 is the same policy as O3 keeping BatchNorm2d in fp32: same dtypes, same outputs."""

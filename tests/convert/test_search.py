@@ -55,10 +55,27 @@ def test_bisect_drop_phase_removes_a_cell_needed_only_earlier():
 @pytest.fixture(scope="module")
 def trap_search(trap_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "trap.toml"
+    # the trials alone (no range pass): bisection must find the cell by itself
     result = runner.invoke(app, ["convert", "search", "--run", str(trap_run), "--samples", "128",
-                                 "--out", str(out)])
+                                 "--range-safety", "off", "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out, result.output
+
+
+def test_range_pass_keeps_trapmlp_norm_before_any_trial(trap_run, tmp_path):
+    """norm's overflow stays inside it (a sum of squares): its fp16 error shows it."""
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "ranges.png"
+    result = runner.invoke(app, ["convert", "search", "--run", str(trap_run), "--samples", "128",
+                                 "--json", "--plot", str(png), "--out", str(tmp_path / "trap.toml")])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["range_kept"] == ["norm"] and report["kept"] == ["norm"]
+    assert report["n_trials"] <= 1 and report["confirm"]["passed"]
+    norm = next(r for r in report["ranges"] if r["path"] == "norm")
+    assert norm["local_error"] >= 0.5 and norm["out_max"] < 100
+    assert "range pass: computing alone in fp16 it is off by" in (tmp_path / "trap.toml").read_text()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
 def test_search_keeps_the_planted_cell(trap_search):

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from amptool.policy import make_policy
-from amptool.ranges import FP16_MAX, first_overflow, measure_ranges, range_candidates
+from amptool.ranges import (
+    FP16_MAX,
+    first_overflow,
+    measure_ranges,
+    outside_policy,
+    range_candidates,
+)
 
 
 def _branchy():
@@ -52,10 +58,17 @@ def test_the_block_is_the_candidate_not_its_leaves():
     assert ranges["block"].out_max > FP16_MAX  # 85800: the sum in Branches.construct
     assert ranges["block"].in_max == pytest.approx(1.3, rel=1e-6)
     assert ranges["tiny"].subnormal == 1.0  # every output below fp16's smallest normal
+    assert ranges["block.a"].local_error < 1e-2  # each branch computes fine in fp16
+    assert ranges["block"].local_error == float("inf")  # the sum does not
+    assert ranges["norm"].local_error == float("inf")  # 85800 cast to fp16 on its way in
+    assert ranges["head"].local_error < 1e-2
     found = [r.path for r in range_candidates(list(ranges.values()))]
-    assert found == ["block", "tiny"]
+    assert found == ["block", "norm", "tiny"]
     assert [r.path for r in range_candidates(list(ranges.values()), safety=2.0,
-                                             subnormal_share=1.0)] == []
+                                             subnormal_share=1.0, local_error=None)] == []
+    # at O2 LayerNorm is kept in fp32 already: the range pass adds the block and tiny only
+    assert [r.path for r in outside_policy(_branchy(), [ranges[p] for p in found],
+                                           make_policy("O2"))] == ["block", "tiny"]
 
 
 def test_first_overflow_names_the_block_and_keeping_it_fixes_the_network():
@@ -79,3 +92,78 @@ def test_first_overflow_names_the_block_and_keeping_it_fixes_the_network():
     ref = fp32(ms.Tensor(x))[0].asnumpy()
     assert np.all(np.isfinite(logits))
     assert np.abs(logits - ref).max() / max(1.0, np.abs(ref).max()) < 1e-2
+
+
+def _digits(n: int = 64) -> np.ndarray:
+    from amptool.data import load_raw
+
+    return load_raw("digits", (1, 28, 28), 10)[0][:n].astype(np.float32)
+
+
+def test_trapmlp_norm_is_flagged_by_its_fp16_error_alone():
+    """TrapMLP's norm takes and gives ordinary values; its sum of squares, inside its own
+    construct, is what fp16 cannot hold."""
+    import mindspore as ms
+
+    from samples.models import TrapMLP
+
+    ms.set_seed(0)
+    ranges = {r.path: r for r in measure_ranges(TrapMLP(), [[_digits()]])}
+    assert ranges["norm"].out_max < 100 and ranges["norm"].in_max < 100
+    assert ranges["norm"].local_error >= 0.5
+    assert [r.path for r in range_candidates(list(ranges.values()))] == ["norm"]
+
+
+def _scaled_norm_net():
+    """x 1e5, then LayerNorm: the scale's output and the norm's input leave fp16's range."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Scale(nn.Cell):
+        def construct(self, x):
+            return x * 1e5
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.flatten = nn.Flatten()
+            self.fc = nn.Dense(784, 32)
+            self.scale = Scale()
+            self.norm = nn.LayerNorm((32,))
+            self.head = nn.Dense(32, 10)
+
+        def construct(self, x):
+            return self.head(ops.relu(self.norm(self.scale(self.fc(self.flatten(x))))))
+
+    ms.set_seed(0)
+    return Net()
+
+
+def test_scaled_then_layernorm_flags_exactly_the_scale_and_the_norm():
+    import mindspore as ms
+
+    net = _scaled_norm_net()
+    net.head.to_float(ms.float16)  # a setting of the user's own, which the probe must keep
+    found = [r.path for r in range_candidates(measure_ranges(net, [[_digits()]]))]
+    assert found == ["scale", "norm"]
+    assert net.head.get_flags().get("fp16") is True
+    assert not net.fc.get_flags().get("fp16") and not net.norm.get_flags().get("fp16")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert net.fc(ms.Tensor(_digits(2).reshape(2, -1))).dtype == ms.float32
+    assert net.head(ms.Tensor(np.ones((2, 32), np.float32))).dtype == ms.float16
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", ["simplecnn", "resnet", "transformer"])
+def test_healthy_samples_have_no_candidates(sample):
+    import mindspore as ms
+
+    from amptool.models import resolve_model
+
+    ms.set_seed(0)
+    spec = resolve_model(sample)
+    x = _digits(64)
+    ranges = measure_ranges(spec.build(), [[x]])
+    assert all(r.local_error is None or r.local_error < 0.05 for r in ranges), \
+        [(r.path, r.local_error) for r in ranges if r.local_error and r.local_error >= 0.05]
+    assert range_candidates(ranges) == []

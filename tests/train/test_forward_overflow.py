@@ -60,3 +60,32 @@ def test_policy_auto_needs_a_low_precision_level(level, tmp_path):
                                      f"at {level} (it keeps cells of an O2 or O3 network); use "
                                      f"--amp-level O2 or O3 with it")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-0.2"])
+def test_range_safety_outside_zero_one_is_refused(value, tmp_path):
+    for command in ("train", "run"):
+        result = runner.invoke(app, [command, "--policy", "auto", "--range-safety", value,
+                                     "--out", str(tmp_path / command), "-q"])
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(
+            f"amptool: error: range safety must be a share in (0, 1] (got {float(value)})"), lines
+        assert not (tmp_path / command).exists()
+
+
+def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tmp_path):
+    """The range pass adds nothing to simplecnn's O2 policy; on trapmlp it keeps the norm
+    (an overflow inside the cell) and the fp16 export of that run passes parity."""
+    result = runner.invoke(app, ["train", "--policy", "auto", "--epochs", "1",
+                                 "--out", str(tmp_path / "cnn"), "-q"])
+    assert result.exit_code == 0, result.output
+    run = json.loads((tmp_path / "cnn" / "run.json").read_text())
+    assert run["policy_auto"]["kept"] == [] and list(run["policy"]["fp32_cells"]) == []
+    out = tmp_path / "trap"
+    result = runner.invoke(app, ["run", "--model", "trapmlp", "--policy", "auto", "--epochs", "1",
+                                 "--onnx", "off", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    run = json.loads((out / "train" / "run.json").read_text())
+    assert [c["path"] for c in run["policy_auto"]["kept"]] == ["norm"]
+    assert "computing alone in fp16" in (out / "train" / "policy.auto.toml").read_text()
