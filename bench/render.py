@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-ORDER = ("train_overhead", "export", "parity", "search", "pipeline", "cli_startup", "workers")
+ORDER = ("train_overhead", "export", "parity", "search", "range_pass", "overflow", "overflow_64",
+         "pipeline", "cli_startup", "workers")
 RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
 LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -249,9 +250,41 @@ def _workers_rows(f: dict) -> list:
     return [("2 workers ÷ 1 worker (msrun, CPU), training throughput", value, "")]
 
 
+def _range_pass_rows(f: dict) -> list:
+    rows = []
+    for i, m in enumerate(f["models"]):
+        value = (f"{m['range_pass_overhead']:.1%} ({_s(m['range_pass_s'])} of a "
+                 f"{_s(m['epoch_s'])} epoch; the epoch with `--policy auto` "
+                 f"{_s(m['epoch_auto_s'])}); kept: {', '.join(m['kept']) or 'none'}")
+        rows.append((f"range pass ÷ one-epoch run, {m['model']}", value,
+                     f"models[{m['model']}].range_pass_overhead"))
+    return rows
+
+
+def _ended(run: dict) -> str:
+    if run["ended"] == "finished":
+        return (f"val acc {run['val_acc']:.3f} ({run['overflow_steps']} of {run['steps']} steps "
+                f"skipped)")
+    return f"diverged at {run.get('culprit') or '?'}"
+
+
+def _overflow_rows(f: dict) -> list:
+    runs = f["runs"]
+    auto, o0, plain = runs["O2_auto"], runs["O0"], runs["O2"]
+    kept = ", ".join(k["path"] for k in auto.get("kept", [])) or "none"
+    parity = "pass" if auto.get("parity", {}).get("passed") else "FAIL"
+    value = (f"O2 --policy auto: {_ended(auto)}, keeps {auto.get('kept_cells', '?')} of "
+             f"{auto.get('cells', '?')} cells ({kept}), {auto.get('acc_gap_points', '?')} "
+             f"points below O0 ({_ended(o0)}), fp16 MindIR parity {parity}; plain O2: "
+             f"{_ended(plain)}")
+    return [(f"{f['model']} {f['input']}, {f['epochs']} epochs: O2 with `--policy auto`", value,
+             "≤ 10 % of cells, ≤ 2 points")]
+
+
 SUMMARY = {"train_overhead": _train_rows, "export": _export_rows, "parity": _parity_rows,
            "search": _search_rows, "pipeline": _pipeline_rows, "cli_startup": _cli_rows,
-           "workers": _workers_rows}
+           "workers": _workers_rows, "range_pass": _range_pass_rows, "overflow": _overflow_rows,
+           "overflow_64": _overflow_rows}
 
 
 def _pretty_target(key: str, text: str) -> str:

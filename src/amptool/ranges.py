@@ -9,13 +9,16 @@ as a policy would set it), and the relative L2 error of that output against the 
 is its ``local_error``: it sees what the output's magnitude cannot, an intermediate value
 inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
 
-Cells to keep in fp32 (``range_candidates``): outputs or inputs reaching a safety fraction
-of fp16's largest value, or outputs living mostly among fp16's subnormals (the outermost such cells: keeping
-a block keeps what it holds); and cells whose ``local_error`` reaches ``LOCAL_ERROR`` while
-none of the cells they hold does (the innermost: an fp16 leaf breaks every block around
-it). ``first_overflow`` runs the same input through the fp32 network and the network
-under a low-precision policy and names the first cell whose low-precision output is not
-finite while its fp32 output is.
+Cells to keep in fp32 (``range_candidates``): where a value beyond a safety fraction of
+fp16's largest value is made (the innermost cell whose output reaches it while its inputs
+do not: keeping a block keeps its own construct) and every cell it then flows into; cells
+whose outputs live mostly among fp16's subnormals; and cells whose ``local_error`` reaches
+``LOCAL_ERROR`` while none of the cells they hold does (the innermost: an fp16 leaf breaks
+every block around it).
+
+``first_overflow`` runs the same input through the fp32 network and the network under a
+low-precision policy and names the first cell whose low-precision output is not finite
+while its fp32 output is.
 
 Forward hooks fire only in PyNative mode; both functions switch to it and back.
 """
@@ -39,7 +42,7 @@ LOCAL_ERROR = 0.1
 """Relative L2 error of a cell computing in fp16 on fp32 inputs that makes it a candidate.
 fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
 no longer computes the same thing."""
-PROBE_ROWS = 16
+PROBE_ROWS = 4
 """Rows of the first batch each cell is probed on in fp16, where all its tensor inputs
 share the batch's leading dimension (else it is probed on its whole inputs)."""
 
@@ -249,22 +252,42 @@ def _inside(path: str, outer: str) -> bool:
     return outer != path and (not outer or path.startswith(outer + "."))
 
 
+def _big(value, limit: float) -> bool:
+    return value is not None and (not np.isfinite(value) or value >= limit)
+
+
+def _innermost(rows: list) -> list:
+    return [r for r in rows if not any(_inside(o.path, r.path) for o in rows)]
+
+
 def range_candidates(ranges: list, safety: float = SAFETY,
                      subnormal_share: float = SUBNORMAL_SHARE,
                      local_error: Optional[float] = LOCAL_ERROR) -> list:
-    """The cells to keep in fp32, in execution order: the outermost cells whose outputs or
-    inputs reach ``safety`` x 65504 (or are not finite in fp32 either: a kept cell hands
-    its fp32 output on, and a consumer computing in fp16 would cast it to inf) or whose
-    outputs are mostly subnormal in fp16, and the innermost cells whose fp16
-    ``local_error`` reaches ``local_error`` (None: not used); never the network itself
-    nor a cell inside another candidate."""
-    by_range = [r for r in ranges if r.path and (
-        fp16_risk(r.out_max, r.subnormal, safety, subnormal_share)
-        or fp16_risk(r.in_max if r.in_max is not None else 0.0, 0.0, safety, 1.0))]
-    broken = [r for r in ranges if r.path and r.local_error is not None
-              and local_error is not None and r.local_error >= local_error]
-    innermost = [r for r in broken if not any(_inside(b.path, r.path) for b in broken)]
-    found = [r for r in ranges if r in by_range or r in innermost]
+    """The cells to keep in fp32, in execution order (never the network itself, nor a cell
+    inside another candidate). With limit = ``safety`` x 65504:
+
+    - where a value fp16 cannot hold is made: the cells whose outputs reach the limit (or
+      are not finite in fp32 either) while their inputs do not, unless a cell inside them
+      already gives an output as large: a container that passes on its last block's output
+      is not kept whole, a block whose own construct makes it larger (a branch sum) is;
+    - where it is taken in: the outermost cells whose inputs reach the limit, since a kept
+      cell hands its fp32 output on and a consumer computing in fp16 would cast it to inf;
+    - the innermost cells whose outputs are mostly subnormal in fp16 (``subnormal_share``);
+    - the innermost cells whose fp16 ``local_error`` reaches ``local_error`` (None: not
+      used), an overflow that stays inside a cell."""
+    limit = safety * FP16_MAX
+    rows = [r for r in ranges if r.path]
+    made = [r for r in rows if _big(r.out_max, limit) and not _big(r.in_max, limit)]
+    made = [r for r in made  # not a cell that passes on what a cell inside it made
+            if not any(_inside(d.path, r.path) and d.out_max >= r.out_max for d in made)]
+    taken = [r for r in rows if _big(r.in_max, limit)]
+    taken = [r for r in taken if not any(_inside(r.path, o.path) for o in taken)]
+    tiny = _innermost([r for r in rows if not _big(r.out_max, limit)
+                       and fp16_risk(r.out_max, r.subnormal, safety, subnormal_share)])
+    broken = _innermost([r for r in rows if local_error is not None
+                         and r.local_error is not None and r.local_error >= local_error])
+    chosen = {r.path for r in made + taken + tiny + broken}
+    found = [r for r in rows if r.path in chosen]
     return [r for r in found if not any(_inside(r.path, o.path) for o in found)]
 
 
