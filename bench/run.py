@@ -1,6 +1,6 @@
 """Run every benchmark, write ``bench/results.json``, print one table of ratios.
 
-``python -m bench [--quick] [--only NAME,...] [--out FILE]``. Every ``bench/<name>.py``
+``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``. Every ``bench/<name>.py``
 with ``def run(quick: bool = False) -> dict`` is a benchmark; each runs in a fresh
 process (a crash or a MindSpore context cannot leak into the next one) and a failure is
 recorded, not fatal. Figures are measured side by side inside each benchmark.
@@ -122,7 +122,7 @@ def _child(name: str, quick: bool, result: Path) -> int:
 
 
 def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
-            progress=lambda line: None) -> dict:
+            progress=lambda line: None, timeout: float = 0.0) -> dict:
     """Run the benchmarks, rewriting ``out`` atomically after each one."""
     from amptool.fileio import write_json
 
@@ -134,7 +134,7 @@ def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
     for name in names:
         progress(f"bench: running {name}{' (quick)' if quick else ''} ...")
         load = _load()
-        entry = _run_child(name, quick, 900.0 if quick else 3600.0)
+        entry = _run_child(name, quick, timeout or (900.0 if quick else 3600.0))
         entry.update(load_1min_at_start=load, load_1min_at_end=_load())
         results["benchmarks"][name] = entry
         progress(f"bench: {name} {entry['status']} in {entry['seconds']} s"
@@ -168,6 +168,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
     parser.add_argument("--out", type=Path, default=HERE / "results.json",
                         help="results file (written by a run, read by --render and --check)")
+    parser.add_argument("--timeout", type=float, default=0.0,
+                        help="seconds one benchmark may take (default 3600, 900 with --quick)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--render", action="store_true",
                         help="rewrite the figures in README.md and docs/bench.md from the results")
@@ -190,7 +192,8 @@ def main(argv=None) -> int:
               f"(have: {', '.join(discover())})", file=sys.stderr)
         return 2
     results = run_all(args.quick, only, args.out,
-                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+                      progress=lambda line: print(line, file=sys.stderr, flush=True),
+                      timeout=args.timeout)
     print(header(results) + "\n\n" + table(results))
     print(f"\n(results: {args.out}; `python -m bench --render` puts them in README.md and "
           "docs/bench.md)")
