@@ -11,9 +11,14 @@ run it.
 
 With every candidate in fp32 the network must compute what the fp32 reference does
 (max |diff| <= 1e-6 x max(1, max |ref|)); otherwise the search stops with CheckFailed.
-The search bisects over contiguous segments of leaf cells in execution order: a
-segment that passes in fp16 stays fp16, a failing segment is halved, a failing single
-cell is kept fp32. Then each kept cell is tried in fp16 once more. A result that keeps
+The search works on blocks, then inside them (``bisect_cells``): it bisects over the
+network's top-level cells in execution order (a segment that passes in fp16 stays fp16,
+a failing segment is halved, a failing single cell is kept fp32, then each kept cell is
+tried in fp16 once more). A kept block is then split: if the rest of the network passes
+with only its sub-cells kept (its own ``construct`` in fp16), the same bisection runs
+over those sub-cells; if not, the block's own operators need fp32 and it stays whole.
+A trial is known by the cells it actually keeps (a cell whose sub-cells are all kept is
+kept too), so two ways of asking for the same network run once. A result that keeps
 every candidate is no fp16 policy and fails too.
 """
 from __future__ import annotations
@@ -129,23 +134,26 @@ class Trials:
     def add_candidates(self, order: list) -> None:
         self.candidates.extend(order)
 
-    def set_kept(self, key) -> None:
-        """Flag the network as ``apply_policy`` does for the base plus the cells in ``key``."""
-        from amptool.precision import close_kept, set_precision
+    def closed(self, cells) -> dict:
+        """What ``apply_policy`` keeps for the base plus ``cells`` (path -> cell)."""
+        from amptool.precision import close_kept
 
-        kept = {**self.base_kept, **{p: self._paths[p] for p in key}}
-        set_precision(self.net, close_kept(self.net, kept, self.forced16), self._dtype)
+        kept = {**self.base_kept, **{p: self._paths[p] for p in cells}}
+        return close_kept(self.net, kept, self.forced16)
 
     def evaluate(self, kept, phase: str) -> bool:
-        key = frozenset(kept)
+        from amptool.precision import set_precision
+
+        closed = self.closed(kept)
+        key = frozenset(closed)
         if key in self.cache:
             return self.cache[key]
-        self.set_kept(key)
+        set_precision(self.net, closed, self._dtype)
         out = self.amp_net(self.x).asnumpy()
         ok, metrics = judge(self.ref, out, self.labels, self.th)
         self.cache[key] = ok
         record = {"trial": len(self.log) + 1, "phase": phase,
-                  "fp32": [p for p in self.candidates if p in key], "metrics": metrics,
+                  "fp32": in_order(self.candidates, kept), "metrics": metrics,
                   "passed": ok}
         self.log.append(record)
         self.emit({"kind": "trial", **record})
@@ -177,6 +185,57 @@ def bisect(candidates: list, trial: Callable[[list, str], bool]) -> list:
         if trial(without, "drop"):
             kept[:] = without
     return kept
+
+
+def _under(path: str, unit: str) -> bool:
+    return not unit or path == unit or path.startswith(unit + ".")
+
+
+def in_order(leaves: list, cells) -> list:
+    """``cells`` (leaves and blocks) in execution order: each at its first leaf in ``leaves``,
+    a block before its own first leaf."""
+    cells = list(dict.fromkeys(cells))
+    first = {c: next((i for i, leaf in enumerate(leaves) if _under(leaf, c)), len(leaves))
+             for c in cells}
+    return sorted(cells, key=lambda c: (first[c], c.count(".")))
+
+
+def sub_units(leaves: list, unit: str, avoid=()) -> list:
+    """The cells one level below ``unit`` ('' for the network) that hold candidate leaves,
+    in execution order; a chain of single sub-cells is skipped down to where it splits,
+    and a cell holding one of ``avoid`` (cells the base forces to low precision) is
+    replaced by its own sub-cells."""
+    while True:
+        depth = unit.count(".") + 1 if unit else 0
+        parts = in_order(leaves, {".".join(leaf.split(".")[:depth + 1]) for leaf in leaves
+                                  if _under(leaf, unit) and leaf != unit})
+        if any(p not in leaves and any(_under(a, p) for a in avoid) for p in parts):
+            return in_order(leaves, [q for p in parts for q in (
+                sub_units(leaves, p, avoid) if p not in leaves
+                and any(_under(a, p) for a in avoid) else [p])])
+        if len(parts) != 1 or parts[0] in leaves:
+            return parts
+        unit = parts[0]
+
+
+def bisect_cells(leaves: list, trial: Callable[[list, str], bool], avoid=()) -> list:
+    """Cells to keep in fp32 (blocks where their own operators need it, else the cells
+    inside them), given that every candidate leaf in fp32 passes and none fails; no kept
+    block holds a cell of ``avoid``."""
+    kept = bisect(sub_units(leaves, "", avoid), trial)
+    queue = [u for u in kept if u not in leaves]
+    while queue:
+        unit = queue.pop(0)
+        parts = sub_units(leaves, unit, avoid)
+        others = [k for k in kept if k != unit]
+        if not trial(others + parts, "split"):
+            continue  # the block's own construct needs fp32: it stays whole
+        found = bisect(parts, lambda cells, phase, others=others: trial(others + cells, phase))
+        if found == parts:
+            continue  # every part is needed: that is the block, its own construct included
+        kept = in_order(leaves, others + found)
+        queue += [u for u in found if u not in leaves]
+    return in_order(leaves, kept)
 
 
 def base_policy(cfg: SearchConfig):
@@ -301,8 +360,10 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
     if not order:
         raise CheckFailed("no policy passes parity: the base fails and has no candidate cells "
                           "left to keep in fp32", "search from a base that keeps fewer cells")
-    passes = trials.evaluate(order, "all-fp32")
+    units = sub_units(order, "", trials.forced16)
+    passes = trials.evaluate(units, "all-fp32")
     if not trials.forced16:  # cells the base forces to low precision stay low in every trial
+        idle = [p for p in idle if not any(_under(p, u) for u in units)]
         check_all_fp32(trials.log[-1]["metrics"]["max_abs"], trials.ref, len(order), idle)
     if not passes and trials.forced16:
         raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
@@ -312,8 +373,8 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
         raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
                           "fp32 the network computes the fp32 reference and still fails the "
                           "thresholds", "the limits are stricter than fp32 itself: loosen them")
-    kept = bisect(order, trials.evaluate)
-    if len(kept) == len(order):
+    kept = bisect_cells(order, trials.evaluate, trials.forced16)
+    if all(any(_under(leaf, k) for k in kept) for leaf in order):
         raise CheckFailed(f"no policy passes parity with a cell in {trials.dtype_name}: all "
                           f"{len(order)} candidate cells had to stay fp32",
                           "loosen the limits: only the fp32 network meets them")
