@@ -26,7 +26,7 @@ class ExportConfig:
     ckpt: Optional[str] = None
     """Checkpoint file (.ckpt or .safetensors) when no run folder is given."""
     model: Optional[str] = None
-    """Sample name or path/to/file.py:factory, with ``ckpt``."""
+    """Model reference, with ``ckpt``; with ``run``, replaces the run's model."""
     model_args: Optional[dict] = None
     """Keyword arguments for the model factory, with ``ckpt``."""
     input_spec: Optional[str] = None
@@ -169,12 +169,13 @@ def export_model(cfg: ExportConfig) -> list:
     for fmt in formats:
         format_module(fmt).check_available(cfg.device)
     from amptool.device import resolve_device, set_device
+    from amptool.fileio import check_out_dir, output_dir
 
     from .source import open_export_source
 
     device = resolve_device(cfg.device)
+    check_out_dir(default_out(cfg))  # before the model is built
     source = open_export_source(cfg)
-    from amptool.fileio import output_dir
 
     from .writer import write_all
 

@@ -12,7 +12,7 @@ from amptool import options as opt
 def export_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder: model, policy, preprocessing from run.json, weights from its best checkpoint."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint file (.ckpt or .safetensors) instead of --run; needs --model."),
-    model: opt.noted(opt.ModelOption, "Needed with --ckpt.") = None,
+    model: opt.noted(opt.ModelOption, "Needed with --ckpt; with --run, replaces the run's model.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     which: str = typer.Option("best", help="With --run: the best or last checkpoint."),

@@ -1,7 +1,8 @@
 """Where an export's model, weights, policy and preprocessing come from.
 
 ``--run DIR`` reads all of it from the training run (``run.json`` and ``best``/``last``
-checkpoint); ``--ckpt FILE --model NAME`` takes it from options. ``--policy``/``--amp-level``
+checkpoint), with ``--model`` (and its ``--model-arg``/``--input-spec``) in place of the
+run's model where given; ``--ckpt FILE --model NAME`` takes it from options. ``--policy``/``--amp-level``
 replace the run's policy.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ def open_export_source(cfg):
     from amptool.trained import from_checkpoint, from_run
 
     if cfg.run:
-        trained = from_run(cfg.run, cfg.which)
+        trained = from_run(cfg.run, cfg.which, model=cfg.model, model_args=cfg.model_args,
+                           input_spec=cfg.input_spec)
     else:
         trained = from_checkpoint(cfg.ckpt, cfg.model, cfg.data, cfg.val_fraction,
                                   cfg.model_args, cfg.input_spec)

@@ -171,10 +171,13 @@ def load_golden(path: str):
     arrays = _read_npz(path, "--load-outputs", fix, bad)
     try:
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
-    except Exception:
+        fed = [arrays[f"input_{i}"] for i in range(len(meta["inputs_meta"]))]
+        outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]
+        if any(k not in meta for k in ("reference", "format", "precision", "preprocess",
+                                       "description")):
+            raise KeyError("meta")
+    except Exception:  # not JSON, not a mapping, or a key or array missing
         raise UsageError(bad, fix) from None
-    fed = [arrays[f"input_{i}"] for i in range(len(meta["inputs_meta"]))]
-    outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]
     src = Source(path=f"{path} (golden of {meta['reference']})", kind="golden",
                  format=meta["format"], precision=meta["precision"],
                  preprocess=meta["preprocess"], model=meta.get("model"),

@@ -154,6 +154,9 @@ CASES = {
     "export-run-names-a-foreign-file": Case(["export", "--run", "{foreign_run}", "--out",
                                              "{out}"], 2, "does not run on a file's word",
                                             ["{out}"]),
+    "train-resume-a-foreign-run": Case(["train", "--resume", "--epochs", "1", "--out",
+                                        "{foreign_run}", "-q"], 2,
+                                       "does not run on a file's word"),
     "export-air-without-ascend": Case(["export", "--run", "{run}", "-f", "AIR", "--out",
                                        "{out}"], 2, "Ascend", ["{out}"]),
     "export-truncated-checkpoint": Case(["export", "--ckpt", "{files}/truncated.ckpt", "--model",
@@ -184,6 +187,14 @@ CASES = {
     "parity-metric-import-fails": Case(["parity", "{art}/simplecnn_fp32.mindir",
                                         "{art}/simplecnn_fp16.mindir", "--metric",
                                         "{files}/broken.py:fn", "-q"], 2, "failed to import"),
+    "parity-onnx-unknown-operator": Case(["parity", "{art}/simplecnn_fp32.mindir",
+                                          "{files}/unknown_op.onnx", "-q"], 2,
+                                         "onnxruntime cannot load {files}/unknown_op.onnx"),
+    "parity-onnx-inputs-do-not-match": Case(["parity", "{art}/simplecnn_fp32.onnx",
+                                             "{art}/simplecnn_fp16.onnx", "--inputs",
+                                             "{files}/wrong.npz", "-q"], 2,
+                                            "of simplecnn_fp32.onnx has shape ['N', 1, 28, "
+                                            "28], got [4, 3]"),
     "parity-one-artefact": Case(["parity", "{art}/simplecnn_fp32.mindir", "-q"], 2,
                                 "candidate"),
     "parity-manifest-names-a-foreign-file": Case(["parity", "{art}/simplecnn_fp32.mindir",
@@ -265,6 +276,12 @@ def kit(sample_runs, tmp_path_factory) -> dict:
                       (run / "best.ckpt", "truncated.ckpt")):
         data = src.read_bytes()
         (files / name).write_bytes(data[: len(data) // 3])
+    # an ONNX file that parses but names an operator onnxruntime does not have
+    import onnx
+
+    graph = onnx.load(str(art / "simplecnn_fp32.onnx"))
+    graph.graph.node[0].op_type = "NoSuchOperator"
+    onnx.save(graph, str(files / "unknown_op.onnx"))
     # a manifest that describes another file
     tampered = _copy_artefact(art, "simplecnn_fp16.mindir", root / "tampered")
     manifest = json.loads(tampered.read_text())
@@ -340,6 +357,18 @@ def test_fault(name, outcomes, kit):
     out = result["out"]
     if out.is_dir():  # whatever was written is whole: no staged temp files remain
         assert not list(out.rglob(".amptool-*")), list(out.rglob(".amptool-*"))
+    assert not (kit["evil"].parent / "EXECUTED").exists()
+
+
+def test_export_run_takes_the_model_the_user_names(kit, tmp_path):
+    """The way out the refusal names: ``--model`` replaces the run's model, so the run's
+    weights export without its recorded file ever running."""
+    from amptool.export.api import ExportConfig, export_model
+
+    results = export_model(ExportConfig(run=str(kit["foreign_run"]), model="simplecnn",
+                                        formats=("MINDIR",), precision="fp32",
+                                        out=str(tmp_path / "art")))
+    assert [Path(r.path).name for r in results] == ["simplecnn_fp32.mindir"]
     assert not (kit["evil"].parent / "EXECUTED").exists()
 
 

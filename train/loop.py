@@ -15,7 +15,7 @@ import numpy as np
 
 import amptool
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import ensure_out_dir, write_text
+from amptool.fileio import check_out_dir, ensure_out_dir, write_text
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
@@ -135,6 +135,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
                 world: int = 1) -> TrainSummary:
     """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``."""
     check_config(cfg)
+    check_out_dir(cfg.out)  # before the model, the data and a range pass take their time
     last_path = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
     if cfg.resume and not last_path.is_file():
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",

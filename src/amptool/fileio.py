@@ -17,11 +17,29 @@ from .errors import UsageError
 _MS_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@_-.:/\\")
 
 
-def ensure_out_dir(path: str | os.PathLike) -> Path:
-    """Create ``path`` as a writable folder or raise a UsageError naming the fix."""
+def check_out_dir(path: str | os.PathLike) -> None:
+    """The refusals of ``ensure_out_dir`` that need nothing created: for a command that
+    works long before it writes, so a bad ``--out`` costs no time."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder", "give a folder path")
+    found = out
+    while not found.exists() and found != found.parent:
+        found = found.parent
+    if not found.is_dir():
+        raise UsageError(f"cannot create output folder {out}: {found} is a file",
+                         "choose a writable --out")
+    if not os.access(found, os.W_OK | os.X_OK):
+        if found == out:
+            raise UsageError(f"output folder {out} is not writable", "choose a writable --out")
+        raise UsageError(f"cannot create output folder {out}: {found} is not writable",
+                         "choose a writable --out")
+
+
+def ensure_out_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` as a writable folder or raise a UsageError naming the fix."""
+    out = Path(path)
+    check_out_dir(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

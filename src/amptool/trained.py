@@ -61,8 +61,11 @@ class TrainedModel:
 
 
 def from_run(run: str | os.PathLike, which: Optional[str] = "best",
-             ckpt: Optional[str] = None, model: Optional[str] = None) -> TrainedModel:
-    """The model of a training run folder; ``ckpt``/``model`` override the run's."""
+             ckpt: Optional[str] = None, model: Optional[str] = None,
+             model_args: Optional[dict] = None, input_spec: Optional[str] = None) -> TrainedModel:
+    """The model of a training run folder; ``ckpt``/``model`` override the run's. A ``model``
+    the user names runs without vetting; it takes the run's recorded factory arguments and
+    signature where it is the run's own model and ``model_args``/``input_spec`` are not given."""
     from .models import resolve_model
     from .policy import policy_from_dict
     from .rundir import RunDir
@@ -74,7 +77,14 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
     policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
     data = info["data"]
-    ref = {"model": model} if model else run_dir.model_reference(info)
+    ref = run_dir.model_reference(info)
+    if model:
+        own = model == ref.get("model")
+        ref = {"model": model,
+               "model_args": model_args if model_args is not None or not own
+               else ref.get("model_args"),
+               "input_spec": input_spec if input_spec is not None or not own
+               else ref.get("input_spec")}
     prep = dict(data["preprocess"]) if data["preprocess"] else None
     return TrainedModel(resolve_model(ref), path, policy, prep, data.get("source"),
                         data.get("val_fraction"))

@@ -156,3 +156,15 @@ def test_ensure_out_dir(tmp_path):
     assert "is a file, not a folder" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(UsageError, match="cannot create output folder"):
         ensure_out_dir(tmp_path / "file" / "sub")
+
+
+def test_check_out_dir_refuses_without_creating_anything(tmp_path):
+    from amptool.fileio import check_out_dir
+
+    check_out_dir(tmp_path / "a" / "b")  # a folder that can be made
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        check_out_dir(tmp_path / "f")
+    with pytest.raises(UsageError, match=r"cannot create output folder .*/f/sub: .*/f is a file"):
+        check_out_dir(tmp_path / "f" / "sub")

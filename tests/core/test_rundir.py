@@ -155,3 +155,17 @@ def test_no_resume_unchanged(previous_run):
 def test_resume_without_previous_run(tmp_path):
     cfg = TrainConfig(out=str(tmp_path / "fresh"), resume=True)
     assert merge_previous(cfg) == cfg
+
+
+def test_resume_runs_a_recorded_model_only_once_vetted(tmp_path):
+    """run.json is a file's word: --resume takes its model only as export --run would."""
+    for model, message in (("evilpkg.models:build", "from package evilpkg, which is not trusted"),
+                           (f"{tmp_path}/evil.py:build", "does not run on a file's word")):
+        folder = tmp_path / model.partition(":")[0].replace("/", "_")
+        folder.mkdir()
+        RunDir(folder).write(_info(**TrainConfig(model=model, out=str(folder)).to_dict()))
+        with pytest.raises(UsageError, match=message):
+            merge_previous(TrainConfig(out=str(folder), resume=True))
+        named = merge_previous(TrainConfig(out=str(folder), resume=True, model="lenet5"),
+                               explicit={"model"})
+        assert named.model == "lenet5"  # the user's own choice runs as given

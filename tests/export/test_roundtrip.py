@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from amptool.artefact.runners import load_runner
+from amptool.errors import UsageError
 
 from .conftest import FP32_REL, MODELS, cosine, scaled_max_abs
 
@@ -111,3 +112,22 @@ def test_fp32_tolerance_catches_fp16_error(exports, references):
     x, _, ref = references("simplecnn")
     out = load_runner(exports.get("simplecnn")[("MINDIR", "fp16")].path).run([x])[0]
     assert scaled_max_abs(out, ref) > 10 * FP32_REL
+
+
+def test_a_mindir_with_cut_parameter_data_is_one_usage_error(exports, tmp_path):
+    """A file that parses but whose parameter bytes do not fill its shape: UsageError, and
+    the weights are simply unreadable where parity only wants them for localization."""
+    from mindspore.train import mind_ir_pb2
+
+    from amptool.artefact import mindir, stored_weights
+
+    model = mind_ir_pb2.ModelProto()
+    with open(exports.get(MODELS[0])[("MINDIR", "fp32")].path, "rb") as fh:
+        model.ParseFromString(fh.read())
+    param = next(p for p in model.graph.parameter if len(p.raw_data) > 4)
+    param.raw_data = param.raw_data[:-4]
+    cut = tmp_path / "cut.mindir"
+    cut.write_bytes(model.SerializeToString())
+    with pytest.raises(UsageError, match=r"cut.mindir is corrupt: parameter .* holds \d+ bytes"):
+        mindir.read_weights(cut)
+    assert stored_weights(cut, "MINDIR") is None

@@ -142,6 +142,8 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
     ref, cand = simplecnn["mindir_fp32"], simplecnn["mindir_fp16"]
     junk = tmp_path / "junk.npz"
     np.savez(junk, q=np.zeros(3))
+    listed = tmp_path / "listed.npz"  # a golden file whose meta is JSON but not a mapping
+    np.savez(listed, meta=np.frombuffer(b"[1, 2]", dtype=np.uint8), input_0=np.zeros(3))
     bad_cfg = tmp_path / "bad.toml"
     bad_cfg.write_text("[thresholds]\nmin_cosin = 0.9\n")
     str_cfg = tmp_path / "str.toml"
@@ -158,6 +160,7 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
         ([ref, cand, "--config", bad_cfg], "unknown threshold(s) min_cosin"),
         ([ref, cand, "--config", str_cfg], "--samples must be a whole number >= 1 (got 'many')"),
         (["--load-outputs", junk, cand], "is not a golden outputs file"),
+        (["--load-outputs", listed, cand], "is not a golden outputs file"),
         (["--load-outputs", junk, "--save-outputs", tmp_path / "g.npz", cand], "exclude each other"),
         ([lonely, cand], "pass --model"),
         ([ref, tmp_path / "bad.toml"], "unknown artefact type"),

@@ -114,9 +114,17 @@ def describe(path, key: bytes | None = None) -> dict:
 
 def read_weights(path, key: bytes | None = None) -> dict:
     """name -> numpy array of every stored floating-point parameter."""
-    return {name: np.frombuffer(param.raw_data, dtype=np_dtype(dtype)).reshape(shape)
-            for name, dtype, shape, param in _stored(read_model(path, key))
-            if dtype != "bfloat16"}
+    out = {}
+    for name, dtype, shape, param in _stored(read_model(path, key)):
+        if dtype == "bfloat16":
+            continue
+        try:
+            out[name] = np.frombuffer(param.raw_data, dtype=np_dtype(dtype)).reshape(shape)
+        except ValueError:
+            raise UsageError(f"{path} is corrupt: parameter {name} holds "
+                             f"{len(param.raw_data)} bytes, not a {dtype} tensor of shape "
+                             f"{list(shape)}", "export it again") from None
+    return out
 
 
 def load_graph(path, key: bytes | None = None):
