@@ -37,6 +37,10 @@ class CkptConfig:
     """Policy file whose fp32 cells keep their parameters in fp32 (needs the model)."""
     model: Optional[str] = None
     """Network the checkpoint belongs to; None: the checkpoint's own 'model' entry, if any."""
+    model_args: Optional[dict] = None
+    """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
+    input_spec: Optional[str] = None
+    """``model``'s input signature, when it declares none (``--input-spec``)."""
     all_floats: bool = False
     """Convert every float entry, ignoring the policy's fp32 cells."""
     weights_only: bool = False
@@ -118,6 +122,22 @@ def _model_name(cfg: CkptConfig, entries: dict) -> Optional[str]:
     return cfg.model or (saved if isinstance(saved, str) else None)
 
 
+def _reference(cfg: CkptConfig, model: str) -> dict:
+    """The user's model as given; else the checkpoint's, with the factory arguments and
+    signature its run.json records where that names the same model (vetted either way)."""
+    from amptool.models import recorded_reference, user_reference
+    from amptool.rundir import RunDir
+
+    if cfg.model:
+        return user_reference(cfg.model, cfg.model_args, cfg.input_spec)
+    run_dir = RunDir(Path(cfg.src).parent)
+    info = run_dir.read_optional()
+    if info and (info.get("config") or {}).get("model") == model:
+        return run_dir.model_reference(info)
+    return recorded_reference({"model": model}, None, f"the metadata of {cfg.src}",
+                              Path(cfg.src).parent)
+
+
 def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
     """Names the policy keeps fp32, network parameter names (None: unknown), policy text."""
     model = _model_name(cfg, entries)
@@ -127,14 +147,12 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
-    from amptool.models import recorded_reference, resolve_model
+    from amptool.models import resolve_model
     from amptool.policy import policy_for
     from amptool.precision import resolve_fp32_cells
 
     policy = policy_for(cfg.policy)
-    ref = model if cfg.model else recorded_reference(
-        {"model": model}, None, f"the metadata of {cfg.src}", Path(cfg.src).parent)
-    net = resolve_model(ref).build()
+    net = resolve_model(_reference(cfg, model)).build()
     weights = {p.name for p in net.get_parameters()}
     if cfg.to != "fp16":
         return set(), weights, "none"

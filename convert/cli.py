@@ -21,6 +21,8 @@ def policy_command(
     fp32_cell: List[str] = typer.Option([], "--fp32-cell", help="Cell path kept in fp32 (repeatable), e.g. blocks.1.attn.softmax."),
     fp16_cell: List[str] = typer.Option([], "--fp16-cell", help="Cell path forced to the low dtype (repeatable)."),
     model: opt.noted(opt.ModelOption, "Shows each cell's dtype.") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     device: opt.noted(opt.DeviceOption, "Check the dtype runs on this device.") = None,
     out: opt.PolicyOutOption = None,
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
@@ -28,10 +30,13 @@ def policy_command(
 ) -> None:
     """Show what a level or policy file means (per cell with --model); write it as a policy file."""
     from amptool.convert.explain import PolicyConfig, explain_policy
+    from amptool.models import parse_model_args
 
     cfg = PolicyConfig(level=level, dtype=dtype, policy=str(policy) if policy else None,
                        fp32_types=tuple(fp32_type), fp32_cells=tuple(fp32_cell),
-                       fp16_cells=tuple(fp16_cell), model=model, device=device,
+                       fp16_cells=tuple(fp16_cell), model=model,
+                       model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
+                       device=device,
                        out=str(out) if out else None, force=force)
     report = explain_policy(cfg)
     if as_json:
@@ -63,15 +68,20 @@ def ckpt_command(
     policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs the model). \\[default: O2 when the model is known]"),
     all_floats: bool = typer.Option(False, "--all", help="Convert every float entry, ignoring the policy."),
     model: opt.with_default(opt.ModelOption, "the checkpoint's 'model' entry") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     weights_only: bool = typer.Option(False, "--weights-only", help="Keep only the network's parameters (drop optimizer/loss-scale state and counters; needs the model)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
     as_json: opt.about(opt.JsonOption, "the conversion report") = False,
 ) -> None:
     """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as they are."""
     from amptool.convert.ckpt import CkptConfig, convert_checkpoint
+    from amptool.models import parse_model_args
 
     cfg = CkptConfig(src=str(src), dst=str(dst), to=to.lower(), format=fmt,
-                     policy=str(policy) if policy else None, model=model, all_floats=all_floats,
+                     policy=str(policy) if policy else None, model=model,
+                     model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
+                     all_floats=all_floats,
                      weights_only=weights_only, force=force)
     report = convert_checkpoint(cfg)
     if as_json:
@@ -106,6 +116,8 @@ def search_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best checkpoint)."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or overriding the run's)."),
     model: opt.with_default(opt.ModelOption, "the run's") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     data: opt.noted(opt.DataOption, "Its held-out split feeds the trials. \\[default: the run's, else digits]") = None,
     samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole split)."),
     level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm fp32)."),
@@ -127,6 +139,7 @@ def search_command(
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
     from amptool.convert.search import SearchConfig, search_policy
+    from amptool.models import parse_model_args
 
     th = _thresholds(thresholds, limits)
     if plot is not None:
@@ -135,7 +148,9 @@ def search_command(
         opt.check_output_path(plot, "--plot")
         pyplot()  # refuse before any work when matplotlib is missing
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
-                       model=model, data=data, samples=samples or None, level=level.upper(),
+                       model=model, model_args=parse_model_args(model_arg) or None,
+                       input_spec=input_spec, data=data, samples=samples or None,
+                       level=level.upper(),
                        policy=str(policy) if policy else None, thresholds=th, out=str(out),
                        force=force, device=device, range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)

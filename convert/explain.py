@@ -34,6 +34,10 @@ class PolicyConfig:
     """Cell paths forced to the low dtype."""
     model: Optional[str] = None
     """Network to resolve the policy against."""
+    model_args: Optional[dict] = None
+    """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
+    input_spec: Optional[str] = None
+    """``model``'s input signature, when it declares none (``--input-spec``)."""
     device: Optional[str] = None
     """Check the dtype runs on this device (CPU refuses bfloat16)."""
     out: Optional[str] = None
@@ -94,7 +98,7 @@ def explain_policy(cfg: PolicyConfig) -> PolicyReport:
         from amptool.precision import cell_dtypes, cell_origins
 
         import_mindspore()
-        net = resolve_model(cfg.model).build()
+        net = resolve_model(cfg.model, cfg.model_args, cfg.input_spec).build()
         rows = cell_dtypes(net, policy)  # raises one error listing unknown paths/types
         where = cell_origins(net, policy.fp32_cells)
     if cfg.out:

@@ -50,6 +50,10 @@ class SearchConfig:
     """Checkpoint to search on (instead of, or overriding, the run's)."""
     model: Optional[str] = None
     """Model of ``ckpt``: sample name or file.py:factory (default: the run's)."""
+    model_args: Optional[dict] = None
+    """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
+    input_spec: Optional[str] = None
+    """``model``'s input signature, when it declares none (``--input-spec``)."""
     data: Optional[str] = None
     """Data source of the inputs (default: the run's, else digits); its held-out split is used."""
     samples: Optional[int] = 256
@@ -295,7 +299,8 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     from .source import load_source
     from .trace import leaf_paths, record_execution
 
-    src = load_source(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples)
+    src = load_source(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
+                      cfg.input_spec)
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
     x = ms.Tensor(src.x)
     ref, calls = record_execution(net, x)

@@ -27,7 +27,8 @@ class EvalSource:
 
 
 def load_source(run: Optional[str], ckpt: Optional[str], model: Optional[str],
-                data: Optional[str], samples: Optional[int]) -> EvalSource:
+                data: Optional[str], samples: Optional[int], model_args: Optional[dict] = None,
+                input_spec: Optional[str] = None) -> EvalSource:
     """Resolve ``--run`` or ``--ckpt --model`` into weights and held-out inputs."""
     from amptool.trained import from_checkpoint, from_run
 
@@ -36,9 +37,11 @@ def load_source(run: Optional[str], ckpt: Optional[str], model: Optional[str],
     if run is None and (ckpt is None or model is None):
         raise UsageError("nothing to search on", "pass --run DIR, or --ckpt FILE with --model M")
     if run is not None:
-        trained = from_run(run, None, ckpt=ckpt, model=model)
+        trained = from_run(run, None, ckpt=ckpt, model=model, model_args=model_args,
+                           input_spec=input_spec)
     else:
-        trained = from_checkpoint(ckpt, model, data or "digits")
+        trained = from_checkpoint(ckpt, model, data or "digits", model_args=model_args,
+                                  input_spec=input_spec)
     inputs, y = trained.eval_split(data, samples)
     if len(inputs) != 1:
         raise UsageError(f"model {trained.model_ref} takes {len(inputs)} inputs; the search runs "

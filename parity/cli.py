@@ -20,6 +20,8 @@ def parity_command(
     layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. \\[default: 32]"),
     layer_min_cosine: Optional[float] = typer.Option(None, help="Per-cell cosine limit. \\[default: the candidate's --min-cosine]"),
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
+    model_arg: opt.ModelArgOption = None,
+    input_spec: opt.InputSpecOption = None,
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="Decryption key of encrypted MindIR artefacts."),
     max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest max|c - r| / max(1, max|ref|): absolute error in units of the reference's largest magnitude (a number or 'off'). \\[default: off fp16, 1e-4 fp32]"),
@@ -39,6 +41,7 @@ def parity_command(
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
     from amptool.metrics import flag_overrides
+    from amptool.models import parse_model_args
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
@@ -48,6 +51,7 @@ def parity_command(
     flags = dict(data=data, samples=samples, inputs=_s(inputs), save_outputs=_s(save_outputs),
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
+                 model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device)
     cfg = build_parity_config(artefacts, flags, thresholds, config, key_file)
     if save_outputs is None and cfg.save_outputs:

@@ -114,8 +114,8 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
     if cfg.load_outputs:
         ref, golden_in, golden_out = load_golden(cfg.load_outputs)
     else:
-        ref = open_source(cfg.reference, cfg.model, cfg.ckpt, cfg.key)
-    cands = [open_source(c, cfg.model, cfg.ckpt, cfg.key) for c in cfg.candidates]
+        ref = open_source(cfg.reference, cfg.user_model(), cfg.ckpt, cfg.key)
+    cands = [open_source(c, cfg.user_model(), cfg.ckpt, cfg.key) for c in cfg.candidates]
     for cand in cands:
         check_compatible(ref, cand)
     names = output_names(ref)
@@ -276,7 +276,12 @@ def _judge_output(run: _Run, cand: Source, index: int, r, c) -> dict:
     name = run.names[index] if index < len(run.names) else f"output{index}"
     th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
                             run.cfg.thresholds, output=(index, name))
-    metrics = compute_metrics(r, c, run.inputs.labels, th.atol, th.rtol)
+    # class logits are the first output, as wide as the model's classes where those are known;
+    # every other output gets no top-1 and no accuracy ("n/a"), labels or not
+    classes = run.ref.num_classes
+    logits = index == 0 and (not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
+    metrics = compute_metrics(r, c, run.inputs.labels if logits else None, th.atol, th.rtol,
+                              logits=logits)
     rows = check_metrics(metrics, th)
     return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
             "thresholds": th.to_dict()}

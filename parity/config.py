@@ -28,6 +28,10 @@ class ParityConfig:
     """Compare against outputs stored by ``save_outputs`` instead of running a reference."""
     model: Optional[str] = None
     """Model for per-layer localization when a manifest does not name one."""
+    model_args: Optional[dict] = None
+    """Keyword arguments for ``model``'s factory."""
+    input_spec: Optional[str] = None
+    """``model``'s input signature, when it declares none."""
     ckpt: Optional[str] = None
     """Checkpoint for per-layer localization when weights cannot be read from an artefact."""
     key: Optional[bytes] = field(default=None, repr=False)
@@ -50,6 +54,12 @@ class ParityConfig:
     batch_size: int = 512
     """Samples per call for artefacts with a dynamic batch dimension (each new batch shape
     costs a graph compilation, so few large calls are fastest)."""
+
+    def user_model(self) -> Optional[dict]:
+        """The model the user named (with its arguments), or None."""
+        from amptool.models import user_reference
+
+        return user_reference(self.model, self.model_args, self.input_spec)
 
 
 def replace(cfg: ParityConfig, **changes) -> ParityConfig:

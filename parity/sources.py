@@ -104,8 +104,9 @@ class EagerRunner:
         return [o.asnumpy().astype(np.float32) for o in outs]
 
 
-def open_source(path: str, model: str = "", ckpt: str = "", key=None) -> Source:
-    """An artefact, a checkpoint file or a training run folder."""
+def open_source(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Source:
+    """An artefact, a checkpoint file or a training run folder; ``model`` is a reference the
+    user named, over any the files record."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{path} does not exist", "give an exported artefact, a checkpoint or a run folder")
@@ -114,7 +115,7 @@ def open_source(path: str, model: str = "", ckpt: str = "", key=None) -> Source:
     return _open_artefact(p, model, ckpt, key)
 
 
-def _open_checkpoint(p: Path, model: str) -> Source:
+def _open_checkpoint(p: Path, model: Optional[dict]) -> Source:
     from amptool.checkpoint import numpy_weights, read_checkpoint
 
     if p.is_dir():
@@ -122,7 +123,7 @@ def _open_checkpoint(p: Path, model: str) -> Source:
         ckpt, info = run_dir.find_checkpoint(), run_dir.read_optional()
     else:
         ckpt, info = p, RunDir(p.parent).read_optional()
-    ref = {"model": model} if model else (
+    ref = dict(model) if model else (
         RunDir(ckpt.parent).model_reference(info) if info else {})
     if not ref.get("model"):
         raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
@@ -139,7 +140,7 @@ def _open_checkpoint(p: Path, model: str) -> Source:
     return src
 
 
-def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
+def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Source:
     from amptool.artefact.manifest import manifest_path
     from amptool.artefact.runners import load_runner
     from amptool.fileio import sha256
@@ -159,8 +160,8 @@ def _open_artefact(p: Path, model: str, ckpt: str, key) -> Source:
     return Source(path=str(p), kind="artefact", format=runner.format,
                   precision=runner.precision or manifest.get("precision"), runner=runner,
                   manifest=runner.manifest, preprocess=manifest.get("preprocess"),
-                  model=model or mdl.get("spec") or mdl.get("name"), num_classes=num_classes,
-                  model_ref={"model": model} if model else (recorded_reference(
+                  model=(model or {}).get("model") or mdl.get("spec") or mdl.get("name"),
+                  num_classes=num_classes, model_ref=dict(model) if model else (recorded_reference(
                       {"model": mdl.get("spec") or mdl.get("name"), "model_args": mdl.get("args"),
                        "input_spec": mdl.get("input_spec")}, mdl, manifest_path(p), p.parent)
                       if mdl else None),

@@ -209,11 +209,12 @@ def flag_overrides(**values) -> dict:
 
 
 def compute_metrics(ref: np.ndarray, cand: np.ndarray, labels: Optional[np.ndarray] = None,
-                    atol: float = 1e-3, rtol: float = 1e-2) -> dict:
+                    atol: float = 1e-3, rtol: float = 1e-2, logits: bool = True) -> dict:
     """All parity metrics of one output pair (computed in float64).
 
-    Top-1 metrics only for class logits (2-D, more than one column); accuracy only when the
-    labels fit those logits (one per sample, each a column index).
+    Top-1 metrics only for class logits (2-D, more than one column, and ``logits``: the
+    caller knows which output of a network holds them); accuracy only when the labels fit
+    those logits (one per sample, each a column index).
     """
     if ref.shape != cand.shape:
         raise UsageError(f"output shapes differ: reference {ref.shape}, candidate {cand.shape}",
@@ -225,7 +226,7 @@ def compute_metrics(ref: np.ndarray, cand: np.ndarray, labels: Optional[np.ndarr
     c_clean = np.where(finite, c, 0.0)
     diff = np.where(finite, np.abs(c_clean - r), np.inf)
     metrics = _error_metrics(r, c_clean, diff, nonfinite, atol, rtol)
-    if is_class_logits(r) and len(r):
+    if logits and is_class_logits(r) and len(r):
         metrics.update(top1_metrics(r, c_clean, diff.max(axis=1), labels))
     return metrics
 

@@ -176,8 +176,14 @@ def _call_factory(factory, where, args: dict):
     from mindspore import nn
 
     try:
-        inspect.signature(factory).bind(**args)
+        signature = inspect.signature(factory)
+        signature.bind(**args)
     except TypeError as exc:
+        missing = [n for n, p in signature.parameters.items() if p.default is p.empty
+                   and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in args]
+        if missing:
+            raise UsageError(f"{where} needs the model argument(s) {', '.join(missing)}",
+                             f"pass --model-arg {missing[0]}=VALUE") from None
         raise UsageError(f"{where} does not take the model argument(s) "
                          f"{', '.join(sorted(args))} ({exc})",
                          "pass only --model-arg keys the factory accepts") from None
@@ -378,6 +384,15 @@ def vet_recorded(ref: dict) -> dict:
         return {"model": name, **clean}
     raise UsageError(f"{where} names the model {name} from package {package}, which is not "
                      f"trusted", f"pass --model {name} to run it, or add {package} to {TRUST_ENV}")
+
+
+def user_reference(model: Optional[str], args: Optional[dict] = None,
+                   input_spec: Optional[str] = None) -> Optional[dict]:
+    """The reference a user gave with ``--model``/``--model-arg``/``--input-spec`` (it runs
+    as given, unvetted: the user chose it), or None without ``--model``."""
+    if not model:
+        return None
+    return {"model": model, "model_args": dict(args) if args else None, "input_spec": input_spec}
 
 
 def parse_model_args(items) -> dict:

@@ -49,9 +49,10 @@ def _ok(result):
 def test_text_sample_trains_exports_and_passes_parity(tmp_path):
     out = tmp_path / "text"
     result = _ok(runner.invoke(app, ["run", "--model", "textcls", "--data", "tokens", "--epochs",
-                                     "2", "--onnx", "off", "--json", "--out", str(out)]))
+                                     "2", "--onnx", "on", "--json", "--out", str(out)]))
     summary = json.loads(result.output[:result.output.rindex("}") + 1])
     assert summary["passed"] and summary["train"]["val_acc"] >= 0.9
+    assert (out / "export" / "textcls_fp16.onnx").is_file()  # int32 token ids through ONNX
     run = json.loads((out / "train" / "run.json").read_text())
     assert run["model"]["inputs"] == [{"name": "tokens", "shape": [-1, 32], "dtype": "int32",
                                        "range": [0.0, 64.0]}]
@@ -71,7 +72,7 @@ def test_two_inputs_two_outputs_from_an_npz(tmp_path):
     _ok(runner.invoke(app, ["train", "--model", model, "--data", f"npz:{tmp_path}/pairs.npz",
                             "--epochs", "2", "--quiet", "--out", str(tmp_path / "run")]))
     _ok(runner.invoke(app, ["export", "--run", str(tmp_path / "run"), "--dynamic-batch",
-                            "--out", str(tmp_path / "export")]))
+                            "-f", "MINDIR,ONNX", "--out", str(tmp_path / "export")]))
     manifest = json.loads((tmp_path / "export" / "tagger.py_build_fp16.mindir.json").read_text()
                           if (tmp_path / "export" / "tagger.py_build_fp16.mindir.json").exists()
                           else next((tmp_path / "export").glob("*fp16.mindir.json")).read_text())
@@ -79,12 +80,19 @@ def test_two_inputs_two_outputs_from_an_npz(tmp_path):
     assert len(manifest["outputs"]) == 2
     fp32 = str(next((tmp_path / "export").glob("*fp32.mindir")))
     fp16 = str(next((tmp_path / "export").glob("*fp16.mindir")))
+    onnx = [str(next((tmp_path / "export").glob(f"*{p}.onnx"))) for p in ("fp32", "fp16")]
+    report = json.loads(_ok(runner.invoke(app, ["parity", fp32, *onnx, "--json"])).output)
+    assert report["passed"] and [len(c["outputs"]) for c in report["candidates"]] == [2, 2]
     for data in ("random:3", None):
         args = ["parity", fp32, fp16, "--json"] + (["--data", data] if data else [])
         report = json.loads(_ok(runner.invoke(app, args)).output)
         cand = report["candidates"][0]
         assert report["passed"] and len(cand["outputs"]) == 2
         assert report["inputs"]["labels"] == (data is None)
+        logits, tokens = (o["metrics"] for o in cand["outputs"])
+        assert "top1_agree" in logits and ("acc_drop" in logits) == (data is None)
+        # the per-token scores (32 columns, labels 0..3 would "fit") are no class logits
+        assert not {"top1_agree", "acc_drop"} & set(tokens)
 
 
 def test_mismatched_signature_is_one_line(tmp_path):
