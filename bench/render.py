@@ -273,10 +273,12 @@ def _overflow_rows(f: dict) -> list:
     auto, o0, plain = runs["O2_auto"], runs["O0"], runs["O2"]
     kept = ", ".join(k["path"] for k in auto.get("kept", [])) or "none"
     parity = "pass" if auto.get("parity", {}).get("passed") else "FAIL"
+    gap = auto.get("acc_gap_points")
+    side = ("? points from" if gap is None else f"{gap:g} points below" if gap >= 0
+            else f"{-gap:g} points above")
     value = (f"O2 --policy auto: {_ended(auto)}, keeps {auto.get('kept_cells', '?')} of "
-             f"{auto.get('cells', '?')} cells ({kept}), {auto.get('acc_gap_points', '?')} "
-             f"points below O0 ({_ended(o0)}), fp16 MindIR parity {parity}; plain O2: "
-             f"{_ended(plain)}")
+             f"{auto.get('cells', '?')} cells ({kept}), {side} O0 ({_ended(o0)}), fp16 MindIR "
+             f"parity {parity}; plain O2: {_ended(plain)}")
     return [(f"{f['model']} {f['input']}, {f['epochs']} epochs: O2 with `--policy auto`", value,
              "≤ 10 % of cells, ≤ 2 points")]
 
