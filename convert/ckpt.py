@@ -130,8 +130,13 @@ def _reference(cfg: CkptConfig, model: str) -> dict:
 
     if cfg.model:
         return user_reference(cfg.model, cfg.model_args, cfg.input_spec)
+    from amptool.errors import UsageError
+
     run_dir = RunDir(Path(cfg.src).parent)
-    info = run_dir.read_optional()
+    try:
+        info = run_dir.read_optional()
+    except UsageError:  # a run.json that is not ours: the checkpoint's own entry alone
+        info = {}
     if info and (info.get("config") or {}).get("model") == model:
         return run_dir.model_reference(info)
     return recorded_reference({"model": model}, None, f"the metadata of {cfg.src}",

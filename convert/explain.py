@@ -92,7 +92,9 @@ def explain_policy(cfg: PolicyConfig) -> PolicyReport:
 
         check_dtype_on_device(policy, resolve_device(cfg.device))
     rows, where = [], {}
-    if cfg.model:
+    from amptool.models import user_reference
+
+    if user_reference(cfg.model, cfg.model_args, cfg.input_spec):
         from amptool.device import import_mindspore
         from amptool.models import resolve_model
         from amptool.precision import cell_dtypes, cell_origins

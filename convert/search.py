@@ -128,7 +128,7 @@ class Trials:
         self.forced16 = set(policy.fp16_cells)
         self._paths = cell_paths(net)
         self._dtype = ms_dtype(policy)
-        self.amp_net = output_fp32(net)  # each trial flags ``net`` (``set_kept``)
+        self.amp_net = output_fp32(net)  # each trial flags ``net`` (``evaluate``)
         self.dtype_name = policy.dtype
         self.candidates: list = []
         self.x, self.ref, self.labels, self.th, self.emit = x, ref, labels, thresholds, emit

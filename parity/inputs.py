@@ -178,9 +178,14 @@ def load_golden(path: str):
             raise KeyError("meta")
     except Exception:  # not JSON, not a mapping, or a key or array missing
         raise UsageError(bad, fix) from None
+    from amptool.models import recorded_reference
+
+    named = meta.get("model")  # a file's word: vetted before any of its code runs
     src = Source(path=f"{path} (golden of {meta['reference']})", kind="golden",
                  format=meta["format"], precision=meta["precision"],
-                 preprocess=meta["preprocess"], model=meta.get("model"),
+                 preprocess=meta["preprocess"], model=named,
+                 model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
+                 if isinstance(named, str) and named else None,
                  num_classes=meta.get("num_classes"),
                  golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
     inputs = InputSet(arrays.get("raw"), fed, arrays.get("labels"),

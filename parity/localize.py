@@ -49,7 +49,7 @@ def localize_candidate(cfg: ParityConfig, ref: Source, cand: Source, inputs: Inp
     from amptool.parity.layers import LayerProbe
     from amptool.parity.weights import compare_weights
 
-    model = cfg.user_model() or cand.model_ref or ref.model_ref or cand.model or ref.model
+    model = cfg.user_model() or cand.model_ref or ref.model_ref  # recorded ones are vetted
     if not model:
         raise UsageError(f"per-layer: no manifest names the model of {cand.path}",
                          "pass --model NAME or path/to/file.py:factory")

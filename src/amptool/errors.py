@@ -76,3 +76,18 @@ def network_error(exc: BaseException):
     return UsageError(f"the network does not compile: {first.rstrip('.')}{at}",
                       f"fix the model's construct or the inputs it is given; "
                       f"{DEBUG_ENV}=1 shows MindSpore's full report")
+
+
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's message that says what went wrong (at most 200
+    characters): MindSpore's banner lines ("-----", "- Kernel select failed:") skipped,
+    and the types it got appended where a kernel refuses a data type."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    said = [line for line in lines if line and line.strip("-= ") and not (
+        line.startswith("- ") and line.endswith(":"))]
+    if not said:
+        return type(exc).__name__
+    first = said[0]
+    got = next((line.rpartition(", but get ")[2] for line in said[1:] if ", but get " in line),
+               "")
+    return (f"{first.rstrip('.!')}, got {got}" if got else first)[:200]

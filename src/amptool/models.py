@@ -177,18 +177,22 @@ def _call_factory(factory, where, args: dict):
 
     try:
         signature = inspect.signature(factory)
-        signature.bind(**args)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        signature = None
+    try:
+        if signature is not None:
+            signature.bind(**args)
     except TypeError as exc:
         missing = [n for n, p in signature.parameters.items() if p.default is p.empty
                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in args]
+        unknown = sorted(set(args) - set(signature.parameters))
         if missing:
-            raise UsageError(f"{where} needs the model argument(s) {', '.join(missing)}",
+            extra = f" (and does not take {', '.join(unknown)})" if unknown else ""
+            raise UsageError(f"{where} needs the model argument(s) {', '.join(missing)}{extra}",
                              f"pass --model-arg {missing[0]}=VALUE") from None
         raise UsageError(f"{where} does not take the model argument(s) "
                          f"{', '.join(sorted(args))} ({exc})",
                          "pass only --model-arg keys the factory accepts") from None
-    except ValueError:  # a builtin without a signature: let the call decide
-        pass
     try:
         cell = factory(**args)
     except Exception as exc:
@@ -299,8 +303,9 @@ def _construct_params(net) -> str:
 
 
 def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+    from .errors import first_line
+
+    return first_line(exc)
 
 
 TRUST_ENV = "AMPTOOL_TRUST_PACKAGES"
@@ -391,6 +396,9 @@ def user_reference(model: Optional[str], args: Optional[dict] = None,
     """The reference a user gave with ``--model``/``--model-arg``/``--input-spec`` (it runs
     as given, unvetted: the user chose it), or None without ``--model``."""
     if not model:
+        if args or input_spec:
+            raise UsageError(f"{'--model-arg' if args else '--input-spec'} is given without "
+                             "--model", "name the model it is for with --model")
         return None
     return {"model": model, "model_args": dict(args) if args else None, "input_spec": input_spec}
 

@@ -77,6 +77,9 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
     policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
     data = info["data"]
+    from .models import user_reference
+
+    user_reference(model, model_args, input_spec)  # arguments without a model are refused
     ref = run_dir.model_reference(info)
     if model:
         own = model == ref.get("model")

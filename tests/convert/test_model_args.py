@@ -98,4 +98,14 @@ def test_parity_and_search_take_model_args(trained, tmp_path):
               "width=5", "--data", f"npz:{trained['root']}/data.npz", "--samples", "64",
               "--out", str(tmp_path / "policy.toml"), "--json"]
     result = json.loads(_ok(runner.invoke(app, search)).output)
-    assert (tmp_path / "policy.toml").is_file() and result["n_trials"] >= 1
+    assert result["model"] == trained["model"] and result["kept"] == []
+    assert (tmp_path / "policy.toml").is_file()
+
+
+def test_model_args_without_a_model_are_refused(trained):
+    ckpt = str(trained["run"] / "best.ckpt")
+    line = _error(runner.invoke(app, ["parity", ckpt, ckpt, "--model-arg", "width=5"]))
+    assert "--model-arg is given without --model" in line
+    line = _error(runner.invoke(app, ["export", "--run", str(trained["run"]), "--input-spec",
+                                      "x:-1x8:float32", "--out", "unused"]))
+    assert "--input-spec is given without --model" in line

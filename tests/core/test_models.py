@@ -198,3 +198,14 @@ def test_a_recorded_reference_runs_only_code_the_user_chose(folder, tmp_path, mo
     monkeypatch.setenv(TRUST_ENV, "amptool")
     package_ref["input_spec"] = "tokens:-1x32:int32:0..64"
     assert resolve_model(package_ref).inputs[0].name == "tokens"
+
+
+def test_first_line_skips_mindspore_banners():
+    from amptool.errors import first_line
+
+    assert first_line(ValueError("plain message.")) == "plain message."
+    assert first_line(ValueError("")) == "ValueError"
+    banner = "\n-----\n- Kernel select failed:\n-----\nSelect op fail! Unsupported!\n" \
+             "supported: a, b, but get input[Float32] and output[Float32]\n-----\n- C++:\n"
+    assert first_line(RuntimeError(banner)) == (
+        "Select op fail! Unsupported, got input[Float32] and output[Float32]")

@@ -206,3 +206,20 @@ def test_parity_as_a_subprocess(trap):
     errors = [l for l in done.stderr.splitlines() if l.strip()]
     assert errors[-1].startswith("amptool: error: parity failed for trapmlp_fp16.mindir")
     assert "Traceback" not in done.stderr
+
+
+def test_a_golden_files_model_is_vetted_before_it_runs(tmp_path):
+    """The model a golden file names is a file's word, like a manifest's."""
+    from amptool.errors import UsageError
+    from amptool.models import resolve_model
+    from amptool.parity.inputs import load_golden
+
+    meta = {"reference": "r.mindir", "format": "MINDIR", "precision": "fp32", "preprocess": None,
+            "description": "x", "model": f"{tmp_path}/evil.py:build", "inputs_meta": [{}],
+            "outputs_meta": [{}]}
+    golden = tmp_path / "golden.npz"
+    np.savez(golden, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+             input_0=np.zeros((2, 3), np.float32), output_0=np.zeros((2, 4), np.float32))
+    src, _, _ = load_golden(str(golden))
+    with pytest.raises(UsageError, match="does not run on a file's word"):
+        resolve_model(src.model_ref)

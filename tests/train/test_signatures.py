@@ -104,6 +104,17 @@ def test_mismatched_signature_is_one_line(tmp_path):
     assert not (tmp_path / "x" / "run.json").exists()
 
 
+def test_a_dtype_that_does_not_fit_says_what_the_layer_got(tmp_path):
+    """MindSpore's kernel error opens with banner lines: the one line names the layer, the
+    refusal and the types it got, not a row of dashes."""
+    result = runner.invoke(app, ["train", "--model", "textcls", "--input-spec",
+                                 "tokens:-1x32:float32", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    line = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    assert len(line) == 1 and "layer embed (Embedding) fails: " in line[0], result.output
+    assert "Unsupported data type, got input[Float32" in line[0] and "---" not in line[0]
+
+
 def _pairs(path, count: int = 256, length: int = 32):
     rng = np.random.RandomState(0)
     ids = rng.randint(5, 64, size=(count, length)).astype(np.int32)

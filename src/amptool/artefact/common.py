@@ -7,7 +7,7 @@ import tempfile
 
 import numpy as np
 
-from amptool.errors import UsageError
+from amptool.errors import UsageError, first_line  # noqa: F401 (re-exported)
 
 # MindIR and ONNX share these TensorProto data type codes.
 PROTO_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -44,11 +44,6 @@ def require_graph_io(model, path, fmt: str):
     if not model.graph.input or not model.graph.output:
         raise unreadable(path, fmt, "no graph inputs/outputs")
     return model
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 @contextlib.contextmanager
