@@ -30,9 +30,8 @@ def check_runs(path, inputs, key: bytes | None = None) -> None:
     import mindspore as ms
     import numpy as np
 
-    from amptool.artefact.common import first_line
     from amptool.artefact.mindir import load_graph
-    from amptool.errors import UsageError
+    from amptool.errors import UsageError, first_line
 
     arrays = [np.zeros([3 if dim is None or dim < 0 else dim for dim in item.shape],
                        ms.dtype_to_nptype(item.dtype)) for item in inputs]

@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from amptool.artefact.common import first_line
 from amptool.artefact.onnx import require_onnx
-from amptool.errors import UsageError
+from amptool.errors import UsageError, first_line
 
 from .onnx_check import OnnxUnsupported
 

@@ -6,8 +6,7 @@ output on a seeded random batch.
 """
 from __future__ import annotations
 
-from amptool.artefact.common import first_line
-from amptool.errors import UsageError
+from amptool.errors import UsageError, first_line
 
 # Inputs (by position; None = all) that one type parameter T binds in opset 11.
 _SHARED_T = {

@@ -5,8 +5,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from amptool.artefact.common import first_line
-from amptool.errors import AmpToolError, UsageError
+from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.fileio import atomic_path, sha256
 
 

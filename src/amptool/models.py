@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import UsageError
+from .errors import UsageError, first_line
 from .signature import InputSpec, format_signature, image_signature, parse_signature
 
 
@@ -145,7 +145,7 @@ def _import_module(dotted: str):
         return importlib.import_module(dotted)
     except Exception as exc:
         raise UsageError(f"model module {dotted} failed to import: {type(exc).__name__}: "
-                         f"{_first(exc)}", "install the package or fix the module name") from None
+                         f"{first_line(exc)}", "install the package or fix the module name") from None
 
 
 def _import_file(path: Path):
@@ -166,7 +166,7 @@ def import_user_file(path: Path, what: str, after: str):
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise UsageError(f"{what} file {path} failed to import: {type(exc).__name__}: "
-                         f"{_first(exc)}", "fix the error in that file") from None
+                         f"{first_line(exc)}", "fix the error in that file") from None
     return module
 
 
@@ -196,7 +196,7 @@ def _call_factory(factory, where, args: dict):
     try:
         cell = factory(**args)
     except Exception as exc:
-        raise UsageError(f"{where}() raised {type(exc).__name__}: {_first(exc)}",
+        raise UsageError(f"{where}() raised {type(exc).__name__}: {first_line(exc)}",
                          "fix the factory or its --model-arg values") from None
     if not isinstance(cell, nn.Cell):
         raise UsageError(f"{where}() returned {type(cell).__name__}, not an nn.Cell",
@@ -269,7 +269,7 @@ def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
                  else f"{type(exc).__name__} in its own construct" if layer
                  else type(exc).__name__)
         raise UsageError(f"model {name} does not fit its inputs {format_signature(inputs)}: "
-                         f"{where}: {_first(exc).rstrip('.')}",
+                         f"{where}: {first_line(exc).rstrip('.')}",
                          f"fix that layer, or give the inputs its construct expects "
                          f"({_construct_params(net)})") from None
     finally:
@@ -300,12 +300,6 @@ def _construct_params(net) -> str:
     except (TypeError, ValueError):
         return "see its construct"
     return "construct(" + ", ".join(params) + ")"
-
-
-def _first(exc: BaseException) -> str:
-    from .errors import first_line
-
-    return first_line(exc)
 
 
 TRUST_ENV = "AMPTOOL_TRUST_PACKAGES"

@@ -7,7 +7,7 @@ import tempfile
 
 import numpy as np
 
-from amptool.errors import UsageError, first_line  # noqa: F401 (re-exported)
+from amptool.errors import UsageError
 
 # MindIR and ONNX share these TensorProto data type codes.
 PROTO_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from amptool.errors import UsageError
+from amptool.errors import UsageError, first_line
 
 from .common import (
     PROTO_DTYPES,
-    first_line,
     io_entry,
     is_weight,
     np_dtype,

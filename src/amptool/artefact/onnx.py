@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amptool.errors import UsageError
+from amptool.errors import UsageError, first_line
 
-from .common import PROTO_DTYPES, first_line, io_entry, is_weight, require_graph_io, unreadable
+from .common import PROTO_DTYPES, io_entry, is_weight, require_graph_io, unreadable
 
 FORMAT = "ONNX"
 SUFFIX = ".onnx"

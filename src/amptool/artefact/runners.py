@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from amptool.errors import UsageError
+from amptool.errors import UsageError, first_line
 
 from . import reader
-from .common import first_line
 from .keys import ENV_VAR, coerce_key
 
 
