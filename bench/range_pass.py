@@ -48,6 +48,7 @@ def _range_pass_seconds(model: str) -> tuple:
 
 def run(quick: bool = False) -> dict:
     from amptool.device import set_device
+    from amptool.train.loop import AUTO_BATCHES
 
     set_device("CPU")
     rounds = 1 if quick else 3
@@ -64,7 +65,7 @@ def run(quick: bool = False) -> dict:
                          "epoch_auto_s": round(auto_s, 3), "range_pass_s": round(alone, 3),
                          "range_pass_overhead": round(alone / plain_s, 4),
                          "auto_run_overhead": round(auto_s / plain_s - 1, 4), "kept": kept})
-    return {"rounds": rounds, "batches": 4, "models": rows,
+    return {"rounds": rounds, "batches": AUTO_BATCHES, "models": rows,
             "targets": {f"models[{m}].range_pass_overhead": "<= 0.05" for m in MODELS}}
 
 

@@ -64,7 +64,7 @@ def weights_digest(net) -> str:
 
 AUTO = "auto"
 """``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
-AUTO_BATCHES = 4
+AUTO_BATCHES = 2
 """Training batches the range pass of ``--policy auto`` runs over."""
 FORWARD_STEPS = 10
 """A run whose first this-many steps all overflow in the forward pass stops there."""

@@ -47,16 +47,21 @@ PROBE_ROWS = 4
 share the batch's leading dimension (else it is probed on its whole inputs)."""
 
 
-def magnitudes(values: np.ndarray) -> tuple:
+def magnitudes(values) -> tuple:
     """(largest |value| (inf when one is not finite), number of nonzero values below
-    FP16_TINY, number of nonzero values) of an fp32 tensor's values."""
-    mag = np.abs(np.asarray(values, dtype=np.float64).ravel())
-    if not np.all(np.isfinite(mag)):
-        top = float("inf")
-    else:
-        top = float(mag.max()) if mag.size else 0.0
-    nonzero = mag[mag > 0]
-    return top, int(np.count_nonzero(nonzero < FP16_TINY)), int(nonzero.size)
+    FP16_TINY, number of nonzero values) of float arrays (one array or a list of them),
+    computed in their own precision: no float64 copy of every cell's output."""
+    top, tiny, nonzero = 0.0, 0, 0
+    for array in values if isinstance(values, list) else [values]:
+        mag = np.abs(np.asarray(array).ravel())
+        if not mag.size:
+            continue
+        peak = float(mag.max())
+        top = float("inf") if not np.isfinite(peak) or top == float("inf") else max(top, peak)
+        count = int(np.count_nonzero(mag))
+        nonzero += count
+        tiny += count - int(np.count_nonzero(mag >= FP16_TINY)) if count else 0
+    return top, tiny, nonzero
 
 
 def fp16_risk(out_max: float, subnormal: float, safety: float = SAFETY,
@@ -89,6 +94,8 @@ class CellRange:
     local_error: Optional[float] = None
     """Relative L2 error of the cell computing in fp16 on the same fp32 inputs (inf when
     that output is not finite; None when not probed or the cell cannot run in fp16)."""
+    chain: bool = False
+    """The cell only calls its sub-cells one after another (``nn.SequentialCell``)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,10 +123,24 @@ def _tensors(value) -> list:
     return []
 
 
+def _float_arrays(value) -> list:
+    """The floating-point tensors of ``value`` as numpy arrays, in their own dtype."""
+    arrays = [t.asnumpy() for t in _tensors(value)]
+    return [a for a in arrays if np.issubdtype(a.dtype, np.floating)]
+
+
 def _floats(value) -> Optional[np.ndarray]:
-    arrays = [t.asnumpy().ravel() for t in _tensors(value)]
-    arrays = [a.astype(np.float64) for a in arrays if np.issubdtype(a.dtype, np.floating)]
+    arrays = [a.ravel().astype(np.float64) for a in _float_arrays(value)]
     return np.concatenate(arrays) if arrays else None
+
+
+def _chain(cell) -> bool:
+    """True for a cell whose construct only calls its sub-cells one after another
+    (``nn.SequentialCell``): it makes no value of its own."""
+    from mindspore import nn
+
+    return (type(cell).construct is nn.SequentialCell.construct
+            and bool(getattr(cell, "_cells", None)))
 
 
 class _Hooks:
@@ -197,40 +218,57 @@ def measure_ranges(net, batches: list, probe: bool = True) -> list:
     stats: dict = {}
     types: dict = {}
     errors: dict = {}
+    chains: dict = {}
     probing: list = []
 
-    def local_error(cell, inputs, ref, rows):
+    def flat(arrays):
+        return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
+
+    def local_error(cell, inputs, outs, rows):
+        """The cell's relative error computing in fp16 on (the first PROBE_ROWS rows of)
+        its inputs. The fp32 side is the rows of the output already at hand; a cell that
+        mixes rows would differ there, so a flagging error is confirmed against the cell
+        run in fp32 on the same rows."""
+        cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in _tensors(inputs))
         probing.append(cell)
         try:
-            if all(t.shape and t.shape[0] == rows for t in _tensors(inputs)) and rows > PROBE_ROWS:
+            if cut:
                 inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
-                ref = _floats(cell(*inputs))
             with _computing_in(cell, ms.float16):
                 low = _floats(cell(*inputs))
+            if low is None:
+                return None
+            ref = flat([a[:PROBE_ROWS] if cut else a for a in outs])
+            if cut and not all(a.shape and a.shape[0] == rows for a in outs):
+                ref = None
+            error = None if ref is None else relative_error(low, ref)
+            if error is None or error >= LOCAL_ERROR:
+                error = relative_error(low, _floats(cell(*inputs)))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
         finally:
             probing.pop()
-        return None if low is None or ref is None else relative_error(low, ref)
+        return error
 
     def record(path, cell, inputs, output):
         if probing:  # a cell inside the one being probed
             return
-        out = _floats(output)
-        if out is None:
+        outs = _float_arrays(output)
+        if not outs:
             return
-        first_in = _floats(_tensors(inputs)[:1])
-        top, tiny, nonzero = magnitudes(out)
+        top, tiny, nonzero = magnitudes(outs)
         row = stats.setdefault(path, [0.0, None, 0, 0])
         row[0] = max(row[0], top)
-        if first_in is not None and first_in.size:
+        first_in = _float_arrays(_tensors(inputs)[:1])
+        if first_in and first_in[0].size:
             in_top = magnitudes(first_in)[0]
             row[1] = in_top if row[1] is None else max(row[1], in_top)
         row[2] += tiny
         row[3] += nonzero
         types[path] = type(cell).__name__
-        if probe and path and path not in errors and np.all(np.isfinite(out)):
-            errors[path] = local_error(cell, inputs, out, rows)
+        chains[path] = _chain(cell)
+        if probe and path and path not in errors and np.isfinite(top):
+            errors[path] = local_error(cell, inputs, outs, rows)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
     was_training = net.training
@@ -244,7 +282,7 @@ def measure_ranges(net, batches: list, probe: bool = True) -> list:
         hooks.close()
         net.set_train(was_training)
     return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
-                      errors.get(path))
+                      errors.get(path), chains[path])
             for path, row in stats.items()]
 
 
@@ -268,8 +306,10 @@ def range_candidates(ranges: list, safety: float = SAFETY,
 
     - where a value fp16 cannot hold is made: the cells whose outputs reach the limit (or
       are not finite in fp32 either) while their inputs do not, unless a cell inside them
-      already gives an output as large: a container that passes on its last block's output
-      is not kept whole, a block whose own construct makes it larger (a branch sum) is;
+      made it: a chain (``nn.SequentialCell``) whose blocks grow a value past the limit is
+      not kept whole (the block where it crosses is, and those that take it in), nor a
+      cell inside which one already gives an output as large; a block whose own construct
+      makes it larger (a branch sum) is;
     - where it is taken in: the outermost cells whose inputs reach the limit, since a kept
       cell hands its fp32 output on and a consumer computing in fp16 would cast it to inf;
     - the innermost cells whose outputs are mostly subnormal in fp16 (``subnormal_share``);
@@ -279,7 +319,8 @@ def range_candidates(ranges: list, safety: float = SAFETY,
     rows = [r for r in ranges if r.path]
     made = [r for r in rows if _big(r.out_max, limit) and not _big(r.in_max, limit)]
     made = [r for r in made  # not a cell that passes on what a cell inside it made
-            if not any(_inside(d.path, r.path) and d.out_max >= r.out_max for d in made)]
+            if not (r.chain and any(_inside(d.path, r.path) for d in made))
+            and not any(_inside(d.path, r.path) and d.out_max >= r.out_max for d in made)]
     taken = [r for r in rows if _big(r.in_max, limit)]
     taken = [r for r in taken if not any(_inside(r.path, o.path) for o in taken)]
     tiny = _innermost([r for r in rows if not _big(r.out_max, limit)

@@ -167,3 +167,42 @@ def test_healthy_samples_have_no_candidates(sample):
     assert all(r.local_error is None or r.local_error < 0.05 for r in ranges), \
         [(r.path, r.local_error) for r in ranges if r.local_error and r.local_error >= 0.05]
     assert range_candidates(ranges) == []
+
+
+def _growing_chain():
+    """A ``SequentialCell`` of four blocks, each multiplying by 40, then a head: the value
+    crosses half of fp16's range in the third block."""
+    import mindspore as ms
+    from mindspore import nn
+
+    class Grow(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 4, weight_init="ones", bias_init="zeros")
+
+        def construct(self, x):
+            return self.fc(x) * 10.0  # 4 x 10 = 40 times larger, made in this construct
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.stage = nn.SequentialCell([Grow(), Grow(), Grow(), Grow()])
+            self.head = nn.Dense(4, 2)
+
+        def construct(self, x):
+            return self.head(self.stage(x))
+
+    ms.set_seed(0)
+    return Net()
+
+
+def test_a_chain_is_not_kept_whole_only_the_block_that_crosses_and_what_follows():
+    ranges = {r.path: r for r in measure_ranges(_growing_chain(), [[np.ones((2, 4), np.float32)]])}
+    assert ranges["stage"].chain and not ranges["stage.2"].chain
+    assert ranges["stage.1"].out_max == pytest.approx(1600)
+    assert ranges["stage.2"].out_max == pytest.approx(64000)  # >= 0.5 x 65504, input 1600
+    found = [r.path for r in range_candidates(list(ranges.values()))]
+    assert found == ["stage.2", "stage.3", "head"]
+    # at the full range only the last block makes a value fp16 cannot hold
+    assert [r.path for r in range_candidates(list(ranges.values()), safety=1.0)] == \
+        ["stage.3", "head"]
