@@ -38,9 +38,9 @@ def _range_pass_seconds(model: str) -> tuple:
     data = load_model_data("digits", spec)
     ms.set_seed(0)
     net = spec.build()
-    batches = [[a[idx] for a in data.train] for idx, _ in
-               zip(epoch_batches(len(data.train_y), 32, 0, 0), range(AUTO_BATCHES))]
-    joined = [np.concatenate(parts) for parts in zip(*batches)]  # as --policy auto runs it
+    positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), 32, 0, 0),
+                                       range(AUTO_BATCHES))]
+    joined = data.train_inputs(np.concatenate(positions))  # as --policy auto runs it
     t0 = time.perf_counter()
     found = range_candidates(measure_ranges(net, [joined]))
     return time.perf_counter() - t0, [r.path for r in found]

@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-ORDER = ("train_overhead", "export", "parity", "search", "range_pass", "overflow", "overflow_64",
-         "pipeline", "cli_startup", "workers")
+ORDER = ("train_overhead", "data_memory", "export", "parity", "search", "range_pass", "overflow",
+         "overflow_64", "pipeline", "cli_startup", "workers")
 RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
 LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -116,6 +116,14 @@ def header(results: dict) -> str:
             f"`python -m bench`, recorded in `bench/results.json`.{notes}")
 
 
+def measured_elsewhere(results: dict, entry: dict) -> str:
+    """"measured at commit X" for an entry merged in from a run at another commit, else ""."""
+    commit = entry.get("commit")
+    if not commit or commit == results["machine"].get("commit"):
+        return ""
+    return f"measured at commit `{commit[:12]}`"
+
+
 def ratio_rows(entry: dict) -> list:
     """(figure, value, target) for every ratio of one benchmark (its first figures if none)."""
     if entry["status"] != "ok":
@@ -130,7 +138,9 @@ def table(results: dict) -> str:
     """One Markdown table: every ratio of every benchmark (all figures where none is a ratio)."""
     lines = ["| benchmark | figure | value | target |", "|---|---|---|---|"]
     for name, entry in ordered(results):
-        lines += [f"| {name} | {_cell(k)} | {_cell(v)} | {_cell(t)} |" for k, v, t in ratio_rows(entry)]
+        other = measured_elsewhere(results, entry)
+        label = f"{name} ({other})" if other else name
+        lines += [f"| {label} | {_cell(k)} | {_cell(v)} | {_cell(t)} |" for k, v, t in ratio_rows(entry)]
     return "\n".join(lines)
 
 
@@ -161,6 +171,16 @@ def _train_rows(f: dict) -> list:
                  f"{_x(r['amptool_vs_bare_step_ratio'])}, `Model.train` "
                  f"{_x(r['model_train_vs_bare_step_ratio'])}")
         rows.append((what, value, f"runs.{key}.amptool_vs_model_train_ratio"))
+        if "streaming_vs_in_memory_ratio" in r:
+            rows.append((f"training, {model} {level}: `amptool train`'s step path ÷ the bare "
+                         "compiled step on in-memory tensors (the limit)",
+                         _x(r["amptool_vs_bare_step_ratio"]),
+                         f"runs.{key}.amptool_vs_bare_step_ratio"))
+            rows.append((f"training, {model} {level}: batches streamed through the data "
+                         "pipeline ÷ the same loop on batches sliced from memory",
+                         f"{_x(r['streaming_vs_in_memory_ratio'])} "
+                         f"({rate['amptool_in_memory']:.1f} steps/s from memory)",
+                         f"runs.{key}.streaming_vs_in_memory_ratio"))
         if "loss_scaling_overhead" in r:
             what = (f"dynamic loss scaling, {model} {level}: bare step ÷ the same step with no "
                     "overflow check (no all_finite, unconditional update)")
@@ -250,6 +270,16 @@ def _workers_rows(f: dict) -> list:
     return [("2 workers ÷ 1 worker (msrun, CPU), training throughput", value, "")]
 
 
+def _data_memory_rows(f: dict) -> list:
+    runs = f["runs"]
+    small, large = sorted(runs, key=int)
+    value = (f"{_x(f['peak_rss_ratio'])} ({runs[large]['peak_rss_mb']:.0f} MB for {int(large):,} "
+             f"images, {runs[small]['peak_rss_mb']:.0f} MB for {int(small):,}); the pipeline "
+             f"alone reads {f['pipeline_images_per_s']:.0f} images/s")
+    return [(f"streaming data: peak RSS of `amptool train --data imagefolder:DIR` ({f['image']}, "
+             f"one epoch) on {int(large):,} ÷ {int(small):,} images", value, "peak_rss_ratio")]
+
+
 def _range_pass_rows(f: dict) -> list:
     rows = []
     for i, m in enumerate(f["models"]):
@@ -286,6 +316,7 @@ def _overflow_rows(f: dict) -> list:
 SUMMARY = {"train_overhead": _train_rows, "export": _export_rows, "parity": _parity_rows,
            "search": _search_rows, "pipeline": _pipeline_rows, "cli_startup": _cli_rows,
            "workers": _workers_rows, "range_pass": _range_pass_rows, "overflow": _overflow_rows,
+           "data_memory": _data_memory_rows,
            "overflow_64": _overflow_rows}
 
 
@@ -337,6 +368,8 @@ def render_blocks(results: dict) -> dict:
     summary = ["| what | figure | target |", "| --- | --- | --- |"]
     for name, entry in ordered(results):
         rows = summary_rows(name, entry)
+        other = measured_elsewhere(results, entry)
+        rows = [(w, f"{v} ({other})" if other else v, t) for w, v, t in rows]
         if name == "zoo" and zoo:
             rows = [("model zoo: export and parity per network", "see [docs/bench.md](docs/bench.md)",
                      "")]

@@ -55,17 +55,13 @@ class InputSet:
 def load_data_inputs(spec: str, preprocess: dict, num_classes: int, val_fraction: float,
                      samples: Optional[int]) -> InputSet:
     """The held-out split of ``spec`` as raw images fitted to the preprocess's C, H, W."""
-    from amptool.data import load_raw, split_indices
+    from amptool.data import load_val_raw
 
     shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
-    x, y, _ = load_raw(spec, shape, num_classes)
-    _, val_idx = split_indices(len(x), val_fraction)
-    if samples is not None:
-        if samples < 1:
-            raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
-        val_idx = val_idx[:samples]
-    return InputSet(x[val_idx], None, y[val_idx],
-                    f"{spec} held-out split ({len(val_idx)} samples)", preprocess)
+    if samples is not None and samples < 1:
+        raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
+    x, y = load_val_raw(spec, shape, num_classes, val_fraction, samples)
+    return InputSet(x, None, y, f"{spec} held-out split ({len(y)} samples)", preprocess)
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,

@@ -136,6 +136,22 @@ CASES = {
     "train-unknown-flag": Case(["train", "--frobnicate"], 2, "No such option: --frobnicate"),
     "train-missing-data-file": Case(["train", "--data", "npz:{files}/missing.npz", "--out",
                                      "{out}", "-q"], 2, "missing.npz", ["{out}"]),
+    "train-data-workers-zero": Case(["train", "--data-workers", "0", "--out", "{out}", "-q"], 2,
+                                    "data workers must be >= 1", ["{out}"]),
+    "train-sink-size-on-cpu": Case(["train", "--sink-size", "4", "--out", "{out}", "-q"], 2,
+                                   "data sinking runs on Ascend and GPU only", ["{out}"]),
+    "train-sink-size-zero": Case(["train", "--sink-size", "0", "--out", "{out}", "-q"], 2,
+                                 "--sink-size must be >= 1", ["{out}"]),
+    "train-imagefolder-without-classes": Case(["train", "--data", "imagefolder:{files}/flat",
+                                               "--out", "{out}", "-q"], 2,
+                                              "no class sub-folders", ["{out}"]),
+    "train-imagefolder-without-images": Case(["train", "--data", "imagefolder:{files}/noimages",
+                                              "--out", "{out}", "-q"], 2,
+                                             "no images in the class sub-folders", ["{out}"]),
+    "train-npz-without-labels": Case(["train", "--data", "npz:{files}/wrong.npz", "--out",
+                                      "{out}", "-q"], 2, "lacks array 'x' or 'y'", ["{out}"]),
+    "train-npz-lengths-differ": Case(["train", "--data", "npz:{files}/uneven.npz", "--out",
+                                      "{out}", "-q"], 2, "50 images but 40 labels", ["{out}"]),
     "train-out-is-a-file": Case(["train", "--out", "{files}/models.py", "-q"], 2, "is a file"),
     "train-read-only-parent": Case(["train", "--out", "{ro}/out", "-q"], 2,
                                    "cannot create output folder", readonly="{ro}"),
@@ -271,6 +287,11 @@ def kit(sample_runs, tmp_path_factory) -> dict:
     (files / "broken.py").write_text("import amptool_no_such_module_xyz\n")
     (files / "list.json").write_text("[1, 2]\n")
     np.savez(files / "wrong.npz", z=np.zeros((4, 3), np.float32))
+    np.savez(files / "uneven.npz", x=np.zeros((50, 8, 8), np.uint8), y=np.arange(40) % 10)
+    (files / "flat").mkdir()
+    (files / "flat" / "a.png").write_bytes(b"\x89PNG not really")
+    (files / "noimages" / "cat").mkdir(parents=True)
+    (files / "noimages" / "cat" / "notes.txt").write_text("no image here\n")
     for src, name in ((art / "simplecnn_fp32.mindir", "truncated.mindir"),
                       (art / "simplecnn_fp32.onnx", "truncated.onnx"),
                       (run / "best.ckpt", "truncated.ckpt")):

@@ -21,6 +21,7 @@ def train_command(
     scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. \\[default: 2]"),
     scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. \\[default: 2000]"),
     max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. \\[default: 50]"),
+    log_every: Optional[int] = typer.Option(None, help="Steps between read-backs of the loss and skip counts (one metrics.jsonl line each; the first and last step of an epoch too). \\[default: 10]"),
     epochs: opt.noted(opt.EpochsOption, "A resumed run continues up to it.") = None,
     batch_size: opt.BatchSizeOption = None,
     lr: Optional[float] = typer.Option(None, help="Learning rate. \\[default: 0.001]"),
@@ -33,6 +34,8 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
     config: opt.ConfigOption = None,
     workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
+    sink_size: Optional[int] = typer.Option(None, help="Steps per host call through MindSpore's data sinking (Ascend and GPU only; refused on CPU). \\[default: --log-every on Ascend/GPU, off on CPU]"),
+    data_workers: Optional[int] = typer.Option(None, help="Parallel workers reading, decoding and resizing the data ahead of the step. \\[default: the cores, up to 8]"),
     nodes: Optional[int] = typer.Option(None, help="Hosts taking part (msrun); --workers is per host. \\[default: 1]"),
     node_rank: Optional[int] = typer.Option(None, help="This host's rank among --nodes. \\[default: 0]"),
     master_addr: Optional[str] = typer.Option(None, help="Address of the rank-0 host (msrun). \\[default: 127.0.0.1]"),
@@ -54,10 +57,11 @@ def train_command(
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
                  policy=str(policy) if policy else None, range_safety=range_safety, loss_scale=loss_scale,
                  scale_init=scale_init, scale_factor=scale_factor, scale_window=scale_window,
-                 max_skipped=max_skipped, epochs=epochs, batch_size=batch_size, lr=lr,
+                 max_skipped=max_skipped, log_every=log_every, epochs=epochs,
+                 batch_size=batch_size, lr=lr,
                  optimizer=optimizer, seed=seed, device=device, out=str(out) if out else None,
                  val_fraction=val_fraction, ckpt_format=ckpt_format, workers=workers,
-                 resume=resume or None)
+                 data_workers=data_workers, sink_size=sink_size, resume=resume or None)
     command_flags = dict(nodes=nodes, node_rank=node_rank, master_addr=master_addr,
                          master_port=master_port, start_timeout=start_timeout,
                          quiet=quiet or None, json=as_json or None)
@@ -117,9 +121,11 @@ class _Reporter:
             typer.echo(line)
 
     def on_event(self, event: dict) -> None:
+        kind = event["kind"]
+        if kind == "warning":  # on stderr, quiet or not
+            typer.echo(f"amptool: warning: {event['message']}", err=True)
         if self.quiet:
             return
-        kind = event["kind"]
         if kind == "launch":
             self._say(f"launching {event['workers']} workers through msrun (port {event['port']}),"
                       f" logs in {event['logs']}")
@@ -131,9 +137,9 @@ class _Reporter:
                     "train", total=event["epochs"] * event["steps_per_epoch"],
                     completed=event["start_epoch"] * event["steps_per_epoch"], info="")
         elif kind == "step" and self.progress:
-            self.progress.update(self.task, advance=1, info=(
+            self.progress.update(self.task, completed=event["step"], info=(
                 f"epoch {event['epoch']} loss {event['loss']:.4f} scale {event['loss_scale']:g}"
-                + (" OVERFLOW" if event["overflow"] else "")))
+                + (f" {event['skipped']} skipped" if event.get("skipped") else "")))
         elif kind == "finished":
             self._say(f"nothing to train: {event['out']} already holds {event['epochs']} epochs "
                       f"(--epochs is the total; pass a larger one to continue)")

@@ -34,6 +34,9 @@ class TrainConfig:
     """Clean steps before the dynamic loss scale grows."""
     max_skipped: int = 50
     """Consecutive skipped (overflow) steps that count as divergence."""
+    log_every: int = 10
+    """Steps between read-backs of loss, loss scale and skip counts (metrics.jsonl lines);
+    the first and last step of each epoch are read too."""
     epochs: int = 5
     """Total epochs (a resumed run continues up to this number)."""
     batch_size: int = 32
@@ -56,6 +59,11 @@ class TrainConfig:
     """Continue from ``last`` in ``out`` (weights, optimizer, loss scale, epoch, data order)."""
     workers: int = 1
     """Data-parallel workers launched on this host through msrun."""
+    sink_size: Optional[int] = None
+    """Steps per host call through ``mindspore.data_sink`` (Ascend and GPU; None: log_every
+    there, off on CPU, where an explicit value is refused)."""
+    data_workers: Optional[int] = None
+    """Parallel workers of the data pipeline (read, decode, resize); None: the cores, up to 8."""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -66,7 +66,9 @@ class TrainStep:
     """One compiled training step over an AMP network; call ``step(*inputs, y)``: one tensor
     per network input, then the labels.
 
-    Returns (loss, finite) tensors: ``finite`` is False when the step was skipped.
+    Returns (loss, finite) tensors: ``finite`` is False when the step was skipped. The
+    step also counts on the device, without a read back: skipped steps in all, skipped
+    steps in a row, and steps in a row whose loss is not finite (``counters``).
     With ``reducer`` (data parallel: the number of workers) gradients are averaged
     across workers and the finite flag is agreed on by all of them before anyone updates.
     """
@@ -89,6 +91,12 @@ class TrainStep:
         if self.scaler is None:
             return 1.0
         return float(self.scaler.scale_value.asnumpy())
+
+    def counters(self) -> tuple:
+        """(skipped steps since this object was made, skipped in a row, non-finite losses
+        in a row), read from the device."""
+        step = self.step
+        return tuple(int(p.asnumpy()) for p in (step.skipped, step.streak, step.bad_loss))
 
     def scaler_state(self) -> list:
         """Parameters holding the loss-scale state (saved in checkpoints)."""
@@ -123,6 +131,10 @@ def _step_cell_class():
             self.all_reduce = ops.AllReduce() if world > 1 else None
             self.grad_fn = ms.value_and_grad(self.forward, None, optimizer.parameters,
                                              has_aux=True)
+            # counted on the device, read by the loop every --log-every steps
+            self.skipped, self.streak, self.bad_loss = (
+                ms.Parameter(ms.Tensor(0, ms.int32), name=f"amptool_{name}", requires_grad=False)
+                for name in ("skipped", "streak", "bad_loss"))
 
         def forward(self, x, y):
             out = self.net(*x)  # x: one tensor per network input
@@ -148,6 +160,11 @@ def _step_cell_class():
                 loss = ops.depend(loss, self.optimizer(grads))
             if self.scaler is not None:
                 loss = ops.depend(loss, self.scaler.adjust(finite))
+            bad = 1 - finite.astype(ms.int32)
+            bad_loss = 1 - ops.isfinite(loss).astype(ms.int32)
+            loss = ops.depend(loss, ops.assign_add(self.skipped, bad))
+            loss = ops.depend(loss, ops.assign(self.streak, (self.streak + 1) * bad))
+            loss = ops.depend(loss, ops.assign(self.bad_loss, (self.bad_loss + 1) * bad_loss))
             return loss, finite
 
     return StepCell

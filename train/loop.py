@@ -103,10 +103,14 @@ def check_config(cfg: TrainConfig) -> None:
         problems.append(f"learning rate must be > 0 (got {cfg.lr})")
     if cfg.max_skipped < 1:
         problems.append(f"max skipped steps must be >= 1 (got {cfg.max_skipped})")
+    if cfg.log_every < 1:
+        problems.append(f"log every must be >= 1 step (got {cfg.log_every})")
     if cfg.ckpt_format not in ("ckpt", "safetensors"):
         problems.append(f"unknown checkpoint format '{cfg.ckpt_format}' (use ckpt or safetensors)")
     if cfg.workers < 1:
         problems.append(f"workers must be >= 1 (got {cfg.workers})")
+    if cfg.data_workers is not None and cfg.data_workers < 1:
+        problems.append(f"data workers must be >= 1 (got {cfg.data_workers})")
     if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
         problems.append(f"model_args must be a mapping of keyword arguments (got {cfg.model_args!r})")
     if problems:
@@ -114,21 +118,22 @@ def check_config(cfg: TrainConfig) -> None:
 
 
 class _Evaluator:
-    def __init__(self, amp_net, batch_size: int):
+    def __init__(self, amp_net):
         self.net = amp_net
-        self.batch = max(64, batch_size)
 
-    def accuracy(self, inputs: list, y: np.ndarray) -> float:
+    def accuracy(self, data) -> float:
+        """Top-1 accuracy over the held-out split, streamed a batch at a time."""
         import mindspore as ms
 
         self.net.set_train(False)
-        correct = 0
-        for start in range(0, len(y), self.batch):
-            out = self.net(*[ms.Tensor(a[start:start + self.batch]) for a in inputs])
+        correct = total = 0
+        for inputs, y in data.val_batches():
+            out = self.net(*[ms.Tensor(a) for a in inputs])
             logits = (out[0] if isinstance(out, (tuple, list)) else out).asnumpy()
-            correct += int((logits.argmax(axis=1) == y[start:start + self.batch]).sum())
+            correct += int((logits.argmax(axis=1) == y).sum())
+            total += len(y)
         self.net.set_train(True)
-        return correct / len(y)
+        return correct / total
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -155,6 +160,7 @@ class _Run:
 
         from amptool import checkpoint as ckpt
         from amptool.data import load_model_data
+        from amptool.feed import check_workers
         from amptool.models import resolve_model
         from amptool.policy import check_dtype_on_device
         from amptool.precision import apply_policy
@@ -163,6 +169,9 @@ class _Run:
 
         self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
         self.device = resolve_device(cfg.device)
+        from .sink import resolve_sink_size
+
+        self.sink = resolve_sink_size(cfg.sink_size, self.device, cfg.log_every)
         self.policy = resolve_policy(cfg)
         check_dtype_on_device(self.policy, self.device)
         self.loss_scale = parse_loss_scale(cfg.loss_scale or None, self.policy.level,
@@ -172,7 +181,8 @@ class _Run:
         if self.spec.num_classes is None:
             raise UsageError(f"model {cfg.model} has no class-logits output to train on",
                              "its (first) output must be (batch, classes)")
-        self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction)
+        self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction,
+                                    workers=check_workers(cfg.data_workers))
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
         self.auto = self.auto_policy() if cfg.policy == AUTO else None
@@ -181,12 +191,14 @@ class _Run:
         self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
                                  reducer=world if world > 1 else None)
         self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
-        self.evaluator = _Evaluator(amp_net, cfg.batch_size)
+        self.evaluator = _Evaluator(amp_net)
         # cells start in inference mode: train mode, so BatchNorm updates its statistics
         # and Dropout drops, in the step graph compiled next
         self.trainer.step.set_train(True)
         self.lead = rank == 0
         self.epoch = self.step = self.overflow = self.consecutive = 0
+        self.overflow_before = 0  # skipped steps of the run before this process's counters
+        self.window = (0.0, 0)  # (time of the last read-back, samples since)
         self.best_acc, self.val_acc, self.loss = -1.0, 0.0, float("nan")
         self.timed_samples, self.timed_seconds = 0, 0.0
         self.forward_bad, self.info = 0, None
@@ -206,20 +218,17 @@ class _Run:
         from amptool.ranges import measure_ranges, outside_policy, range_candidates
 
         cfg, data, base = self.cfg, self.data, self.policy
-        batches = []
-        for idx in epoch_batches(len(data.train_y), cfg.batch_size, cfg.seed, 0):
-            batches.append([a[idx] for a in data.train])
-            if len(batches) == AUTO_BATCHES:
-                break
+        positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
+                                                         cfg.seed, 0), range(AUTO_BATCHES))]
         # bfloat16 has fp32's range: nothing to keep, the policy stays as it is
-        joined = [np.concatenate(parts) for parts in zip(*batches)]  # one eager call
+        joined = data.train_inputs(np.concatenate(positions))  # one eager call
         found = (outside_policy(self.net, range_candidates(measure_ranges(self.net, [joined]),
                                                            safety=cfg.range_safety), base)
                  if base.dtype == "float16" else [])
         cells = list(base.fp32_cells) + [r.path for r in found]
         self.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
         where = cell_origins(self.net, [r.path for r in found])
-        return {"safety": cfg.range_safety, "batches": len(batches), "file": "policy.auto.toml",
+        return {"safety": cfg.range_safety, "batches": len(positions), "file": "policy.auto.toml",
                 "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
 
     def restore(self) -> None:
@@ -241,11 +250,11 @@ class _Run:
                              f"more than --epochs {self.cfg.epochs}",
                              f"pass --epochs {self.epoch} or more (--epochs is the total)")
         # accuracies are stored as float32: back to the exact fraction of the split
-        n = len(self.data.val_y)
+        n = len(self.data.val_idx)
         best, val = float(meta.get("best_acc", -1.0)), float(meta.get("val_acc", 0.0))
         self.best_acc = round(best * n) / n if n and best >= 0 else best
         self.val_acc = round(val * n) / n if n else val
-        self.overflow = int(meta.get("overflow", 0))
+        self.overflow = self.overflow_before = int(meta.get("overflow", 0))
 
     def trim_metrics(self) -> None:
         """Drop metric lines written after the checkpoint (an interrupted epoch's steps)."""
@@ -265,8 +274,9 @@ class _Run:
     def run_info(self) -> dict:
         cfg, spec, data = self.cfg, self.spec, self.data
         return {"config": cfg.to_dict(), "model": spec.describe(),
-                "data": {"source": data.source, "train_samples": len(data.train_y),
-                         "val_samples": len(data.val_y), "val_fraction": cfg.val_fraction,
+                "data": {"source": data.source, "train_samples": len(data.train_idx),
+                         "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
+                         "skipped_files": len(data.skipped),
                          "preprocess": data.preprocess.to_dict() if data.preprocess else None},
                 "policy": self.policy.to_dict(), "loss_scale": self.loss_scale.to_dict(),
                 "versions": versions(), "device": self.device, "seed": cfg.seed,
@@ -296,8 +306,13 @@ class _Run:
             self.trim_metrics()
         metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
                         encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
+        if self.data.skipped:
+            from amptool.feed import skipped_note
+
+            self.emit({"kind": "warning", "message": skipped_note(
+                self.data.skipped, len(self.data.skipped) + len(self.data.labels))})
         self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.epoch,
-                   "steps_per_epoch": len(self.data.train_y) // (cfg.batch_size * self.world),
+                   "steps_per_epoch": len(self.data.train_idx) // (cfg.batch_size * self.world),
                    "device": self.device, "policy": self.policy.describe(),
                    "loss_scale": self.loss_scale.kind})
         t_start = time.perf_counter()
@@ -361,44 +376,70 @@ class _Run:
             (self.out / name).unlink(missing_ok=True)
 
     def train_epoch(self, epoch: int, metrics) -> None:
+        """One epoch of steps. The host reads the step's results back only on logged steps:
+        the first of the epoch, every ``--log-every``-th and the last; the device counts
+        skipped steps in between, so every count stays exact. With data sinking, each
+        host call runs ``sink`` steps on the device and is read back."""
         import mindspore as ms
 
         from amptool.data import epoch_batches
 
         cfg, data = self.cfg, self.data
-        for i, idx in enumerate(epoch_batches(len(data.train_y), cfg.batch_size, cfg.seed, epoch,
-                                              (self.rank, self.world))):
-            t0 = time.perf_counter()
-            loss, finite = self.trainer.step(*[ms.Tensor(a[idx]) for a in data.train],
-                                             ms.Tensor(data.train_y[idx]))
-            self.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
-            dt = time.perf_counter() - t0
-            if self.step > 0 and i > 0:  # the first step includes graph compilation
-                self.timed_samples += len(idx) * self.world
-                self.timed_seconds += dt
-            self.step += 1
-            self.overflow += (not ok)
-            self.consecutive = 0 if ok else self.consecutive + 1
-            record = {"step": self.step, "epoch": epoch + 1, "loss": self.loss,
-                      "loss_scale": self.trainer.scale_value(), "overflow": not ok, "lr": cfg.lr,
-                      "samples_per_s": len(idx) * self.world / dt if dt > 0 else None}
-            if metrics:
-                metrics.write(json.dumps(record) + "\n")
-            self.emit({"kind": "step", **record})
-            self.check_divergence(ok, [a[idx] for a in data.train])
+        order = list(epoch_batches(len(data.train_idx), cfg.batch_size, cfg.seed, epoch,
+                                   (self.rank, self.world)))
+        if self.sink:
+            from .sink import sink_epoch
 
-    def check_divergence(self, ok: bool, inputs: list) -> None:
-        self.forward_bad = self.forward_bad + 1 if not np.isfinite(self.loss) else 0
-        if self.forward_bad and (self.forward_bad == self.step == FORWARD_STEPS
+            return sink_epoch(self, epoch, metrics, order)
+        self.window = (time.perf_counter(), 0)
+        for i, (inputs, labels) in enumerate(data.train_batches(order)):
+            loss, finite = self.trainer.step(*[ms.Tensor(a) for a in inputs], ms.Tensor(labels))
+            self.step += 1
+            self.window = (self.window[0], self.window[1] + len(labels) * self.world)
+            if i == 0 or self.step % cfg.log_every == 0 or i == len(order) - 1:
+                self.log_step(epoch, loss, finite, metrics, i > 0, lambda batch=inputs: batch)
+
+    def log_step(self, epoch: int, loss, finite, metrics, timed: bool, inputs) -> None:
+        """Read the step's results and the device's counters back, write the metrics line,
+        report it and check for divergence; ``timed``: the window since the last read
+        counts towards throughput (not the epoch's first, which holds compilation and the
+        pipeline's start); ``inputs()`` gives the last batch's inputs for forensics."""
+        self.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
+        skipped, self.consecutive, self.forward_bad = self.trainer.counters()
+        now = time.perf_counter()
+        start, samples = self.window
+        dt = now - start
+        if timed:
+            self.timed_samples += samples
+            self.timed_seconds += dt
+        window_skipped = skipped - (self.overflow - self.overflow_before)
+        self.overflow = self.overflow_before + skipped
+        record = {"step": self.step, "epoch": epoch + 1, "loss": self.loss,
+                  "loss_scale": self.trainer.scale_value(), "overflow": not ok,
+                  "skipped": window_skipped, "lr": self.cfg.lr,
+                  "samples_per_s": samples / dt if dt > 0 else None}
+        self.window = (now, 0)
+        if metrics:
+            metrics.write(json.dumps(record) + "\n")
+        self.emit({"kind": "step", **record})
+        self.check_divergence(ok, window_skipped, inputs)
+
+    def check_divergence(self, ok: bool, skipped: int, inputs) -> None:
+        """After a logged step: ``skipped`` steps of its window overflowed; the device's
+        counters (``consecutive``, ``forward_bad``) say how many in a row up to it."""
+        if self.forward_bad and ((self.forward_bad == self.step >= FORWARD_STEPS)
                                  or self.consecutive >= self.cfg.max_skipped):
-            self.forward_overflow(inputs)
-        if self.loss_scale.kind == "none" and not (ok and np.isfinite(self.loss)):
-            raise DivergedError(f"loss became {self.loss} at step {self.step} with loss scaling off",
+            self.forward_overflow(inputs())
+        if self.loss_scale.kind == "none" and (skipped or not np.isfinite(self.loss)):
+            what = (f"loss became {self.loss}" if not np.isfinite(self.loss) else
+                    f"{skipped} step(s) had non-finite gradients")
+            raise DivergedError(f"{what} by step {self.step} with loss scaling off",
                                 f"last good checkpoint kept in {self.out}; use --loss-scale "
                                 "dynamic or a lower --lr")
         if self.consecutive >= self.cfg.max_skipped:
-            raise DivergedError(f"{self.consecutive} consecutive overflow steps skipped at step "
-                                f"{self.step} (loss scale {self.trainer.scale_value():g})",
+            raise DivergedError(f"{self.consecutive} consecutive overflow steps skipped by step "
+                                f"{self.step}, --max-skipped is {self.cfg.max_skipped} (loss "
+                                f"scale {self.trainer.scale_value():g})",
                                 f"last good checkpoint kept in {self.out}; lower --lr or use "
                                 "a policy that keeps the overflowing layers in fp32")
 
@@ -452,7 +493,7 @@ class _Run:
                                 "lower --lr, or keep the overflowing cells in fp32 (--policy auto)"
                                 + ("; last good checkpoint kept in " + str(self.out)
                                    if self.last_path.is_file() else ""))
-        self.val_acc = self.evaluator.accuracy(self.data.val, self.data.val_y)
+        self.val_acc = self.evaluator.accuracy(self.data)
         improved = self.val_acc > self.best_acc
         self.best_acc = max(self.best_acc, self.val_acc)
         meta = {"epoch": epoch + 1, "step": self.step, "best_acc": self.best_acc,

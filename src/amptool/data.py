@@ -8,16 +8,21 @@ the same validation/test images.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 from amptool.errors import UsageError
+from amptool.feed import ArrayRows, ImageFiles, batches, image_files, npz_arrays, pipeline
 
 KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens")
 SPLIT_SEED = 0
+STATS_SAMPLES = 10_000
+"""Training images the standardization statistics are taken from (the first of the split)."""
+STATS_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -32,18 +37,6 @@ class Preprocess:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-@dataclass
-class Dataset:
-    """Preprocessed splits ready for the model."""
-
-    train_x: np.ndarray
-    train_y: np.ndarray
-    val_x: np.ndarray
-    val_y: np.ndarray
-    preprocess: Preprocess
-    source: str
 
 
 def parse_data_spec(spec: str) -> tuple[str, str]:
@@ -66,19 +59,14 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if "x" not in z or "y" not in z:
-                raise UsageError(f"{path} lacks array 'x' or 'y' (has {', '.join(z.files)})",
-                                 "save images as x (N,H,W) or (N,C,H,W) and labels as y (N,)")
-            x, y = z["x"], z["y"]
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
-    if x.dtype == np.uint8:
-        x = x.astype(np.float32) / 255.0
-    return x.astype(np.float32), y
+    arrays = npz_arrays(path)
+    if "x" not in arrays or "y" not in arrays:
+        raise UsageError(f"{path} lacks array 'x' or 'y' (has {', '.join(sorted(arrays))})",
+                         "save images as x (N,H,W) or (N,C,H,W) and labels as y (N,)")
+    x = arrays["x"]
+    if x.dtype != np.uint8 and not np.issubdtype(x.dtype, np.floating):
+        raise UsageError(f"{path}: images are {x.dtype}", "store x as uint8 (0-255) or floats in [0, 1]")
+    return x, np.asarray(arrays["y"])
 
 
 def _mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -93,28 +81,7 @@ def _mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
     except Exception as exc:
         raise UsageError(f"cannot read MNIST IDX files in {path}: {str(exc).splitlines()[0]}",
                          "point mnist: at a folder with the four *-ubyte files") from None
-    x = np.stack(xs).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
-    return x, np.asarray(ys)
-
-
-def _imagefolder(path: str, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    import mindspore.dataset as ds
-    from mindspore.dataset import vision
-
-    try:
-        data = ds.ImageFolderDataset(path, decode=True, shuffle=False)
-        data = data.map(operations=[vision.Resize(size)], input_columns="image")
-        xs, ys = [], []
-        for image, label in data.create_tuple_iterator(output_numpy=True):
-            xs.append(image if image.ndim == 3 else image[..., None])
-            ys.append(label)
-    except Exception as exc:
-        raise UsageError(f"cannot read images in {path}: {str(exc).splitlines()[0]}",
-                         "point imagefolder: at a folder of class sub-folders of images") from None
-    if not xs:
-        raise UsageError(f"no images found in {path}", "put images in one sub-folder per class")
-    x = np.stack(xs).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
-    return x, np.asarray(ys)
+    return np.stack(xs).transpose(0, 3, 1, 2), np.asarray(ys)  # uint8: 1 byte a pixel
 
 
 def _synthetic(shape: tuple, classes: int, n: int = 1024) -> tuple[np.ndarray, np.ndarray]:
@@ -143,45 +110,74 @@ def _fit_channels(x: np.ndarray, channels: int, source: str) -> np.ndarray:
 
 
 def _resize(x: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Bilinear resize of (N, C, H, W) float images by MindSpore's ``vision.Resize``
+    (half-pixel centres, as ``ops.interpolate(align_corners=False)``), image by image:
+    it runs in the pipeline's worker threads, where MindSpore ops cannot."""
     if x.shape[2:] == (height, width):
         return x
-    import mindspore as ms
-    from mindspore import ops
+    from mindspore.dataset import vision
 
-    out = ops.interpolate(ms.Tensor(x), size=(height, width), mode="bilinear",
-                          align_corners=False)
-    return out.asnumpy().astype(np.float32)
+    resize = vision.Resize((height, width))
+    out = np.empty((*x.shape[:2], height, width), np.float32)
+    for i, image in enumerate(x):
+        for c in range(0, image.shape[0], 4):  # OpenCV resizes up to 4 channels at once
+            part = resize(np.ascontiguousarray(image[c:c + 4].transpose(1, 2, 0)))
+            out[i, c:c + 4] = part.reshape(height, width, -1).transpose(2, 0, 1)
+    return out
 
 
-def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """Images in [0, 1] fitted to ``input_shape`` (C, H, W) and int32 labels."""
+class _Fit:
+    """Raw rows (float images in [0, 1]) to the model's input: channels, size and, once
+    the statistics are known, standardization. Picklable, used by pipeline workers."""
+
+    def __init__(self, shape: tuple, source: str, prep: Optional[Preprocess] = None):
+        self.shape, self.source, self.prep = shape, source, prep
+
+    def __call__(self, parts: list) -> list:
+        c, h, w = self.shape
+        x = _resize(_fit_channels(parts[0], c, self.source), h, w)
+        if not np.all(np.isfinite(x)):
+            bad = int(np.size(x) - np.isfinite(x).sum())
+            raise UsageError(f"{self.source}: {bad} NaN/Inf values in the images",
+                             "clean the data before training")
+        if self.prep is not None:
+            x = ((x - self.prep.mean) / self.prep.std).astype(np.float32)
+        return [x]
+
+
+def open_images(spec: str, input_shape: tuple, num_classes) -> tuple:
+    """(rows, int32 labels, skipped files) of an image source, nothing decoded yet: arrays
+    stay in their stored dtype (memory-mapped for an uncompressed npz), image files are
+    only listed."""
     kind, arg = parse_data_spec(spec)
-    c, h, w = input_shape
+    _, h, w = input_shape
+    skipped: list = []
     if kind == "tokens":
         raise UsageError("data source 'tokens' holds token ids, not images",
                          "train a token model on it (e.g. --model textcls)")
-    if kind == "digits":
-        x, y = _digits()
-    elif kind == "npz":
-        x, y = _npz(arg)
-    elif kind == "mnist":
-        x, y = _mnist(arg)
-    elif kind == "imagefolder":
-        x, y = _imagefolder(arg, (h, w))
+    if kind == "imagefolder":
+        paths, y, _, skipped = image_files(arg)
+        rows = ImageFiles(paths, (h, w))
     else:
-        x, y = _synthetic(input_shape, num_classes)
-    source = spec
+        x, y = {"digits": _digits, "npz": lambda: _npz(arg), "mnist": lambda: _mnist(arg),
+                "synthetic": lambda: _synthetic(input_shape, num_classes)}[kind]()
+        if x.ndim not in (3, 4):
+            raise UsageError(f"{spec}: images have shape {x.shape[1:]}, expected (H, W) or "
+                             "(C, H, W)", "store images as (N, H, W) or (N, C, H, W)")
+        rows = ArrayRows([x], images=True)
     y = np.asarray(y).reshape(-1)
-    if len(x) != len(y) or len(x) < 2:
-        raise UsageError(f"{source}: {len(x)} images but {len(y)} labels",
+    if len(rows) != len(y) or len(y) < 2:
+        raise UsageError(f"{spec}: {len(rows)} images but {len(y)} labels",
                          "give one integer label per image")
-    _check_labels(y, num_classes, source)
-    if not np.all(np.isfinite(x)):
-        bad = int(np.size(x) - np.isfinite(x).sum())
-        raise UsageError(f"{source}: {bad} NaN/Inf values in the images",
-                         "clean the data before training")
-    x = _resize(_fit_channels(x, c, source), h, w)
-    return x, y.astype(np.int32), source
+    _check_labels(y, num_classes, spec)
+    return rows, y.astype(np.int32), skipped
+
+
+def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """Every image of a (small) source in [0, 1] fitted to ``input_shape`` (C, H, W), and
+    int32 labels: the whole source in memory, for tests and small tools."""
+    rows, y, _ = open_images(spec, input_shape, num_classes)
+    return _Fit(input_shape, spec)(rows.take(np.arange(len(y))))[0], y, spec
 
 
 def split_indices(n: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
@@ -193,26 +189,22 @@ def split_indices(n: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     return order[n_val:], order[:n_val]
 
 
-def load_dataset(spec: str, input_shape: tuple, num_classes: int,
-                 val_fraction: float = 0.2) -> Dataset:
-    x, y, source = load_raw(spec, input_shape, num_classes)
-    train_idx, val_idx = split_indices(len(x), val_fraction)
-    mean = float(x[train_idx].mean())
-    std = float(x[train_idx].std()) or 1.0
-    prep = Preprocess(input_shape[1], input_shape[2], input_shape[0], mean, std)
-    norm = ((x - mean) / std).astype(np.float32)
-    return Dataset(norm[train_idx], y[train_idx], norm[val_idx], y[val_idx], prep, source)
-
-
-def load_eval_split(spec: str, preprocess: dict, num_classes: int,
-                    val_fraction: float = 0.2, samples: int | None = None):
-    """The held-out split of ``spec`` preprocessed exactly as a manifest says."""
-    prep = Preprocess(**preprocess)
-    x, y, _ = load_raw(spec, (prep.channels, prep.height, prep.width), num_classes)
-    _, val_idx = split_indices(len(x), val_fraction)
-    if samples is not None:
-        val_idx = val_idx[:samples]
-    return ((x[val_idx] - prep.mean) / prep.std).astype(np.float32), y[val_idx]
+def _statistics(rows, idx: np.ndarray, fit: _Fit, workers: int) -> tuple:
+    """Mean and std of the fitted images of ``idx`` (at most STATS_SAMPLES of them), read
+    a batch at a time and combined in float64."""
+    idx = np.asarray(idx[:STATS_SAMPLES])
+    count, mean, m2 = 0, 0.0, 0.0
+    chunks = [idx[i:i + STATS_BATCH] for i in range(0, len(idx), STATS_BATCH)]
+    for (x,), _ in batches(rows, np.zeros(len(rows), np.int32), chunks, fit, workers):
+        x = x.astype(np.float64).ravel()
+        n, m = x.size, float(x.mean())
+        delta = m - mean
+        total = count + n
+        mean += delta * n / total
+        m2 += float(((x - m) ** 2).sum()) + delta * delta * count * n / total
+        count = total
+    std = float(np.sqrt(m2 / count)) if count else 0.0
+    return float(mean), std or 1.0
 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1)):
@@ -252,7 +244,11 @@ def _named_arrays(spec: str, names: list) -> tuple:
     if kind == "tokens":
         arrays, y = tokens_dataset()
     elif kind == "npz":
-        arrays, y = _npz_arrays(arg)
+        arrays = npz_arrays(arg)
+        if "y" not in arrays:
+            raise UsageError(f"{arg} has no labels array 'y' (has {', '.join(sorted(arrays))})",
+                             "save the class labels as y (N,)")
+        y = arrays.pop("y")
     else:
         raise UsageError(f"data source '{spec}' holds images, the model takes {', '.join(names)}",
                          "give npz:FILE with one array per input (named after it) and y, "
@@ -266,34 +262,28 @@ def _named_arrays(spec: str, names: list) -> tuple:
     return [arrays[n] for n in names], np.asarray(y).reshape(-1)
 
 
-def _npz_arrays(path: str) -> tuple:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as exc:
-        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
-    if "y" not in arrays:
-        raise UsageError(f"{path} has no labels array 'y' (has {', '.join(sorted(arrays))})",
-                         "save the class labels as y (N,)")
-    return arrays, arrays.pop("y")
-
-
-def load_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
-    """(one array per input, fitted to its declared dtype; int32 labels) of a data source."""
+def open_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
+    """(rows giving one array per input in its declared dtype, int32 labels) of a data
+    source for a network that does not take images; arrays stay as stored until read."""
     arrays, y = _named_arrays(spec, [i.name for i in inputs])
-    fitted = []
     for array, want in zip(arrays, inputs):
         shape = list(array.shape)
         if len(shape) != len(want.shape) or any(w not in (-1, h)
                                                 for w, h in zip(want.shape[1:], shape[1:])):
             raise UsageError(f"{spec}: array {want.name} has shape {shape}, the model takes "
                              f"{list(want.shape)}", "store arrays of the declared shape")
-        fitted.append(array.astype(np.dtype(want.dtype)))
-    if any(len(a) != len(y) for a in fitted) or len(y) < 2:
-        raise UsageError(f"{spec}: arrays hold {[len(a) for a in fitted]} samples, labels {len(y)}",
+    if any(len(a) != len(y) for a in arrays) or len(y) < 2:
+        raise UsageError(f"{spec}: arrays hold {[len(a) for a in arrays]} samples, labels {len(y)}",
                          "store one row per sample in every array and in y")
     _check_labels(y, num_classes, spec)
-    return fitted, y.astype(np.int32)
+    rows = ArrayRows(list(arrays), images=False, dtypes=[np.dtype(i.dtype) for i in inputs])
+    return rows, y.astype(np.int32)
+
+
+def load_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
+    """(one array per input, fitted to its declared dtype; int32 labels): in memory."""
+    rows, y = open_arrays(spec, inputs, num_classes)
+    return rows.take(np.arange(len(y))), y
 
 
 def _check_labels(y: np.ndarray, num_classes, source: str) -> None:
@@ -304,36 +294,142 @@ def _check_labels(y: np.ndarray, num_classes, source: str) -> None:
                          f"{num_classes} classes", "use labels 0..num_classes-1")
 
 
+EVAL_BATCH = 256
+"""Rows a held-out batch holds."""
+
+
 @dataclass
 class ModelData:
-    """Training and held-out inputs for any signature: one array per model input."""
+    """A data source split for a model, read on demand: ``rows`` holds every sample in its
+    stored form, ``fit`` makes model inputs of them (None: fed as read)."""
 
-    train: list
-    train_y: np.ndarray
-    val: list
-    val_y: np.ndarray
-    preprocess: "Preprocess | None"
+    rows: object
+    labels: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    preprocess: Optional[Preprocess]
     """Image standardization (None for inputs fed as they are)."""
+    source: str
+    fit: Optional[object] = None
+    skipped: list = field(default_factory=list)
+    """Image files left out as unreadable."""
+    workers: int = 1
+    """Pipeline workers reading ahead."""
+
+    @property
+    def train_y(self) -> np.ndarray:
+        return self.labels[self.train_idx]
+
+    @property
+    def val_y(self) -> np.ndarray:
+        return self.labels[self.val_idx]
+
+    def train_batches(self, index_batches: list):
+        """(inputs, labels) for each batch of positions in the training split, in order."""
+        absolute = [self.train_idx[b] for b in index_batches]
+        yield from batches(self.rows, self.labels, absolute, self.fit, self.workers)
+
+    def train_pipeline(self, index_batches: list):
+        """The ``mindspore.dataset`` pipeline of ``train_batches`` (inputs, then labels)."""
+        return pipeline(self.rows, self.labels, [self.train_idx[b] for b in index_batches],
+                        self.fit, self.workers)
+
+    def train_inputs(self, positions: np.ndarray) -> list:
+        """The model inputs of these positions in the training split, in memory."""
+        return next(iter(self.train_batches([np.asarray(positions)])))[0]
+
+    def val_batches(self, samples: Optional[int] = None):
+        """(inputs, labels) over the held-out split (its first ``samples``), in order."""
+        idx = self.val_idx if samples is None else self.val_idx[:samples]
+        chunks = [idx[i:i + EVAL_BATCH] for i in range(0, len(idx), EVAL_BATCH)]
+        yield from batches(self.rows, self.labels, chunks, self.fit, self.workers)
+
+    def val_inputs(self, samples: Optional[int] = None) -> tuple:
+        """(inputs, labels) of the held-out split (its first ``samples``), in memory."""
+        parts = list(self.val_batches(samples))
+        return ([np.concatenate([p[0][i] for p in parts]) for i in range(len(parts[0][0]))],
+                np.concatenate([p[1] for p in parts]))
+
+
+def load_model_data(spec: str, model, val_fraction: float = 0.2,
+                    preprocess: Optional[dict] = None, workers: int = 1) -> ModelData:
+    """The data of ``spec`` for ``model`` (a ModelSpec), split and ready to stream. Images
+    are fitted to the model's input and standardized with ``preprocess`` when given (a
+    run's or manifest's), else with statistics of the training split's first
+    STATS_SAMPLES images; other inputs are fed as stored, in their declared dtypes."""
+    if model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",):
+        rows, y, skipped = open_images(spec, model.input_shape, model.num_classes)
+        train_idx, val_idx = split_indices(len(y), val_fraction)
+        if isinstance(rows, ArrayRows):  # shapes that cannot fit: said before any pipeline
+            _Fit(model.input_shape, spec)(rows.take(train_idx[:1]))
+        c, h, w = model.input_shape
+        if preprocess is not None:
+            prep = Preprocess(**preprocess)
+            shape = (prep.channels, prep.height, prep.width)
+            if isinstance(rows, ImageFiles):
+                rows = ImageFiles(rows.paths, shape[1:])
+        else:
+            shape = model.input_shape
+            mean, std = _statistics(rows, train_idx, _Fit(shape, spec), workers)
+            prep = Preprocess(h, w, c, mean, std)
+        return ModelData(rows, y, train_idx, val_idx, prep, spec, _Fit(shape, spec, prep),
+                         skipped, workers)
+    rows, y = open_arrays(spec, model.inputs, model.num_classes)
+    train_idx, val_idx = split_indices(len(y), val_fraction)
+    return ModelData(rows, y, train_idx, val_idx, None, spec, None, [], workers)
+
+
+@dataclass
+class Dataset:
+    """An image source's splits preprocessed in memory (small data and tests)."""
+
+    train_x: np.ndarray
+    train_y: np.ndarray
+    val_x: np.ndarray
+    val_y: np.ndarray
+    preprocess: Preprocess
     source: str
 
 
-def load_model_data(spec: str, model, val_fraction: float = 0.2) -> ModelData:
-    """The data of ``spec`` for ``model`` (a ModelSpec): images are preprocessed as
-    ``load_dataset`` does; other inputs are fed as they are, split the same way."""
-    if model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",):
-        ds = load_dataset(spec, model.input_shape, model.num_classes, val_fraction)
-        return ModelData([ds.train_x], ds.train_y, [ds.val_x], ds.val_y, ds.preprocess, ds.source)
-    arrays, y = load_arrays(spec, model.inputs, model.num_classes)
-    train_idx, val_idx = split_indices(len(y), val_fraction)
-    return ModelData([a[train_idx] for a in arrays], y[train_idx], [a[val_idx] for a in arrays],
-                     y[val_idx], None, spec)
+def load_dataset(spec: str, input_shape: tuple, num_classes: int,
+                 val_fraction: float = 0.2) -> Dataset:
+    """Both splits of an image source preprocessed as training does, in memory."""
+    from types import SimpleNamespace
+
+    model = SimpleNamespace(input_shape=input_shape, num_classes=num_classes, inputs=())
+    data = load_model_data(spec, model, val_fraction)
+    train = data.train_inputs(np.arange(len(data.train_idx)))[0]
+    val_x, val_y = data.val_inputs()
+    return Dataset(train, data.train_y, val_x[0], val_y, data.preprocess, spec)
 
 
 def load_eval_inputs(spec: str, model, preprocess, val_fraction: float = 0.2,
                      samples=None) -> tuple:
     """(inputs, labels) of the held-out split, preprocessed as a run or manifest says."""
-    if preprocess is not None:
-        x, y = load_eval_split(spec, preprocess, model.num_classes, val_fraction, samples)
-        return [x], y
-    data = load_model_data(spec, model, val_fraction)
-    return [v[:samples] for v in data.val], data.val_y[:samples]
+    data = load_model_data(spec, model, val_fraction, preprocess)
+    return data.val_inputs(samples)
+
+
+def load_eval_split(spec: str, preprocess: dict, num_classes: int,
+                    val_fraction: float = 0.2, samples: Optional[int] = None) -> tuple:
+    """The held-out split of an image source, preprocessed exactly as ``preprocess`` says."""
+    from types import SimpleNamespace
+
+    prep = Preprocess(**preprocess)
+    model = SimpleNamespace(input_shape=(prep.channels, prep.height, prep.width),
+                            num_classes=num_classes, inputs=())
+    inputs, y = load_eval_inputs(spec, model, preprocess, val_fraction, samples)
+    return inputs[0], y
+
+
+def load_val_raw(spec: str, input_shape: tuple, num_classes, val_fraction: float,
+                 samples: Optional[int] = None) -> tuple:
+    """(images in [0, 1] fitted to ``input_shape``, labels) of the held-out split (its
+    first ``samples``), not standardized: only those rows are read."""
+    rows, y, _ = open_images(spec, input_shape, num_classes)
+    _, val_idx = split_indices(len(y), val_fraction)
+    if samples is not None:
+        val_idx = val_idx[:samples]
+    if isinstance(rows, ImageFiles):
+        rows = ImageFiles(rows.paths, tuple(input_shape[1:]))
+    return _Fit(input_shape, spec)(rows.take(val_idx))[0], y[val_idx]

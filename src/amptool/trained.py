@@ -98,7 +98,7 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
                     input_spec: Optional[str] = None) -> TrainedModel:
     """A checkpoint and the model it was trained with; preprocessing is recomputed from
     ``data`` exactly as training derives it (``None`` or "none": unknown)."""
-    from .data import load_dataset
+    from .data import load_model_data
     from .models import resolve_model
     from .policy import policy_for
 
@@ -110,7 +110,6 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
     spec = resolve_model(model, model_args, input_spec)
     preprocess = None
     if data and data.lower() != "none" and spec.input_shape is not None:
-        prep = load_dataset(data, spec.input_shape, spec.num_classes, val_fraction).preprocess
-        preprocess = prep.to_dict()
+        preprocess = load_model_data(data, spec, val_fraction).preprocess.to_dict()
     return TrainedModel(spec, path, policy_for(), preprocess, data if preprocess else None,
                         val_fraction if preprocess else None)

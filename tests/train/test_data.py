@@ -1,5 +1,6 @@
 """Every data source loads real files through MindSpore's readers and fits the model's input."""
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,3 +89,161 @@ def test_split_is_fixed_and_batches_follow_seed_and_epoch():
     assert not set(np.concatenate(shards[0])) & set(np.concatenate(shards[1]))
     with pytest.raises(UsageError, match="exceeds"):
         list(epoch_batches(10, 32, 0, 0))
+
+
+def _folder(root, per_class=6, size=(12, 10)):
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(
+                root / cls / f"{i}.png")
+    return root
+
+
+def _model(shape, classes=2):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(input_shape=shape, num_classes=classes, inputs=())
+
+
+def test_image_files_are_decoded_in_the_pipeline_as_requested(tmp_path):
+    """Streamed batches (any number of workers) equal the images read one by one."""
+    from PIL import Image
+
+    from amptool.data import load_model_data
+
+    root = _folder(tmp_path / "imgs")
+    data = load_model_data(f"imagefolder:{root}", _model((3, 12, 10)), 0.25, workers=2)
+    assert len(data.train_idx) == 9 and len(data.val_idx) == 3 and data.skipped == []
+    order = [np.array([3, 0, 8]), np.array([5, 1, 2])]
+    streamed = list(data.train_batches(order))
+    again = list(load_model_data(f"imagefolder:{root}", _model((3, 12, 10)), 0.25,
+                                 workers=1).train_batches(order))
+    prep = data.preprocess
+    for (inputs, y), (inputs1, y1), positions in zip(streamed, again, order):
+        np.testing.assert_array_equal(inputs[0], inputs1[0])
+        np.testing.assert_array_equal(y, y1)
+        for row, pos in zip(inputs[0], positions):
+            path = data.rows.paths[data.train_idx[pos]]
+            raw = np.asarray(Image.open(path), np.float32).transpose(2, 0, 1) / 255.0
+            np.testing.assert_allclose(row, (raw - prep.mean) / prep.std, rtol=0, atol=1e-5)
+    assert [len(y) for _, y in data.val_batches()] == [3]
+
+
+def test_unreadable_images_are_skipped_and_named(tmp_path):
+    from amptool.data import load_model_data
+    from amptool.feed import skipped_note
+
+    root = _folder(tmp_path / "imgs")
+    (root / "a" / "9.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)  # header only
+    (root / "b" / "9.jpg").write_bytes(np.random.default_rng(0).bytes(300))
+    (root / "b" / "notes.txt").write_text("not an image, not counted\n")
+    data = load_model_data(f"imagefolder:{root}", _model((1, 8, 8)), 0.25)
+    assert sorted(Path(p).name for p in data.skipped) == ["9.jpg", "9.png"]
+    assert len(data.labels) == 12
+    note = skipped_note(data.skipped, 14)
+    assert note.startswith("skipped 2 of 14 image files") and "9.png" in note
+    batches = list(data.train_batches([np.arange(9)]))
+    assert batches[0][0][0].shape == (9, 1, 8, 8) and np.isfinite(batches[0][0][0]).all()
+
+
+@pytest.mark.parametrize("layout", ["flat", "empty classes", "missing"])
+def test_image_folder_mistakes(tmp_path, layout):
+    from amptool.data import load_model_data
+
+    root = tmp_path / "imgs"
+    if layout == "flat":
+        _folder(root)
+        for png in root.glob("*/*.png"):
+            png.rename(root / f"{png.parent.name}{png.name}")
+        for sub in ("a", "b"):
+            (root / sub).rmdir()
+        words = "no class sub-folders"
+    elif layout == "empty classes":
+        (root / "a").mkdir(parents=True)
+        (root / "a" / "x.txt").write_text("x")
+        words = "no images in the class sub-folders"
+    else:
+        words = "does not exist"
+    with pytest.raises(UsageError, match=words):
+        load_model_data(f"imagefolder:{root}", _model((1, 8, 8)), 0.25)
+
+
+def test_npz_stored_uncompressed_is_memory_mapped(tmp_path):
+    from amptool.data import load_model_data
+    from amptool.feed import npz_arrays
+
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 256, (60, 8, 8)).astype(np.uint8), np.arange(60) % 10
+    np.savez(tmp_path / "plain.npz", x=x, y=y)
+    np.savez_compressed(tmp_path / "packed.npz", x=x, y=y)
+    assert isinstance(npz_arrays(str(tmp_path / "plain.npz"))["x"], np.memmap)
+    assert not isinstance(npz_arrays(str(tmp_path / "packed.npz"))["x"], np.memmap)
+    np.testing.assert_array_equal(npz_arrays(str(tmp_path / "plain.npz"))["x"], x)
+    order = [np.array([4, 7, 1, 0]), np.array([9, 2, 3, 5])]
+    got = [list(load_model_data(f"npz:{tmp_path / name}", _model((1, 8, 8), 10),
+                                workers=2).train_batches(order)) for name in ("plain.npz",
+                                                                              "packed.npz")]
+    for (a, ya), (b, yb) in zip(*got):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(ya, yb)
+    np.savez(tmp_path / "uneven.npz", x=x, y=y[:50])
+    with pytest.raises(UsageError, match="60 images but 50 labels"):
+        load_model_data(f"npz:{tmp_path / 'uneven.npz'}", _model((1, 8, 8), 10))
+
+
+def test_statistics_come_from_a_bounded_sample(monkeypatch):
+    from amptool import data as data_mod
+
+    full = data_mod.load_model_data("digits", _model((1, 28, 28), 10))
+    monkeypatch.setattr(data_mod, "STATS_SAMPLES", 100)
+    part = data_mod.load_model_data("digits", _model((1, 28, 28), 10))
+    x = data_mod.load_raw("digits", (1, 28, 28), 10)[0]
+    np.testing.assert_allclose(full.preprocess.mean, x[full.train_idx].mean(), rtol=1e-5)
+    np.testing.assert_allclose(full.preprocess.std, x[full.train_idx].std(), rtol=1e-5)
+    np.testing.assert_allclose(part.preprocess.mean, x[part.train_idx[:100]].mean(), rtol=1e-5)
+    assert part.preprocess.mean != full.preprocess.mean
+
+
+def test_data_workers_are_checked():
+    from amptool.feed import check_workers, default_workers
+
+    assert check_workers(None) == default_workers() >= 1
+    assert check_workers(10_000) >= 1
+    with pytest.raises(UsageError, match="--data-workers must be >= 1"):
+        check_workers(0)
+
+
+@pytest.mark.slow
+def test_training_on_an_image_folder_warns_once_about_a_broken_file(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from amptool.cli import app
+
+    root = _folder(tmp_path / "imgs", per_class=10)
+    (root / "b" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\1" * 64)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "--data", f"imagefolder:{root}", "--epochs", "1",
+                                      "--batch-size", "4", "--data-workers", "2", "--out",
+                                      str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("amptool: warning")]
+    assert len(warnings) == 1 and "skipped 1 of 21 image files" in warnings[0]
+    assert "broken.png" in warnings[0]
+    run = json.loads((out / "run.json").read_text())
+    assert run["data"]["skipped_files"] == 1 and run["data"]["train_samples"] == 16
+
+
+def test_a_bad_value_found_by_a_pipeline_worker_is_one_usage_error(tmp_path):
+    from amptool.data import load_model_data
+
+    x = np.random.default_rng(0).random((40, 8, 8)).astype(np.float32)
+    x[37, 2, 2] = np.nan  # not the row checked up front: the statistics pass meets it
+    np.savez(tmp_path / "nan.npz", x=x, y=np.arange(40) % 10)
+    with pytest.raises(UsageError, match="NaN/Inf values in the images"):
+        load_model_data(f"npz:{tmp_path / 'nan.npz'}", _model((1, 8, 8), 10), workers=2)

@@ -136,7 +136,7 @@ def two_workers(planted):
     out = base / "two"
     result = CliRunner().invoke(app, ["train", "--workers", "2", "--epochs", "1", "--model", model,
                                       "--data", data, "--batch-size", str(BATCH), "--out", str(out),
-                                      "--json"])
+                                      "--log-every", "1", "--json"])
     assert result.exit_code == 0, result.stderr
     return out, json.loads(result.stdout)
 
@@ -148,7 +148,7 @@ def one_process(planted):
     base, model, data = planted
     out = base / "one"
     summary = train_model(TrainConfig(model=model, data=data, epochs=1, batch_size=2 * BATCH,
-                                      out=str(out)))
+                                      log_every=1, out=str(out)))
     return out, summary
 
 

@@ -1,0 +1,302 @@
+"""Rows read on demand and the ``mindspore.dataset`` pipeline that batches them.
+
+Nothing here holds a whole data set as float arrays. A source is a table of rows in their
+stored form: arrays in memory or memory-mapped from disk (``ArrayRows``), or image files
+decoded when a batch needs them (``ImageFiles``). ``pipeline`` is the one
+``mindspore.dataset`` pipeline that streams the batches of a given index order: its
+parallel workers read, decode, resize and fit each batch to the model (channels, size,
+standardization) ahead of the training step, with the same function for training,
+evaluation and sinking; ``batches`` iterates it.
+
+The order is the caller's (fixed by seed and epoch, sharded by rank), so a run reads the
+same rows in the same order whether it resumes or runs on several processes.
+"""
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+"""What MindSpore's C++ ``Decode`` reads (case-insensitive)."""
+
+
+def default_workers() -> int:
+    """Pipeline workers by default: the cores this process may use, at most 8."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def check_workers(workers: Optional[int]) -> int:
+    """``--data-workers`` checked (None: ``default_workers``), at most the cores."""
+    if workers is None:
+        return default_workers()
+    cores = max(1, os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UsageError(f"--data-workers must be >= 1 (got {workers})",
+                         f"give 1 to {cores}, or leave it out for {default_workers()}")
+    return min(workers, cores)  # MindSpore refuses more workers than cores
+
+
+class ArrayRows:
+    """Rows of arrays held in memory or memory-mapped, one array per model input.
+    ``take`` gives the rows of ``idx`` as float32 images in [0, 1] (``images``: uint8
+    stored arrays are divided by 255) or cast to each input's dtype."""
+
+    def __init__(self, arrays: list, images: bool, dtypes: Optional[list] = None):
+        self.arrays, self.images = arrays, images
+        self.dtypes = dtypes or [None] * len(arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays[0])
+
+    def take(self, idx: np.ndarray) -> list:
+        order = np.argsort(idx, kind="stable")  # sorted reads: a memmap seeks forward
+        out = []
+        for array, dtype in zip(self.arrays, self.dtypes):
+            rows = np.empty((len(idx), *array.shape[1:]), array.dtype)
+            rows[order] = array[np.asarray(idx)[order]]
+            if self.images:
+                rows = (rows.astype(np.float32) / 255.0 if rows.dtype == np.uint8
+                        else rows.astype(np.float32))
+            elif dtype is not None:
+                rows = rows.astype(dtype)
+            out.append(rows)
+        return out
+
+
+class ImageFiles:
+    """Image files with labels, decoded and resized to (height, width) by MindSpore's
+    vision transforms in the pipeline's workers; ``take`` gives float32 (N, 3, H, W) in
+    [0, 1]."""
+
+    def __init__(self, paths: list, size: tuple):
+        self.paths, self.size = paths, size
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def take(self, idx: np.ndarray) -> list:
+        idx = np.asarray(idx)
+        dummy = np.zeros(len(self.paths), np.int32)
+        return [next(batches(self, dummy, [idx]))[0][0]]
+
+
+class _Raw:
+    """GeneratorDataset source: the encoded bytes of file i and its label."""
+
+    def __init__(self, paths: list, labels: np.ndarray):
+        self.paths, self.labels = paths, labels
+
+    def __getitem__(self, i):
+        return np.fromfile(self.paths[i], dtype=np.uint8), self.labels[i]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+class _Batches:
+    """GeneratorDataset source: batch i of an index order, read and fitted, then labels."""
+
+    def __init__(self, rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable]):
+        self.rows, self.labels, self.index_batches, self.fit = rows, labels, index_batches, fit
+
+    def __getitem__(self, i):
+        idx = self.index_batches[i]
+        parts = self.rows.take(idx)
+        return (*(_kept(self.fit, parts) if self.fit else parts), self.labels[idx])
+
+    def __len__(self) -> int:
+        return len(self.index_batches)
+
+
+class _FitImages:
+    """Map operation on a batch of decoded images: the host-side fit."""
+
+    def __init__(self, fit: Callable):
+        self.fit = fit
+
+    def __call__(self, x):
+        return _kept(self.fit, [x])[0]
+
+
+_RAISED: list = []
+"""The amptool errors a pipeline worker raised (MindSpore re-raises them as RuntimeError)."""
+
+
+def _kept(fit: Callable, parts: list) -> list:
+    try:
+        return fit(parts)
+    except UsageError as exc:
+        _RAISED.append(exc)
+        raise
+
+
+def pipeline(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable] = None,
+             workers: int = 1):
+    """The ``mindspore.dataset`` pipeline of ``index_batches`` (batches of row indices, in
+    order): its columns are the model's inputs, fitted, then the labels. Image files are
+    read by a sampler in that order, decoded, resized and rescaled by vision transforms in
+    ``workers`` parallel workers, batched and fitted; array rows are read and fitted a
+    batch at a time by ``workers`` workers."""
+    import mindspore.dataset as ds
+
+    if isinstance(rows, ImageFiles):
+        from mindspore.dataset import vision
+
+        size = len(index_batches[0])
+        if {len(b) for b in index_batches[:-1]} - {size} or len(index_batches[-1]) > size:
+            raise ValueError("image files are batched in equal batches (the last may be short)")
+        order = [int(i) for b in index_batches for i in b]
+        data = ds.GeneratorDataset(_Raw(rows.paths, labels), ["image", "label"], sampler=order,
+                                   num_parallel_workers=1, python_multiprocessing=False)
+        data = data.map(operations=[vision.Decode(), vision.Resize(rows.size),
+                                    vision.Rescale(1.0 / 255.0, 0.0), vision.HWC2CHW()],
+                        input_columns="image", num_parallel_workers=workers)
+        data = data.batch(size, drop_remainder=len(index_batches[-1]) == size)
+        if fit is not None:
+            data = data.map(operations=_FitImages(fit), input_columns="image",
+                            num_parallel_workers=workers, python_multiprocessing=False)
+        return data
+    names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
+    return ds.GeneratorDataset(_Batches(rows, labels, index_batches, fit), names, shuffle=False,
+                               num_parallel_workers=workers, python_multiprocessing=False)
+
+
+def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable] = None,
+            workers: int = 1) -> Iterator:
+    """(fitted input arrays, labels) of every batch of ``index_batches``, in order, read
+    ahead by the pipeline's workers."""
+    if not index_batches:
+        return
+    data = pipeline(rows, labels, index_batches, fit, workers)
+    done = 0
+    _RAISED.clear()
+    try:
+        for parts in data.create_tuple_iterator(output_numpy=True, num_epochs=1):
+            yield list(parts[:-1]), parts[-1]
+            done += 1
+    except RuntimeError as exc:
+        if _RAISED:  # a mistake in the data, found by a worker: as the worker said it
+            raise _RAISED[-1] from None
+        if not isinstance(rows, ImageFiles):
+            raise
+        raise UsageError(f"an image could not be decoded in batch {done + 1} "
+                         f"({_pipeline_error(exc)})",
+                         "remove or replace the damaged file (files are checked by PIL before "
+                         "training; this one passed that check)") from None
+
+
+def _pipeline_error(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for line in lines:
+        if "failed" in line or "Invalid" in line:
+            return line.replace("[ERROR]", "").strip()[:200]
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+# --- reading sources without loading them ------------------------------------------------
+
+def image_files(path: str) -> tuple:
+    """(file paths, int32 labels, class names, skipped paths) of an image folder: one
+    sub-folder per class (sorted names give the class ids, as ``ImageFolderDataset`` does),
+    image files by suffix in sorted order. Files PIL cannot read as an image (header and,
+    for PNG, checksums) are left out and returned as skipped."""
+    root = Path(path)
+    if not root.is_dir():
+        raise UsageError(f"imagefolder: {path} is not a folder",
+                         "point imagefolder: at a folder of class sub-folders of images")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise UsageError(f"imagefolder: {path} has no class sub-folders",
+                         "put the images in one sub-folder per class")
+    paths, labels = [], []
+    for label, name in enumerate(classes):
+        for file in sorted((root / name).iterdir()):
+            if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES:
+                paths.append(str(file))
+                labels.append(label)
+    if not paths:
+        raise UsageError(f"imagefolder: no images in the class sub-folders of {path} "
+                         f"({', '.join(classes[:5])})",
+                         f"put {', '.join(IMAGE_SUFFIXES)} files in them")
+    good = _readable(paths)
+    skipped = [p for p, ok in zip(paths, good) if not ok]
+    paths = [p for p, ok in zip(paths, good) if ok]
+    labels = [y for y, ok in zip(labels, good) if ok]
+    if not paths:
+        raise UsageError(f"imagefolder: none of the {len(skipped)} files in {path} is a "
+                         f"readable image", f"put {', '.join(IMAGE_SUFFIXES)} files in the "
+                         "class sub-folders")
+    return paths, np.asarray(labels, np.int32), classes, skipped
+
+
+def skipped_note(skipped: list, total: int) -> str:
+    """One line naming the files ``image_files`` left out."""
+    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return (f"skipped {len(skipped)} of {total} image files that are not readable images: "
+            f"{', '.join(skipped[:3])}{more}")
+
+
+def _readable(paths: list) -> np.ndarray:
+    """Whether PIL reads each file's header as an image of a format Decode takes."""
+    from PIL import Image
+
+    formats = {"PNG", "JPEG", "BMP", "TIFF", "MPO"}
+    ok = np.zeros(len(paths), bool)
+    for i, path in enumerate(paths):
+        try:
+            with Image.open(path) as image:
+                ok[i] = image.format in formats and image.width > 0 and image.height > 0
+                image.verify()
+        except Exception:  # any reason PIL gives: not an image, truncated, unreadable
+            ok[i] = False
+    return ok
+
+
+def npz_arrays(path: str) -> dict:
+    """name -> array of an .npz; arrays stored uncompressed (``numpy.savez``) are
+    memory-mapped, compressed ones (``savez_compressed``) are read into memory."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = {i.filename[:-4]: i for i in archive.infolist() if i.filename.endswith(".npy")}
+        out = {}
+        with np.load(path, allow_pickle=False) as z:
+            for name in z.files:
+                info = infos.get(name)
+                mapped = _mapped(path, info) if info is not None else None
+                out[name] = mapped if mapped is not None else z[name]
+        return out
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
+
+
+def _mapped(path: str, info: zipfile.ZipInfo) -> Optional[np.ndarray]:
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if local[:4] != b"PK\x03\x04":
+            return None
+        name_len = int.from_bytes(local[26:28], "little")
+        extra_len = int.from_bytes(local[28:30], "little")
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                 else np.lib.format.read_array_header_2_0(f))
+        if dtype.hasobject or not shape or 0 in shape:
+            return None
+        offset = f.tell()
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                     order="F" if fortran else "C")
