@@ -67,18 +67,30 @@ def _in_memory(run) -> tuple:
     return run.data.train_inputs(np.arange(len(run.data.train_idx))), run.data.train_y
 
 
+class _MemoryStream:
+    """``feed.Stream``'s interface over arrays in memory: batches sliced on the host."""
+
+    def __init__(self, arrays: list, y, order_of, first: int):
+        self.arrays, self.y, self.order_of, self.next_epoch = arrays, y, order_of, first
+        self.epochs = type("Steps", (), {"steps": len(order_of(first))})()
+
+    @classmethod
+    def maker(cls, arrays: list, y):
+        return lambda order_of, first, last: cls(arrays, y, order_of, first)
+
+    def epoch(self, epoch: int):
+        for idx in self.order_of(epoch):
+            yield [a[idx] for a in self.arrays], self.y[idx]
+        self.next_epoch = epoch + 1
+
+
 def amptool_train(model: str, level: str, out: Path, stack, streaming: bool = True):
     """Each call: one epoch of the loop's per-step path, metrics file and events included;
     batches stream through the data pipeline, or (``streaming`` off) are sliced from
     arrays read into memory beforehand."""
     run = _loop(model, level, out)
     if not streaming:
-        arrays, y = _in_memory(run)
-
-        def from_memory(index_batches):
-            for idx in index_batches:
-                yield [a[idx] for a in arrays], y[idx]
-        run.data.train_batches = from_memory
+        run.data.train_stream = _MemoryStream.maker(*_in_memory(run))
     metrics = open(run.out / "metrics.jsonl", "w", buffering=1, encoding="utf-8")  # noqa: SIM115
     stack.callback(metrics.close)  # opened as the loop opens it, closed after the rounds
 

@@ -199,6 +199,7 @@ class _Run:
         self.epoch = self.step = self.overflow = self.consecutive = 0
         self.overflow_before = 0  # skipped steps of the run before this process's counters
         self.window = (0.0, 0)  # (time of the last read-back, samples since)
+        self.stream = None  # the training data pipeline, read on across epochs
         self.best_acc, self.val_acc, self.loss = -1.0, 0.0, float("nan")
         self.timed_samples, self.timed_seconds = 0, 0.0
         self.forward_bad, self.info = 0, None
@@ -321,6 +322,7 @@ class _Run:
                 self.train_epoch(epoch, metrics)
                 self.end_epoch(epoch, metrics)
         except BaseException:
+            self.stream = None  # its pipeline stops with it
             if metrics:
                 metrics.close()
             if self.lead and not cfg.resume and self.step == 0:
@@ -382,22 +384,28 @@ class _Run:
         host call runs ``sink`` steps on the device and is read back."""
         import mindspore as ms
 
-        from amptool.data import epoch_batches
-
         cfg, data = self.cfg, self.data
-        order = list(epoch_batches(len(data.train_idx), cfg.batch_size, cfg.seed, epoch,
-                                   (self.rank, self.world)))
         if self.sink:
             from .sink import sink_epoch
 
-            return sink_epoch(self, epoch, metrics, order)
+            return sink_epoch(self, epoch, metrics, self.epoch_order(epoch))
+        if self.stream is None or self.stream.next_epoch != epoch:  # one pipeline a run
+            self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs)
+        steps = self.stream.epochs.steps
         self.window = (time.perf_counter(), 0)
-        for i, (inputs, labels) in enumerate(data.train_batches(order)):
+        for i, (inputs, labels) in enumerate(self.stream.epoch(epoch)):
             loss, finite = self.trainer.step(*[ms.Tensor(a) for a in inputs], ms.Tensor(labels))
             self.step += 1
             self.window = (self.window[0], self.window[1] + len(labels) * self.world)
-            if i == 0 or self.step % cfg.log_every == 0 or i == len(order) - 1:
+            if i == 0 or self.step % cfg.log_every == 0 or i == steps - 1:
                 self.log_step(epoch, loss, finite, metrics, i > 0, lambda batch=inputs: batch)
+
+    def epoch_order(self, epoch: int) -> list:
+        """This rank's batches of positions in the training split for ``epoch``."""
+        from amptool.data import epoch_batches
+
+        return list(epoch_batches(len(self.data.train_idx), self.cfg.batch_size, self.cfg.seed,
+                                  epoch, (self.rank, self.world)))
 
     def log_step(self, epoch: int, loss, finite, metrics, timed: bool, inputs) -> None:
         """Read the step's results and the device's counters back, write the metrics line,

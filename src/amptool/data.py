@@ -16,7 +16,15 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.feed import ArrayRows, ImageFiles, batches, image_files, npz_arrays, pipeline
+from amptool.feed import (
+    ArrayRows,
+    ImageFiles,
+    Stream,
+    batches,
+    image_files,
+    npz_arrays,
+    pipeline,
+)
 
 KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens")
 SPLIT_SEED = 0
@@ -109,21 +117,27 @@ def _fit_channels(x: np.ndarray, channels: int, source: str) -> np.ndarray:
                      "give 1- or 3-channel images, or a model for this data")
 
 
+RESIZE_PLANES = 256
+"""Image planes resized in one ``vision.Resize`` call (OpenCV takes up to 512 channels)."""
+
+
 def _resize(x: np.ndarray, height: int, width: int) -> np.ndarray:
     """Bilinear resize of (N, C, H, W) float images by MindSpore's ``vision.Resize``
-    (half-pixel centres, as ``ops.interpolate(align_corners=False)``), image by image:
-    it runs in the pipeline's worker threads, where MindSpore ops cannot."""
+    (half-pixel centres, as ``ops.interpolate(align_corners=False)``): the batch's planes
+    go through as the channels of one image, RESIZE_PLANES at a time. It runs in the
+    pipeline's worker threads, where MindSpore ops cannot."""
     if x.shape[2:] == (height, width):
         return x
     from mindspore.dataset import vision
 
     resize = vision.Resize((height, width))
-    out = np.empty((*x.shape[:2], height, width), np.float32)
-    for i, image in enumerate(x):
-        for c in range(0, image.shape[0], 4):  # OpenCV resizes up to 4 channels at once
-            part = resize(np.ascontiguousarray(image[c:c + 4].transpose(1, 2, 0)))
-            out[i, c:c + 4] = part.reshape(height, width, -1).transpose(2, 0, 1)
-    return out
+    planes = np.ascontiguousarray(x, np.float32).reshape(-1, *x.shape[2:])
+    out = np.empty((len(planes), height, width), np.float32)
+    for start in range(0, len(planes), RESIZE_PLANES):
+        part = planes[start:start + RESIZE_PLANES]
+        done = resize(np.ascontiguousarray(part.transpose(1, 2, 0)))
+        out[start:start + len(part)] = done.reshape(height, width, -1).transpose(2, 0, 1)
+    return out.reshape(*x.shape[:2], height, width)
 
 
 class _Fit:
@@ -328,6 +342,13 @@ class ModelData:
         """(inputs, labels) for each batch of positions in the training split, in order."""
         absolute = [self.train_idx[b] for b in index_batches]
         yield from batches(self.rows, self.labels, absolute, self.fit, self.workers)
+
+    def train_stream(self, order_of, first: int, last: int):
+        """One ``feed.Stream`` over epochs ``first`` .. ``last`` - 1 of the training split;
+        ``order_of(epoch)`` gives an epoch's batches of positions in the split."""
+        def absolute(epoch: int) -> list:
+            return [self.train_idx[b] for b in order_of(epoch)]
+        return Stream(self.rows, self.labels, absolute, first, last, self.fit, self.workers)
 
     def train_pipeline(self, index_batches: list):
         """The ``mindspore.dataset`` pipeline of ``train_batches`` (inputs, then labels)."""

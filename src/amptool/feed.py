@@ -14,6 +14,7 @@ same rows in the same order whether it resumes or runs on several processes.
 from __future__ import annotations
 
 import os
+import threading
 import zipfile
 from pathlib import Path
 from typing import Callable, Iterator, Optional
@@ -118,6 +119,90 @@ class _Batches:
         return len(self.index_batches)
 
 
+class _Epochs:
+    """The batches of epochs ``first`` .. ``last`` - 1 as one sequence: item k is batch
+    k % steps of epoch first + k // steps, whose order ``order_of(epoch)`` gives (a list
+    of index batches, computed once per epoch)."""
+
+    def __init__(self, order_of: Callable, first: int, last: int):
+        self.order_of, self.first, self.last = order_of, first, last
+        self.steps = len(order_of(first)) if last > first else 0
+        self.cache: dict = {}
+        self.lock = threading.Lock()
+
+    def batch(self, k: int) -> np.ndarray:
+        epoch = self.first + k // self.steps
+        with self.lock:
+            if epoch not in self.cache:
+                for old in [e for e in self.cache if e < epoch - 1]:
+                    del self.cache[old]
+                self.cache[epoch] = self.order_of(epoch)
+            return self.cache[epoch][k % self.steps]
+
+    def __len__(self) -> int:
+        return (self.last - self.first) * self.steps
+
+
+class _Rows:
+    """A sampler over ``_Epochs``: the row indices of every batch, in order."""
+
+    def __init__(self, epochs: _Epochs, size: int):
+        self.epochs, self.size = epochs, size
+
+    def __len__(self) -> int:
+        return len(self.epochs) * self.size
+
+    def __iter__(self):
+        for k in range(len(self.epochs)):
+            yield from (int(i) for i in self.epochs.batch(k))
+
+
+class _EpochBatches(_Batches):
+    """GeneratorDataset source: batch k of ``_Epochs``, read and fitted, then labels."""
+
+    def __init__(self, rows, labels: np.ndarray, epochs: _Epochs, fit: Optional[Callable]):
+        super().__init__(rows, labels, epochs, fit)
+
+    def __getitem__(self, k):
+        idx = self.index_batches.batch(k)
+        parts = self.rows.take(idx)
+        return (*(_kept(self.fit, parts) if self.fit else parts), self.labels[idx])
+
+
+class Stream:
+    """One pipeline over every remaining epoch of a run: it reads on across epoch ends
+    (while the held-out split is evaluated) instead of starting again each epoch."""
+
+    def __init__(self, rows, labels: np.ndarray, order_of: Callable, first: int, last: int,
+                 fit: Optional[Callable], workers: int):
+        self.epochs = _Epochs(order_of, first, last)
+        self.next_epoch = first
+        if isinstance(rows, ImageFiles):
+            size = len(self.epochs.batch(0)) if len(self.epochs) else 1
+            data = _image_pipeline(rows, labels, _Rows(self.epochs, size), size, True, fit,
+                                   workers)
+        else:
+            names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
+            data = _dataset().GeneratorDataset(
+                _EpochBatches(rows, labels, self.epochs, fit), names, shuffle=False,
+                num_parallel_workers=workers, python_multiprocessing=False)
+        self.it = _read(data, isinstance(rows, ImageFiles)) if len(self.epochs) else iter(())
+
+    def epoch(self, epoch: int) -> Iterator:
+        """(inputs, labels) of every batch of ``epoch``, the stream's next epoch."""
+        if epoch != self.next_epoch:
+            raise ValueError(f"the stream is at epoch {self.next_epoch}, not {epoch}")
+        for _ in range(self.epochs.steps):
+            yield next(self.it)
+        self.next_epoch += 1
+
+
+def _dataset():
+    import mindspore.dataset as ds
+
+    return ds
+
+
 class _FitImages:
     """Map operation on a batch of decoded images: the host-side fit."""
 
@@ -140,6 +225,22 @@ def _kept(fit: Callable, parts: list) -> list:
         raise
 
 
+def _image_pipeline(rows, labels, sampler, size: int, drop: bool, fit, workers: int):
+    from mindspore.dataset import vision
+
+    ds = _dataset()
+    data = ds.GeneratorDataset(_Raw(rows.paths, labels), ["image", "label"], sampler=sampler,
+                               num_parallel_workers=1, python_multiprocessing=False)
+    data = data.map(operations=[vision.Decode(), vision.Resize(rows.size),
+                                vision.Rescale(1.0 / 255.0, 0.0), vision.HWC2CHW()],
+                    input_columns="image", num_parallel_workers=workers)
+    data = data.batch(size, drop_remainder=drop)
+    if fit is not None:
+        data = data.map(operations=_FitImages(fit), input_columns="image",
+                        num_parallel_workers=workers, python_multiprocessing=False)
+    return data
+
+
 def pipeline(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable] = None,
              workers: int = 1):
     """The ``mindspore.dataset`` pipeline of ``index_batches`` (batches of row indices, in
@@ -147,28 +248,17 @@ def pipeline(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callab
     read by a sampler in that order, decoded, resized and rescaled by vision transforms in
     ``workers`` parallel workers, batched and fitted; array rows are read and fitted a
     batch at a time by ``workers`` workers."""
-    import mindspore.dataset as ds
-
     if isinstance(rows, ImageFiles):
-        from mindspore.dataset import vision
-
         size = len(index_batches[0])
         if {len(b) for b in index_batches[:-1]} - {size} or len(index_batches[-1]) > size:
             raise ValueError("image files are batched in equal batches (the last may be short)")
         order = [int(i) for b in index_batches for i in b]
-        data = ds.GeneratorDataset(_Raw(rows.paths, labels), ["image", "label"], sampler=order,
-                                   num_parallel_workers=1, python_multiprocessing=False)
-        data = data.map(operations=[vision.Decode(), vision.Resize(rows.size),
-                                    vision.Rescale(1.0 / 255.0, 0.0), vision.HWC2CHW()],
-                        input_columns="image", num_parallel_workers=workers)
-        data = data.batch(size, drop_remainder=len(index_batches[-1]) == size)
-        if fit is not None:
-            data = data.map(operations=_FitImages(fit), input_columns="image",
-                            num_parallel_workers=workers, python_multiprocessing=False)
-        return data
+        return _image_pipeline(rows, labels, order, size, len(index_batches[-1]) == size, fit,
+                               workers)
     names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
-    return ds.GeneratorDataset(_Batches(rows, labels, index_batches, fit), names, shuffle=False,
-                               num_parallel_workers=workers, python_multiprocessing=False)
+    return _dataset().GeneratorDataset(_Batches(rows, labels, index_batches, fit), names,
+                                       shuffle=False, num_parallel_workers=workers,
+                                       python_multiprocessing=False)
 
 
 def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable] = None,
@@ -177,7 +267,13 @@ def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callabl
     ahead by the pipeline's workers."""
     if not index_batches:
         return
-    data = pipeline(rows, labels, index_batches, fit, workers)
+    yield from _read(pipeline(rows, labels, index_batches, fit, workers),
+                     isinstance(rows, ImageFiles))
+
+
+def _read(data, images: bool) -> Iterator:
+    """(inputs, labels) of every batch of the pipeline ``data``; an amptool error raised in
+    a worker comes out as itself, a file that cannot be decoded as one usage error."""
     done = 0
     _RAISED.clear()
     try:
@@ -187,7 +283,7 @@ def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callabl
     except RuntimeError as exc:
         if _RAISED:  # a mistake in the data, found by a worker: as the worker said it
             raise _RAISED[-1] from None
-        if not isinstance(rows, ImageFiles):
+        if not images:
             raise
         raise UsageError(f"an image could not be decoded in batch {done + 1} "
                          f"({_pipeline_error(exc)})",

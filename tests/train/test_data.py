@@ -247,3 +247,28 @@ def test_a_bad_value_found_by_a_pipeline_worker_is_one_usage_error(tmp_path):
     np.savez(tmp_path / "nan.npz", x=x, y=np.arange(40) % 10)
     with pytest.raises(UsageError, match="NaN/Inf values in the images"):
         load_model_data(f"npz:{tmp_path / 'nan.npz'}", _model((1, 8, 8), 10), workers=2)
+
+
+@pytest.mark.parametrize("source", ["imagefolder", "digits"])
+def test_one_stream_over_the_epochs_gives_each_epochs_batches(tmp_path, source):
+    """A run reads through one pipeline across epochs: epoch by epoch it gives exactly the
+    batches a pipeline of that epoch alone gives, in order."""
+    from amptool.data import epoch_batches, load_model_data
+
+    spec = f"imagefolder:{_folder(tmp_path / 'imgs')}" if source == "imagefolder" else "digits"
+    model = _model((3, 12, 10)) if source == "imagefolder" else _model((1, 28, 28), 10)
+    data = load_model_data(spec, model, 0.25, workers=2)
+
+    def order_of(epoch):
+        return list(epoch_batches(len(data.train_idx), 3, 7, epoch))
+
+    stream = data.train_stream(order_of, 1, 3)
+    for epoch in (1, 2):
+        alone = list(data.train_batches(order_of(epoch)))
+        streamed = list(stream.epoch(epoch))
+        assert len(streamed) == len(alone) == len(data.train_idx) // 3
+        for (a, ya), (b, yb) in zip(streamed, alone):
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(ya, yb)
+    with pytest.raises(ValueError, match="at epoch 3, not 1"):
+        next(stream.epoch(1))
