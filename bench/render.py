@@ -181,6 +181,15 @@ def _train_rows(f: dict) -> list:
                          f"{_x(r['streaming_vs_in_memory_ratio'])} "
                          f"({rate['amptool_in_memory']:.1f} steps/s from memory)",
                          f"runs.{key}.streaming_vs_in_memory_ratio"))
+        if "amptool_vs_model_pipeline_ratio" in r:
+            scale = "no loss scale" if level == "O0" else "fixed loss scale 1024 on both sides"
+            rows.append((f"training, {model} {level}: `amptool train` ÷ the seed's "
+                         f"`Model(amp_level=\"{level}\").train(dataset_sink_mode=False)` fed "
+                         f"the same `mindspore.dataset` pipeline ({scale})",
+                         f"{_x(r['amptool_vs_model_pipeline_ratio'])} "
+                         f"({rate['amptool_fixed_scale']:.1f} vs "
+                         f"{rate['model_train_pipeline']:.1f} steps/s)",
+                         f"runs.{key}.amptool_vs_model_pipeline_ratio"))
         if "loss_scaling_overhead" in r:
             what = (f"dynamic loss scaling, {model} {level}: bare step ÷ the same step with no "
                     "overflow check (no all_finite, unconditional update)")

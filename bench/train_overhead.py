@@ -17,6 +17,11 @@ Like with like, on SimpleCNN (O2 and O0) and the ResNet sample (O2):
   its overflow check ``mindspore.amp.all_finite`` (the stock check reads Ascend status
   registers off GPU, and ``Model`` refuses a dynamic manager on CPU). At O0 neither
   scales (MindSpore's ``TrainOneStepCell``; amptool still skips non-finite steps).
+- ``model_train_pipeline`` against ``amptool_fixed_scale``: the seed's two lines,
+  ``Model(net, loss, opt, amp_level=...)`` with ``FixedLossScaleManager(1024,
+  drop_overflow_update=False)`` (all ``Model`` accepts on CPU; none at O0), fed the loop's
+  own ``mindspore.dataset`` pipeline of the epoch, against ``amptool train --loss-scale
+  static:1024`` (which still skips non-finite steps).
 - ``bare_step``: the limit. amptool's compiled step alone over tensors made before the
   clock starts, nothing else per step, one read-back at the end.
 
@@ -84,11 +89,12 @@ class _MemoryStream:
         self.next_epoch = epoch + 1
 
 
-def amptool_train(model: str, level: str, out: Path, stack, streaming: bool = True):
+def amptool_train(model: str, level: str, out: Path, stack, streaming: bool = True,
+                  loss_scale=None):
     """Each call: one epoch of the loop's per-step path, metrics file and events included;
     batches stream through the data pipeline, or (``streaming`` off) are sliced from
     arrays read into memory beforehand."""
-    run = _loop(model, level, out)
+    run = _loop(model, level, out, loss_scale)
     if not streaming:
         run.data.train_stream = _MemoryStream.maker(*_in_memory(run))
     metrics = open(run.out / "metrics.jsonl", "w", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -159,6 +165,41 @@ def model_train(model: str, level: str, out: Path, stack):
     return prepare, batches.get_dataset_size()
 
 
+FIXED_SCALE = 1024.0
+"""The fixed loss scale both sides use in the seed's comparison (on CPU ``Model`` takes only
+``FixedLossScaleManager(..., drop_overflow_update=False)``)."""
+
+
+def model_train_pipeline(model: str, level: str, out: Path, stack):
+    """Each call: the seed's way, ``Model(net, loss, opt, amp_level=level,
+    loss_scale_manager=FixedLossScaleManager(FIXED_SCALE, False)).train(1, dataset,
+    dataset_sink_mode=False)``, the dataset being the loop's own ``mindspore.dataset``
+    pipeline of that epoch's batches (at O0 no scale)."""
+    import mindspore as ms
+    from mindspore import nn
+    from mindspore.train import FixedLossScaleManager, Model
+
+    from amptool.train.engine import make_optimizer
+
+    run = _loop(model, level, out)
+    ms.set_seed(run.cfg.seed)
+    net = run.spec.build()
+    opt = make_optimizer(OPTIMIZER, net.trainable_params(), LR)
+    scale = None if level == "O0" else FixedLossScaleManager(FIXED_SCALE, drop_overflow_update=False)
+    trainer = Model(net, nn.CrossEntropyLoss(), opt, amp_level=level, loss_scale_manager=scale)
+
+    def prepare(epoch: int):
+        data = run.data.train_pipeline(run.epoch_order(epoch))
+        return lambda: trainer.train(1, data, dataset_sink_mode=False)
+    return prepare, len(run.epoch_order(0))
+
+
+def amptool_train_fixed(model: str, level: str, out: Path, stack):
+    """``amptool_train`` with the same fixed loss scale (``--loss-scale static:1024``)."""
+    return amptool_train(model, level, out, stack, loss_scale=None if level == "O0"
+                         else f"static:{FIXED_SCALE:g}")
+
+
 def _no_check_cell(step):
     """amptool's step cell without overflow check: forward, backward, update, always."""
     from mindspore import ops
@@ -197,7 +238,9 @@ def bare_step(model: str, level: str, out: Path, stack, loss_scale=None, check: 
 
 def variants(model: str, level: str) -> dict:
     found = {"amptool_train": amptool_train, "model_train": model_train, "bare_step": bare_step,
-             "amptool_in_memory": lambda *a: amptool_train(*a, streaming=False)}
+             "amptool_in_memory": lambda *a: amptool_train(*a, streaming=False),
+             "amptool_fixed_scale": amptool_train_fixed,
+             "model_train_pipeline": model_train_pipeline}
     if level == "O2" and model == PRICED:
         found["bare_step_no_scaling"] = lambda *a: bare_step(*a, loss_scale="none")
         found["bare_step_no_check"] = lambda *a: bare_step(*a, loss_scale="none", check=False)
@@ -231,7 +274,9 @@ def measure(model: str, level: str, rounds: int, root: Path) -> dict:
                "amptool_vs_bare_step_ratio": round(rate["amptool_train"] / rate["bare_step"], 3),
                "model_train_vs_bare_step_ratio": round(rate["model_train"] / rate["bare_step"], 3),
                "streaming_vs_in_memory_ratio": round(rate["amptool_train"]
-                                                     / rate["amptool_in_memory"], 3)}
+                                                     / rate["amptool_in_memory"], 3),
+               "amptool_vs_model_pipeline_ratio": round(rate["amptool_fixed_scale"]
+                                                        / rate["model_train_pipeline"], 3)}
     if "bare_step_no_check" in rate:
         plain = rate["bare_step_no_check"]
         figures["loss_scaling_overhead"] = round(plain / rate["bare_step"] - 1, 4)
@@ -256,6 +301,7 @@ def run(quick: bool = False) -> dict:
                 figures["targets"][f"runs.{key}.amptool_vs_model_train_ratio"] = ">= 1.0"
                 figures["targets"][f"runs.{key}.amptool_vs_bare_step_ratio"] = ">= 0.95"
                 figures["targets"][f"runs.{key}.streaming_vs_in_memory_ratio"] = ">= 0.95"
+                figures["targets"][f"runs.{key}.amptool_vs_model_pipeline_ratio"] = ">= 1.1"
                 if "loss_scaling_overhead" in run:
                     figures["targets"][f"runs.{key}.loss_scaling_overhead"] = "<= 0.03"
     return figures
