@@ -150,7 +150,7 @@ def test_unreadable_images_are_skipped_and_named(tmp_path):
     assert batches[0][0][0].shape == (9, 1, 8, 8) and np.isfinite(batches[0][0][0]).all()
 
 
-@pytest.mark.parametrize("layout", ["flat", "empty classes", "missing"])
+@pytest.mark.parametrize("layout", ["flat", "empty classes", "none readable", "missing"])
 def test_image_folder_mistakes(tmp_path, layout):
     from amptool.data import load_model_data
 
@@ -166,6 +166,10 @@ def test_image_folder_mistakes(tmp_path, layout):
         (root / "a").mkdir(parents=True)
         (root / "a" / "x.txt").write_text("x")
         words = "no images in the class sub-folders"
+    elif layout == "none readable":
+        (root / "a").mkdir(parents=True)
+        (root / "a" / "x.png").write_bytes(b"not an image at all")
+        words = "none of the 1 files in .* is a readable image"
     else:
         words = "does not exist"
     with pytest.raises(UsageError, match=words):
