@@ -32,7 +32,7 @@ def _range_pass_seconds(model: str) -> tuple:
     from amptool.data import epoch_batches, load_model_data
     from amptool.models import resolve_model
     from amptool.ranges import measure_ranges, range_candidates
-    from amptool.train.loop import AUTO_BATCHES
+    from amptool.train.overflow import AUTO_BATCHES
 
     spec = resolve_model(model)
     data = load_model_data("digits", spec)
@@ -48,7 +48,7 @@ def _range_pass_seconds(model: str) -> tuple:
 
 def run(quick: bool = False) -> dict:
     from amptool.device import set_device
-    from amptool.train.loop import AUTO_BATCHES
+    from amptool.train.overflow import AUTO_BATCHES
 
     set_device("CPU")
     rounds = 1 if quick else 3

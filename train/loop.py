@@ -1,71 +1,29 @@
 """``train_model``: the whole training run, reported through a callback, never printed."""
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import platform
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
-import amptool
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import check_out_dir, ensure_out_dir, write_text
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
 from .config import TrainConfig
+from .overflow import auto_policy, forward_overflow
+from .summary import Evaluator, TrainSummary, versions, weights_digest
 
 Callback = Optional[Callable[[dict], None]]
 
 
-@dataclass
-class TrainSummary:
-    """What a finished run reports."""
-
-    val_acc: float
-    best_acc: float
-    steps: int
-    overflow_steps: int
-    loss_scale: float
-    samples_per_s: float
-    final_loss: float
-    epochs: int
-    workers: int
-    seconds: float
-    out: str
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d.update(d.pop("extra"))
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrainSummary":
-        names = [f for f in cls.__dataclass_fields__ if f != "extra"]
-        return cls(**{k: data[k] for k in names},
-                   extra={k: v for k, v in data.items() if k not in names})
-
-
-def weights_digest(net) -> str:
-    """sha256 over every parameter's name and bytes: equal digests mean bit-identical weights."""
-    digest = hashlib.sha256()
-    for param in sorted(net.get_parameters(), key=lambda p: p.name):
-        digest.update(param.name.encode())
-        digest.update(param.asnumpy().tobytes())
-    return digest.hexdigest()
-
-
 AUTO = "auto"
 """``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
-AUTO_BATCHES = 2
-"""Training batches the range pass of ``--policy auto`` runs over."""
 FORWARD_STEPS = 10
 """A run whose first this-many steps all overflow in the forward pass stops there."""
 MIN_UPDATED = 0.1
@@ -77,13 +35,6 @@ def resolve_policy(cfg: TrainConfig):
     from amptool.policy import policy_for
 
     return policy_for(None if cfg.policy == AUTO else cfg.policy, cfg.amp_level)
-
-
-def versions() -> dict:
-    import mindspore as ms
-
-    return {"amptool": amptool.__version__, "mindspore": ms.__version__,
-            "numpy": np.__version__, "python": platform.python_version()}
 
 
 def check_config(cfg: TrainConfig) -> None:
@@ -115,25 +66,6 @@ def check_config(cfg: TrainConfig) -> None:
         problems.append(f"model_args must be a mapping of keyword arguments (got {cfg.model_args!r})")
     if problems:
         raise UsageError("; ".join(problems), "fix the options or config file")
-
-
-class _Evaluator:
-    def __init__(self, amp_net):
-        self.net = amp_net
-
-    def accuracy(self, data) -> float:
-        """Top-1 accuracy over the held-out split, streamed a batch at a time."""
-        import mindspore as ms
-
-        self.net.set_train(False)
-        correct = total = 0
-        for inputs, y in data.val_batches():
-            out = self.net(*[ms.Tensor(a) for a in inputs])
-            logits = (out[0] if isinstance(out, (tuple, list)) else out).asnumpy()
-            correct += int((logits.argmax(axis=1) == y).sum())
-            total += len(y)
-        self.net.set_train(True)
-        return correct / total
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -185,13 +117,13 @@ class _Run:
                                     workers=check_workers(cfg.data_workers))
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
-        self.auto = self.auto_policy() if cfg.policy == AUTO else None
+        self.auto = auto_policy(self) if cfg.policy == AUTO else None
         amp_net = apply_policy(self.net, self.policy)
         self.optimizer = make_optimizer(cfg.optimizer, self.net.trainable_params(), cfg.lr)
         self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
                                  reducer=world if world > 1 else None)
         self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
-        self.evaluator = _Evaluator(amp_net)
+        self.evaluator = Evaluator(amp_net)
         # cells start in inference mode: train mode, so BatchNorm updates its statistics
         # and Dropout drops, in the step graph compiled next
         self.trainer.step.set_train(True)
@@ -208,29 +140,6 @@ class _Run:
         self.out = ensure_out_dir(cfg.out)
         self.run_dir = RunDir(self.out)
         self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
-
-    def auto_policy(self) -> dict:
-        """``--policy auto``: one range pass of the freshly built fp32 network over the first
-        training batches; its candidates (outputs fp16 cannot hold, cells that break when
-        computing in fp16) join the policy's fp32 cells unless the policy keeps them already."""
-        from amptool.data import epoch_batches
-        from amptool.policy import make_policy
-        from amptool.precision import cell_origins
-        from amptool.ranges import measure_ranges, outside_policy, range_candidates
-
-        cfg, data, base = self.cfg, self.data, self.policy
-        positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
-                                                         cfg.seed, 0), range(AUTO_BATCHES))]
-        # bfloat16 has fp32's range: nothing to keep, the policy stays as it is
-        joined = data.train_inputs(np.concatenate(positions))  # one eager call
-        found = (outside_policy(self.net, range_candidates(measure_ranges(self.net, [joined]),
-                                                           safety=cfg.range_safety), base)
-                 if base.dtype == "float16" else [])
-        cells = list(base.fp32_cells) + [r.path for r in found]
-        self.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
-        where = cell_origins(self.net, [r.path for r in found])
-        return {"safety": cfg.range_safety, "batches": len(positions), "file": "policy.auto.toml",
-                "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
 
     def restore(self) -> None:
         from amptool import checkpoint as ckpt
@@ -437,7 +346,7 @@ class _Run:
         counters (``consecutive``, ``forward_bad``) say how many in a row up to it."""
         if self.forward_bad and ((self.forward_bad == self.step >= FORWARD_STEPS)
                                  or self.consecutive >= self.cfg.max_skipped):
-            self.forward_overflow(inputs())
+            forward_overflow(self, inputs())
         if self.loss_scale.kind == "none" and (skipped or not np.isfinite(self.loss)):
             what = (f"loss became {self.loss}" if not np.isfinite(self.loss) else
                     f"{skipped} step(s) had non-finite gradients")
@@ -450,39 +359,6 @@ class _Run:
                                 f"scale {self.trainer.scale_value():g})",
                                 f"last good checkpoint kept in {self.out}; lower --lr or use "
                                 "a policy that keeps the overflowing layers in fp32")
-
-    def forward_overflow(self, inputs: list) -> None:
-        """The loss itself is not finite (the forward pass overflowed, which no loss scale
-        can fix): name the first cell whose low-precision output is not finite while its
-        fp32 output is, record it in run.json and stop."""
-        from amptool.checkpoint import load_into_net
-        from amptool.precision import apply_policy
-        from amptool.ranges import first_overflow
-
-        weights = {p.name: p for p in self.net.get_parameters()}
-        fp32, low = self.spec.build(), self.spec.build()
-        for net in (fp32, low):
-            load_into_net(net, weights, "the training weights")
-        culprit = first_overflow(fp32, low, apply_policy(low, self.policy), inputs)
-        steps = f"{self.forward_bad} consecutive steps to step {self.step}"
-        if culprit is None:
-            problem = (f"the loss is not finite in the forward pass ({steps}), and no cell's "
-                       f"{self.policy.dtype} output is where its fp32 output is finite")
-            fix = "check the data and the loss for non-finite values"
-        else:
-            problem = (f"the loss is not finite in the forward pass ({steps}): cell "
-                       f"{culprit['path']} ({culprit['type']}) gives non-finite "
-                       f"{self.policy.dtype} outputs where its fp32 outputs reach "
-                       f"{culprit['fp32_max']:.4g}")
-            fix = (f"keep it in fp32 (--policy auto, or fp32_cells = [\"{culprit['path']}\"] "
-                   f"in a --policy file)")
-        if self.lead and self.info is not None:
-            self.info["forensics"] = {"kind": "forward_overflow", "step": self.step,
-                                      "steps": self.forward_bad, "culprit": culprit}
-            self.run_dir.write(self.info)
-        kept = f"last good checkpoint kept in {self.out}" if self.last_path.is_file() else \
-            "no checkpoint had been written yet"
-        raise DivergedError(problem, f"{fix}; {kept}")
 
     def end_epoch(self, epoch: int, metrics) -> None:
         from amptool import checkpoint as ckpt

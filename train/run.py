@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Optional
 
 from .config import LaunchOptions, TrainConfig, merge_previous
-from .loop import TrainSummary
+from .summary import TrainSummary
 
 Callback = Optional[Callable[[dict], None]]
 

@@ -21,7 +21,7 @@ from amptool.parity.compare import ParityReport
 from amptool.parity.config import ParityConfig
 from amptool.pipeline import PipelineConfig
 from amptool.train.config import LaunchOptions, TrainConfig
-from amptool.train.loop import TrainSummary
+from amptool.train.summary import TrainSummary
 
 Callback = Optional[Callable[[dict], None]]
 
