@@ -294,12 +294,6 @@ def open_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
     return rows, y.astype(np.int32)
 
 
-def load_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
-    """(one array per input, fitted to its declared dtype; int32 labels): in memory."""
-    rows, y = open_arrays(spec, inputs, num_classes)
-    return rows.take(np.arange(len(y))), y
-
-
 def _check_labels(y: np.ndarray, num_classes, source: str) -> None:
     if not np.issubdtype(y.dtype, np.integer):
         raise UsageError(f"{source}: labels are {y.dtype}, not integers", "store integer class ids")
@@ -381,8 +375,6 @@ def load_model_data(spec: str, model, val_fraction: float = 0.2,
     if model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",):
         rows, y, skipped = open_images(spec, model.input_shape, model.num_classes)
         train_idx, val_idx = split_indices(len(y), val_fraction)
-        if isinstance(rows, ArrayRows):  # shapes that cannot fit: said before any pipeline
-            _Fit(model.input_shape, spec)(rows.take(train_idx[:1]))
         c, h, w = model.input_shape
         if preprocess is not None:
             prep = Preprocess(**preprocess)

@@ -130,7 +130,7 @@ class _Epochs:
         self.cache: dict = {}
         self.lock = threading.Lock()
 
-    def batch(self, k: int) -> np.ndarray:
+    def __getitem__(self, k: int) -> np.ndarray:
         epoch = self.first + k // self.steps
         with self.lock:
             if epoch not in self.cache:
@@ -144,29 +144,19 @@ class _Epochs:
 
 
 class _Rows:
-    """A sampler over ``_Epochs``: the row indices of every batch, in order."""
+    """A sampler: the row indices of every batch of ``epochs`` (``_Epochs`` or a list of
+    index batches), in order."""
 
-    def __init__(self, epochs: _Epochs, size: int):
+    def __init__(self, epochs, size: int):
         self.epochs, self.size = epochs, size
 
-    def __len__(self) -> int:
-        return len(self.epochs) * self.size
+    def __len__(self) -> int:  # every batch holds ``size`` rows but the last
+        n = len(self.epochs)
+        return (n - 1) * self.size + len(self.epochs[n - 1]) if n else 0
 
     def __iter__(self):
         for k in range(len(self.epochs)):
-            yield from (int(i) for i in self.epochs.batch(k))
-
-
-class _EpochBatches(_Batches):
-    """GeneratorDataset source: batch k of ``_Epochs``, read and fitted, then labels."""
-
-    def __init__(self, rows, labels: np.ndarray, epochs: _Epochs, fit: Optional[Callable]):
-        super().__init__(rows, labels, epochs, fit)
-
-    def __getitem__(self, k):
-        idx = self.index_batches.batch(k)
-        parts = self.rows.take(idx)
-        return (*(_kept(self.fit, parts) if self.fit else parts), self.labels[idx])
+            yield from (int(i) for i in self.epochs[k])
 
 
 class Stream:
@@ -177,16 +167,8 @@ class Stream:
                  fit: Optional[Callable], workers: int):
         self.epochs = _Epochs(order_of, first, last)
         self.next_epoch = first
-        if isinstance(rows, ImageFiles):
-            size = len(self.epochs.batch(0)) if len(self.epochs) else 1
-            data = _image_pipeline(rows, labels, _Rows(self.epochs, size), size, True, fit,
-                                   workers)
-        else:
-            names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
-            data = _dataset().GeneratorDataset(
-                _EpochBatches(rows, labels, self.epochs, fit), names, shuffle=False,
-                num_parallel_workers=workers, python_multiprocessing=False)
-        self.it = _read(data, isinstance(rows, ImageFiles)) if len(self.epochs) else iter(())
+        self.it = (_read(pipeline(rows, labels, self.epochs, fit, workers),
+                         isinstance(rows, ImageFiles)) if len(self.epochs) else iter(()))
 
     def epoch(self, epoch: int) -> Iterator:
         """(inputs, labels) of every batch of ``epoch``, the stream's next epoch."""
@@ -241,19 +223,18 @@ def _image_pipeline(rows, labels, sampler, size: int, drop: bool, fit, workers: 
     return data
 
 
-def pipeline(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable] = None,
+def pipeline(rows, labels: np.ndarray, index_batches, fit: Optional[Callable] = None,
              workers: int = 1):
     """The ``mindspore.dataset`` pipeline of ``index_batches`` (batches of row indices, in
-    order): its columns are the model's inputs, fitted, then the labels. Image files are
+    order: a list, or ``_Epochs``; all of one size but the last): its columns are the model's inputs, fitted, then the labels. Image files are
     read by a sampler in that order, decoded, resized and rescaled by vision transforms in
     ``workers`` parallel workers, batched and fitted; array rows are read and fitted a
     batch at a time by ``workers`` workers."""
     if isinstance(rows, ImageFiles):
-        size = len(index_batches[0])
-        if {len(b) for b in index_batches[:-1]} - {size} or len(index_batches[-1]) > size:
+        size, last = len(index_batches[0]), len(index_batches[len(index_batches) - 1])
+        if last > size:
             raise ValueError("image files are batched in equal batches (the last may be short)")
-        order = [int(i) for b in index_batches for i in b]
-        return _image_pipeline(rows, labels, order, size, len(index_batches[-1]) == size, fit,
+        return _image_pipeline(rows, labels, _Rows(index_batches, size), size, last == size, fit,
                                workers)
     names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
     return _dataset().GeneratorDataset(_Batches(rows, labels, index_batches, fit), names,
