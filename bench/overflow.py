@@ -94,7 +94,10 @@ def run(quick: bool = False, size: int = SIZE) -> dict:
             if "val_acc" in o0:
                 auto["acc_gap_points"] = round(100 * (o0["val_acc"] - auto["val_acc"]), 2)
             auto["parity"] = _parity(root / "auto", root / "export")
-        plain = _train("O2", None, root / "plain", epochs, size)
+        if auto.get("kept") == []:  # the auto run is the plain O2 run: same policy, seed
+            plain = {"level": "O2", "policy": "built-in", "ended": "same run as O2_auto"}
+        else:
+            plain = _train("O2", None, root / "plain", epochs, size)
     return {"model": "repvgg_a0", "reference": MODEL, "args": ARGS, "input": f"3x{size}x{size}",
             "epochs": epochs, "batch": 32, "runs": {"O0": o0, "O2_auto": auto, "O2": plain},
             "targets": {"runs.O2_auto.acc_gap_points": "<= 2",

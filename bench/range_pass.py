@@ -42,7 +42,7 @@ def _range_pass_seconds(model: str) -> tuple:
                                        range(AUTO_BATCHES))]
     joined = data.train_inputs(np.concatenate(positions))  # as --policy auto runs it
     t0 = time.perf_counter()
-    found = range_candidates(measure_ranges(net, [joined]))
+    found = range_candidates(measure_ranges(net, [joined], batch_stats=True))
     return time.perf_counter() - t0, [r.path for r in found]
 
 

@@ -301,6 +301,8 @@ def _range_pass_rows(f: dict) -> list:
 
 
 def _ended(run: dict) -> str:
+    if run["ended"].startswith("same run"):
+        return "the same run (nothing kept)"
     if run["ended"] == "finished":
         return (f"val acc {run['val_acc']:.3f} ({run['overflow_steps']} of {run['steps']} steps "
                 f"skipped)")

@@ -11,8 +11,9 @@ AUTO_BATCHES = 2
 
 def auto_policy(run) -> dict:
     """``--policy auto``: one range pass of the freshly built fp32 network over the first
-    training batches; its candidates (outputs fp16 cannot hold, cells that break when
-    computing in fp16) join the policy's fp32 cells unless the policy keeps them already."""
+    training batches, batch normalizations on batch statistics as the step runs them; its
+    candidates (outputs fp16 cannot hold, cells that break when computing in fp16) join
+    the policy's fp32 cells unless the policy keeps them already."""
     from amptool.data import epoch_batches
     from amptool.policy import make_policy
     from amptool.precision import cell_origins
@@ -23,9 +24,10 @@ def auto_policy(run) -> dict:
                                                      cfg.seed, 0), range(AUTO_BATCHES))]
     # bfloat16 has fp32's range: nothing to keep, the policy stays as it is
     joined = data.train_inputs(np.concatenate(positions))  # one eager call
-    found = (outside_policy(run.net, range_candidates(measure_ranges(run.net, [joined]),
-                                                      safety=cfg.range_safety), base)
-             if base.dtype == "float16" else [])
+    found = []
+    if base.dtype == "float16":
+        ranges = measure_ranges(run.net, [joined], batch_stats=True)
+        found = outside_policy(run.net, range_candidates(ranges, safety=cfg.range_safety), base)
     cells = list(base.fp32_cells) + [r.path for r in found]
     run.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
     where = cell_origins(run.net, [r.path for r in found])
@@ -45,7 +47,8 @@ def forward_overflow(run, inputs: list) -> None:
     fp32, low = run.spec.build(), run.spec.build()
     for net in (fp32, low):
         load_into_net(net, weights, "the training weights")
-    culprit = first_overflow(fp32, low, apply_policy(low, run.policy), inputs)
+    culprit = first_overflow(fp32, low, apply_policy(low, run.policy), inputs,
+                             batch_stats=True)
     steps = f"{run.forward_bad} consecutive steps to step {run.step}"
     if culprit is None:
         problem = (f"the loss is not finite in the forward pass ({steps}), and no cell's "

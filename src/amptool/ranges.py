@@ -20,15 +20,20 @@ every block around it).
 low-precision policy and names the first cell whose low-precision output is not finite
 while its fp32 output is.
 
-Forward hooks fire only in PyNative mode; both functions switch to it and back.
+Both run the network eagerly (``amptool.eager``) in inference mode. A training run asks
+for its batch normalizations on the batch's statistics, as its step computes them: a fresh
+network's running statistics are no estimates yet, and through them values grow that no
+training step makes (mindcv ``repvgg_a0`` at 3x64x64 reaches 1.06e5 there, 32 on batch
+statistics).
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
+
+from amptool.eager import Hooks, computing_in, eager, float_arrays, floats, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -101,39 +106,6 @@ class CellRange:
         return asdict(self)
 
 
-@contextlib.contextmanager
-def _pynative():
-    import mindspore as ms
-
-    previous = ms.get_context("mode")
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    try:
-        yield
-    finally:
-        ms.set_context(mode=previous)
-
-
-def _tensors(value) -> list:
-    import mindspore as ms
-
-    if isinstance(value, ms.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
-def _float_arrays(value) -> list:
-    """The floating-point tensors of ``value`` as numpy arrays, in their own dtype."""
-    arrays = [t.asnumpy() for t in _tensors(value)]
-    return [a for a in arrays if np.issubdtype(a.dtype, np.floating)]
-
-
-def _floats(value) -> Optional[np.ndarray]:
-    arrays = [a.ravel().astype(np.float64) for a in _float_arrays(value)]
-    return np.concatenate(arrays) if arrays else None
-
-
 def _chain(cell) -> bool:
     """True for a cell whose construct only calls its sub-cells one after another
     (``nn.SequentialCell``): it makes no value of its own."""
@@ -141,59 +113,6 @@ def _chain(cell) -> bool:
 
     return (type(cell).construct is nn.SequentialCell.construct
             and bool(getattr(cell, "_cells", None)))
-
-
-class _Hooks:
-    """Forward hooks on every cell of ``net`` (the root is ''), calling ``record(path,
-    cell, inputs, output)`` in execution order; removed on ``close``."""
-
-    def __init__(self, net, record):
-        self.handles = []
-        for path, cell in net.cells_and_names():
-            self.handles.append(cell.register_forward_hook(self._hook(path, record)))
-
-    @staticmethod
-    def _hook(path, record):
-        def hook(cell, inputs, output):
-            record(path, cell, inputs, output)
-        return hook
-
-    def close(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
-
-
-_FLOAT_FLAGS = ("fp16", "fp32", "bf16")
-
-
-@contextlib.contextmanager
-def _computing_in(cell, dtype):
-    """``cell`` and what it holds computing in ``dtype`` (``to_float``) inside the block;
-    each cell's own setting is put back after."""
-    from mindspore._c_expression import Cell_, MixedPrecisionType
-
-    missing = object()
-    saved = [(c, dict(getattr(c, "_func_graph_flags", {})), c.mixed_precision_type,
-              {k: c.__dict__.get(k, missing) for k in _FLOAT_FLAGS},
-              c.__dict__.get("_cell_init_args", missing))
-             for _, c in cell.cells_and_names()]
-    cell.to_float(dtype)
-    try:
-        yield
-    finally:
-        for c, flags, mixed, attrs, init_args in saved:
-            c._func_graph_flags = flags
-            for key, value in attrs.items():
-                if value is missing:
-                    c.__dict__.pop(key, None)
-                else:
-                    c.__dict__[key] = value
-            if init_args is not missing:
-                c.__dict__["_cell_init_args"] = init_args
-            c.mixed_precision_type = mixed
-            Cell_.set_mixed_precision_type(c, MixedPrecisionType.NOTSET if mixed is None
-                                           else mixed)
 
 
 def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
@@ -208,11 +127,12 @@ def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
     return diff / scale
 
 
-def measure_ranges(net, batches: list, probe: bool = True) -> list:
+def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = False) -> list:
     """``CellRange`` of every cell of the fp32 network ``net`` over ``batches`` (each a list
     of numpy arrays, one per network input), in execution order; with ``probe``, each cell
     but the network itself also runs in fp16 on its inputs from the first batch (the first
-    PROBE_ROWS rows), giving ``local_error``."""
+    PROBE_ROWS rows), giving ``local_error``. ``batch_stats``: batch normalizations as a
+    training step runs them (``eager``); else as inference does."""
     import mindspore as ms
 
     stats: dict = {}
@@ -229,13 +149,13 @@ def measure_ranges(net, batches: list, probe: bool = True) -> list:
         its inputs. The fp32 side is the rows of the output already at hand; a cell that
         mixes rows would differ there, so a flagging error is confirmed against the cell
         run in fp32 on the same rows."""
-        cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in _tensors(inputs))
+        cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in tensors(inputs))
         probing.append(cell)
         try:
             if cut:
                 inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
-            with _computing_in(cell, ms.float16):
-                low = _floats(cell(*inputs))
+            with computing_in(cell, ms.float16):
+                low = floats(cell(*inputs))
             if low is None:
                 return None
             ref = flat([a[:PROBE_ROWS] if cut else a for a in outs])
@@ -243,7 +163,7 @@ def measure_ranges(net, batches: list, probe: bool = True) -> list:
                 ref = None
             error = None if ref is None else relative_error(low, ref)
             if error is None or error >= LOCAL_ERROR:
-                error = relative_error(low, _floats(cell(*inputs)))
+                error = relative_error(low, floats(cell(*inputs)))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
         finally:
@@ -253,13 +173,13 @@ def measure_ranges(net, batches: list, probe: bool = True) -> list:
     def record(path, cell, inputs, output):
         if probing:  # a cell inside the one being probed
             return
-        outs = _float_arrays(output)
+        outs = float_arrays(output)
         if not outs:
             return
         top, tiny, nonzero = magnitudes(outs)
         row = stats.setdefault(path, [0.0, None, 0, 0])
         row[0] = max(row[0], top)
-        first_in = _float_arrays(_tensors(inputs)[:1])
+        first_in = float_arrays(tensors(inputs)[:1])
         if first_in and first_in[0].size:
             in_top = magnitudes(first_in)[0]
             row[1] = in_top if row[1] is None else max(row[1], in_top)
@@ -271,16 +191,13 @@ def measure_ranges(net, batches: list, probe: bool = True) -> list:
             errors[path] = local_error(cell, inputs, outs, rows)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
-    was_training = net.training
-    net.set_train(False)
-    hooks = _Hooks(net, record)
+    hooks = Hooks(net, record)
     try:
-        with _pynative():
+        with eager(net, batch_stats):
             for batch in batches:
                 net(*[ms.Tensor(a) for a in batch])
     finally:
         hooks.close()
-        net.set_train(was_training)
     return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
                       errors.get(path), chains[path])
             for path, row in stats.items()]
@@ -356,42 +273,41 @@ def outside_policy(net, found: list, policy) -> list:
             if r.path not in policy.fp16_cells and not any(within(r.path, k) for k in kept)]
 
 
-def first_overflow(fp32_net, low_net, low_runnable, inputs: list) -> Optional[dict]:
+def first_overflow(fp32_net, low_net, low_runnable, inputs: list,
+                   batch_stats: bool = False) -> Optional[dict]:
     """The first cell (in execution order) whose output under the low-precision policy is
     not finite while its fp32 output is. ``fp32_net`` and ``low_net`` are two builds of the
     same network with the same weights; ``low_runnable`` is ``low_net`` under the policy
     (``apply_policy`` keeps cell objects, so hooks set on ``low_net`` see its cells).
-    Returns {path, type, fp32_max, input_finite} or None when nothing overflows."""
+    ``batch_stats`` as in ``measure_ranges``. Returns {path, type, fp32_max, input_finite}
+    or None when nothing overflows."""
     import mindspore as ms
 
     fp32_out: dict = {}
     low_rows: list = []
 
     def keep_fp32(path, cell, inputs, output):
-        out = _floats(output)
+        out = floats(output)
         if out is not None and path not in fp32_out:
             fp32_out[path] = out
 
     def keep_low(path, cell, inputs, output):
-        out = _floats(output)
+        out = floats(output)
         if out is None:
             return
-        first_in = _floats(_tensors(inputs)[:1])
+        first_in = floats(tensors(inputs)[:1])
         low_rows.append((path, type(cell).__name__, bool(np.all(np.isfinite(out))),
                          first_in is None or bool(np.all(np.isfinite(first_in)))))
 
-    tensors = [ms.Tensor(a) for a in inputs]
+    feed = [ms.Tensor(a) for a in inputs]
     for net, runnable, record in ((fp32_net, fp32_net, keep_fp32),
                                   (low_net, low_runnable, keep_low)):
-        hooks = _Hooks(net, record)
-        was_training = runnable.training
-        runnable.set_train(False)
+        hooks = Hooks(net, record)
         try:
-            with _pynative():
-                runnable(*tensors)
+            with eager(runnable, batch_stats):
+                runnable(*feed)
         finally:
             hooks.close()
-            runnable.set_train(was_training)
     for path, kind, finite, input_finite in low_rows:
         ref = fp32_out.get(path)
         if finite or ref is None or not np.all(np.isfinite(ref)):

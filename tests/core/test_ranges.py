@@ -206,3 +206,44 @@ def test_a_chain_is_not_kept_whole_only_the_block_that_crosses_and_what_follows(
     # at the full range only the last block makes a value fp16 cannot hold
     assert [r.path for r in range_candidates(list(ranges.values()), safety=1.0)] == \
         ["stage.3", "head"]
+
+
+def _normalized():
+    """x (mean 3) -> x100 -> BatchNorm -> x1000 -> head. A fresh BatchNorm's running
+    statistics (mean 0, variance 1) pass 300 through and the x1000 makes 3e5; a training
+    step normalizes with the batch's statistics, and nothing passes 1e4."""
+    import mindspore as ms
+    from mindspore import nn
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 4, weight_init=ms.Tensor(np.eye(4, dtype=np.float32) * 100),
+                               bias_init="zeros")
+            self.bn = nn.BatchNorm1d(4)
+            self.grow = nn.Dense(4, 4, bias_init="zeros",
+                                 weight_init=ms.Tensor(np.eye(4, dtype=np.float32) * 1000))
+            self.head = nn.Dense(4, 2)
+
+        def construct(self, x):
+            return self.head(self.grow(self.bn(self.fc(x))))
+
+    ms.set_seed(0)
+    return Net()
+
+
+def test_batch_statistics_measure_what_a_training_step_computes():
+    net = _normalized()
+    x = (np.random.default_rng(0).standard_normal((16, 4)) + 3).astype(np.float32)
+    before = {p.name: p.asnumpy().copy() for p in net.get_parameters()}
+    inference = {r.path: r for r in measure_ranges(net, [[x]])}
+    assert inference["grow"].out_max > FP16_MAX
+    assert [r.path for r in range_candidates(list(inference.values()))] == ["grow", "head"]
+    net.set_train(True)
+    training = {r.path: r for r in measure_ranges(net, [[x]], batch_stats=True)}
+    assert training["bn"].out_max < 4 and training["grow"].out_max < 4000
+    assert range_candidates(list(training.values())) == []
+    # the pass leaves the running statistics and the mode as it found them
+    assert net.training and net.bn.training
+    for p in net.get_parameters():
+        np.testing.assert_array_equal(p.asnumpy(), before[p.name], err_msg=p.name)

@@ -1,0 +1,110 @@
+"""Running a network eagerly with a forward hook on every cell: the mode it runs in, the
+hooks, the float tensors a hook sees, and a cell computing in another dtype for a while.
+Forward hooks fire only in PyNative mode; ``eager`` switches to it and back."""
+from __future__ import annotations
+
+import contextlib
+from typing import Optional
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def eager(net, batch_stats: bool = False):
+    """``net`` run eagerly (PyNative: forward hooks fire only there) in inference mode, its
+    mode and the context's restored after. With ``batch_stats`` its batch normalizations
+    normalize with the batch's own statistics, as a training step computes them, and get
+    their running statistics back after; dropout stays off."""
+    import mindspore as ms
+    from mindspore.nn.layer.normalization import _BatchNorm
+
+    previous, was_training = ms.get_context("mode"), net.training
+    norms = [c for _, c in net.cells_and_names() if isinstance(c, _BatchNorm)] \
+        if batch_stats else []
+    saved = [(p, p.asnumpy().copy())  # asnumpy may share the parameter's memory
+             for c in norms for p in c.get_parameters() if not p.requires_grad]
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net.set_train(False)
+    for cell in norms:
+        cell.set_train(True)
+    try:
+        yield
+    finally:
+        for param, value in saved:
+            param.set_data(ms.Tensor(value))
+        net.set_train(was_training)
+        ms.set_context(mode=previous)
+
+
+def tensors(value) -> list:
+    import mindspore as ms
+
+    if isinstance(value, ms.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors(v)]
+    return []
+
+
+def float_arrays(value) -> list:
+    """The floating-point tensors of ``value`` as numpy arrays, in their own dtype."""
+    arrays = [t.asnumpy() for t in tensors(value)]
+    return [a for a in arrays if np.issubdtype(a.dtype, np.floating)]
+
+
+def floats(value) -> Optional[np.ndarray]:
+    arrays = [a.ravel().astype(np.float64) for a in float_arrays(value)]
+    return np.concatenate(arrays) if arrays else None
+
+
+class Hooks:
+    """Forward hooks on every cell of ``net`` (the root is ''), calling ``record(path,
+    cell, inputs, output)`` in execution order; removed on ``close``."""
+
+    def __init__(self, net, record):
+        self.handles = []
+        for path, cell in net.cells_and_names():
+            self.handles.append(cell.register_forward_hook(self._hook(path, record)))
+
+    @staticmethod
+    def _hook(path, record):
+        def hook(cell, inputs, output):
+            record(path, cell, inputs, output)
+        return hook
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+_FLOAT_FLAGS = ("fp16", "fp32", "bf16")
+
+
+@contextlib.contextmanager
+def computing_in(cell, dtype):
+    """``cell`` and what it holds computing in ``dtype`` (``to_float``) inside the block;
+    each cell's own setting is put back after."""
+    from mindspore._c_expression import Cell_, MixedPrecisionType
+
+    missing = object()
+    saved = [(c, dict(getattr(c, "_func_graph_flags", {})), c.mixed_precision_type,
+              {k: c.__dict__.get(k, missing) for k in _FLOAT_FLAGS},
+              c.__dict__.get("_cell_init_args", missing))
+             for _, c in cell.cells_and_names()]
+    cell.to_float(dtype)
+    try:
+        yield
+    finally:
+        for c, flags, mixed, attrs, init_args in saved:
+            c._func_graph_flags = flags
+            for key, value in attrs.items():
+                if value is missing:
+                    c.__dict__.pop(key, None)
+                else:
+                    c.__dict__[key] = value
+            if init_args is not missing:
+                c.__dict__["_cell_init_args"] = init_args
+            c.mixed_precision_type = mixed
+            Cell_.set_mixed_precision_type(c, MixedPrecisionType.NOTSET if mixed is None
+                                           else mixed)
