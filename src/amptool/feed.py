@@ -167,8 +167,8 @@ class Stream:
                  fit: Optional[Callable], workers: int):
         self.epochs = _Epochs(order_of, first, last)
         self.next_epoch = first
-        self.it = (_read(pipeline(rows, labels, self.epochs, fit, workers),
-                         isinstance(rows, ImageFiles)) if len(self.epochs) else iter(()))
+        self.it = (_read(pipeline(rows, labels, self.epochs, fit, workers), rows, self.epochs)
+                   if len(self.epochs) else iter(()))
 
     def epoch(self, epoch: int) -> Iterator:
         """(inputs, labels) of every batch of ``epoch``, the stream's next epoch."""
@@ -248,13 +248,13 @@ def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callabl
     ahead by the pipeline's workers."""
     if not index_batches:
         return
-    yield from _read(pipeline(rows, labels, index_batches, fit, workers),
-                     isinstance(rows, ImageFiles))
+    yield from _read(pipeline(rows, labels, index_batches, fit, workers), rows, index_batches)
 
 
-def _read(data, images: bool) -> Iterator:
-    """(inputs, labels) of every batch of the pipeline ``data``; an amptool error raised in
-    a worker comes out as itself, a file that cannot be decoded as one usage error."""
+def _read(data, rows, index_batches) -> Iterator:
+    """(inputs, labels) of every batch of the pipeline ``data`` (of ``rows`` in
+    ``index_batches``); an amptool error raised in a worker comes out as itself, a file
+    that cannot be decoded as one usage error naming it."""
     done = 0
     _RAISED.clear()
     try:
@@ -264,12 +264,30 @@ def _read(data, images: bool) -> Iterator:
     except RuntimeError as exc:
         if _RAISED:  # a mistake in the data, found by a worker: as the worker said it
             raise _RAISED[-1] from None
-        if not images:
+        if not isinstance(rows, ImageFiles):
             raise
-        raise UsageError(f"an image could not be decoded in batch {done + 1} "
-                         f"({_pipeline_error(exc)})",
-                         "remove or replace the damaged file (files are checked by PIL before "
-                         "training; this one passed that check)") from None
+        found = _undecodable(rows, index_batches, done)
+        what = (f"image {found[0]} cannot be decoded ({found[1]})" if found else
+                f"an image could not be decoded in batch {done + 1} ({_pipeline_error(exc)})")
+        raise UsageError(what, "replace or remove the damaged file (image files are checked "
+                         "by PIL's header and checksum test before training; it passed that "
+                         "test)") from None
+
+
+def _undecodable(rows, index_batches, start: int, ahead: int = 64) -> Optional[tuple]:
+    """(path, reason) of the first file PIL cannot decode in full among the batches
+    ``start`` .. ``start + ahead`` (the pipeline reads ahead: the failure may lie past
+    the last batch delivered), or None."""
+    from PIL import Image
+
+    for k in range(start, min(start + ahead, len(index_batches))):
+        for i in index_batches[k]:
+            try:
+                with Image.open(rows.paths[int(i)]) as image:
+                    image.load()
+            except Exception as exc:  # any reason PIL gives
+                return rows.paths[int(i)], (str(exc).splitlines() or [type(exc).__name__])[0]
+    return None
 
 
 def _pipeline_error(exc: Exception) -> str:

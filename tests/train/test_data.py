@@ -277,3 +277,48 @@ def test_one_stream_over_the_epochs_gives_each_epochs_batches(tmp_path, source):
             np.testing.assert_array_equal(ya, yb)
     with pytest.raises(ValueError, match="at epoch 3, not 1"):
         next(stream.epoch(1))
+
+
+def _undecodable_png(path):
+    """Rewrite the PNG at ``path`` with its compressed pixels scrambled and the chunk's
+    checksum recomputed: PIL's header and checksum test passes, decoding fails."""
+    import zlib
+
+    from PIL import Image
+
+    data, pos = bytearray(path.read_bytes()), 8
+    while data[pos + 4:pos + 8] != b"IDAT":
+        pos += 12 + struct.unpack(">I", data[pos:pos + 4])[0]
+    size = struct.unpack(">I", data[pos:pos + 4])[0]
+    data[pos + 10:pos + 8 + size] = bytes(b ^ 0x5A for b in data[pos + 10:pos + 8 + size])
+    data[pos + 8 + size:pos + 12 + size] = struct.pack(
+        ">I", zlib.crc32(bytes(data[pos + 4:pos + 8 + size])))
+    path.write_bytes(bytes(data))
+    with Image.open(path) as image:
+        image.verify()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stats_samples", [10_000, 4])
+def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, monkeypatch,
+                                                                    stats_samples):
+    """Found by the statistics pass (the folder within its sample) or by the training
+    stream (past it): one usage error naming the file, and no output folder left."""
+    from typer.testing import CliRunner
+
+    from amptool import data as data_mod
+    from amptool.cli import app
+
+    monkeypatch.setattr(data_mod, "STATS_SAMPLES", stats_samples)
+    root = _folder(tmp_path / "imgs", per_class=10)
+    bad = root / "b" / "5.png"
+    _undecodable_png(bad)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "--data", f"imagefolder:{root}", "--epochs", "2",
+                                      "--batch-size", "4", "--data-workers", "2", "--out",
+                                      str(out), "-q"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("amptool:")]
+    assert len(lines) == 1 and lines[0].startswith(f"amptool: error: image {bad} cannot be "
+                                                   "decoded"), result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
