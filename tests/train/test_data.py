@@ -222,20 +222,24 @@ def test_data_workers_are_checked():
         check_workers(0)
 
 
-@pytest.mark.slow
-def test_training_on_an_image_folder_warns_once_about_a_broken_file(tmp_path):
-    import json
-
+def _train_on_folder(root, out, epochs: int):
     from typer.testing import CliRunner
 
     from amptool.cli import app
 
+    return CliRunner().invoke(app, ["train", "--data", f"imagefolder:{root}", "--epochs",
+                                    str(epochs), "--batch-size", "4", "--data-workers", "2",
+                                    "--out", str(out), "-q"])
+
+
+@pytest.mark.slow
+def test_training_on_an_image_folder_warns_once_about_a_broken_file(tmp_path):
+    import json
+
     root = _folder(tmp_path / "imgs", per_class=10)
     (root / "b" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\1" * 64)
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", "--data", f"imagefolder:{root}", "--epochs", "1",
-                                      "--batch-size", "4", "--data-workers", "2", "--out",
-                                      str(out), "-q"])
+    result = _train_on_folder(root, out, epochs=1)
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("amptool: warning")]
     assert len(warnings) == 1 and "skipped 1 of 21 image files" in warnings[0]
@@ -304,19 +308,14 @@ def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, m
                                                                     stats_samples):
     """Found by the statistics pass (the folder within its sample) or by the training
     stream (past it): one usage error naming the file, and no output folder left."""
-    from typer.testing import CliRunner
-
     from amptool import data as data_mod
-    from amptool.cli import app
 
     monkeypatch.setattr(data_mod, "STATS_SAMPLES", stats_samples)
     root = _folder(tmp_path / "imgs", per_class=10)
     bad = root / "b" / "5.png"
     _undecodable_png(bad)
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", "--data", f"imagefolder:{root}", "--epochs", "2",
-                                      "--batch-size", "4", "--data-workers", "2", "--out",
-                                      str(out), "-q"])
+    result = _train_on_folder(root, out, epochs=2)
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("amptool:")]
     assert len(lines) == 1 and lines[0].startswith(f"amptool: error: image {bad} cannot be "
