@@ -1,6 +1,7 @@
-"""A planted network whose fp16 overflow sits in a block's own construct: three branches
-summed past fp16's range, each branch inside it. Used as a model file by the search and
-training tests (``tests/planted_branches.py:build``)."""
+"""Planted networks for the range pass. ``build``: the fp16 overflow sits in a block's own
+construct, three branches summed past fp16's range, each branch inside it. ``normalized``:
+values pass fp16's range only through a fresh BatchNorm's running statistics. Used as
+model files by the search and training tests (``tests/planted_branches.py:build``)."""
 from mindspore import nn
 
 
@@ -40,3 +41,35 @@ def build():
 
 build.input_shape = (1, 8, 8)
 build.num_classes = 10
+
+
+class Normalized(nn.Cell):
+    """Values that grow only through a fresh BatchNorm's running statistics (mean 0,
+    variance 1, so inference mode passes them through): fc's outputs reach hundreds, x100
+    after the norm passes 65504 in inference mode; a training step normalizes them with
+    the batch's statistics first and stays in the hundreds."""
+
+    def __init__(self):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(64, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.grow = nn.Dense(16, 16, has_bias=False)
+        self.head = nn.Dense(16, 10)
+
+    def construct(self, x):
+        return self.head(self.grow(self.bn(self.fc(self.flatten(x)))))
+
+
+def normalized():
+    import numpy as np
+    from mindspore import Tensor
+
+    net = Normalized()
+    net.fc.weight.set_data(net.fc.weight * 1000.0)
+    net.grow.weight.set_data(Tensor(np.eye(16, dtype=np.float32) * 100.0))
+    return net
+
+
+normalized.input_shape = (1, 8, 8)
+normalized.num_classes = 10

@@ -22,10 +22,9 @@ def auto_policy(run) -> dict:
     cfg, data, base = run.cfg, run.data, run.policy
     positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
                                                      cfg.seed, 0), range(AUTO_BATCHES))]
-    # bfloat16 has fp32's range: nothing to keep, the policy stays as it is
-    joined = data.train_inputs(np.concatenate(positions))  # one eager call
     found = []
-    if base.dtype == "float16":
+    if base.dtype == "float16":  # bfloat16 has fp32's range: nothing to keep
+        joined = data.train_inputs(np.concatenate(positions))  # one eager call
         ranges = measure_ranges(run.net, [joined], batch_stats=True)
         found = outside_policy(run.net, range_candidates(ranges, safety=cfg.range_safety), base)
     cells = list(base.fp32_cells) + [r.path for r in found]

@@ -89,3 +89,26 @@ def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tm
     run = json.loads((out / "train" / "run.json").read_text())
     assert [c["path"] for c in run["policy_auto"]["kept"]] == ["norm"]
     assert "computing alone in fp16" in (out / "train" / "policy.auto.toml").read_text()
+
+
+def test_auto_policy_measures_batch_normalization_as_the_step_computes_it(tmp_path):
+    """Through a fresh BatchNorm's running statistics the planted network passes 65504;
+    on the batch's statistics, as its training step computes, it does not: the range pass
+    keeps nothing and the run trains."""
+    import numpy as np
+
+    from amptool.data import load_model_data
+    from amptool.models import resolve_model
+    from amptool.ranges import measure_ranges, range_candidates
+
+    model = PLANTED.replace(":build", ":normalized")
+    spec = resolve_model(model)
+    x = load_model_data("digits", spec).train_inputs(np.arange(64))
+    inference = range_candidates(measure_ranges(spec.build(), [x]))
+    assert [r.path for r in inference] == ["grow", "head"]
+    out = tmp_path / "bn"
+    result = runner.invoke(app, ["train", "--model", model, "--policy", "auto", "--epochs", "1",
+                                 "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    run = json.loads((out / "run.json").read_text())
+    assert run["policy_auto"]["kept"] == [] and list(run["policy"]["fp32_cells"]) == []
