@@ -36,6 +36,7 @@ def train_command(
     workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
     sink_size: Optional[int] = typer.Option(None, help="Steps per host call through MindSpore's data sinking (Ascend and GPU only; refused on CPU). \\[default: --log-every on Ascend/GPU, off on CPU]"),
     data_workers: Optional[int] = typer.Option(None, help="Parallel workers reading, decoding and resizing the data ahead of the step. \\[default: the cores, up to 8]"),
+    augment: Optional[str] = typer.Option(None, help="Training-only image augmentation: crop, flip or crop,flip (each image's draws fixed by seed, epoch and row). \\[default: none]"),
     nodes: Optional[int] = typer.Option(None, help="Hosts taking part (msrun); --workers is per host. \\[default: 1]"),
     node_rank: Optional[int] = typer.Option(None, help="This host's rank among --nodes. \\[default: 0]"),
     master_addr: Optional[str] = typer.Option(None, help="Address of the rank-0 host (msrun). \\[default: 127.0.0.1]"),
@@ -61,7 +62,8 @@ def train_command(
                  batch_size=batch_size, lr=lr,
                  optimizer=optimizer, seed=seed, device=device, out=str(out) if out else None,
                  val_fraction=val_fraction, ckpt_format=ckpt_format, workers=workers,
-                 data_workers=data_workers, sink_size=sink_size, resume=resume or None)
+                 data_workers=data_workers, augment=augment, sink_size=sink_size,
+                 resume=resume or None)
     command_flags = dict(nodes=nodes, node_rank=node_rank, master_addr=master_addr,
                          master_port=master_port, start_timeout=start_timeout,
                          quiet=quiet or None, json=as_json or None)

@@ -4,6 +4,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 from typing import Any, Iterable, Mapping, Optional
 
+from amptool.data import parse_augment
+from amptool.errors import UsageError
+
+AUTO = "auto"
+"""``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -64,9 +69,49 @@ class TrainConfig:
     there, off on CPU, where an explicit value is refused)."""
     data_workers: Optional[int] = None
     """Parallel workers of the data pipeline (read, decode, resize); None: the cores, up to 8."""
+    augment: Optional[str] = None
+    """Training-only image augmentation, comma-separated: crop (a random window of the image
+    zero-padded by an eighth of each side), flip (half the images mirrored left to right);
+    each image's draws fixed by (seed, epoch, row). None: none."""
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def check_config(cfg: TrainConfig) -> None:
+    if cfg.amp_level not in ("O0", "O1", "O2", "O3"):
+        raise UsageError(f"unknown AMP level '{cfg.amp_level}'", "use O0, O1, O2 or O3")
+    if cfg.policy == AUTO and cfg.amp_level in ("O0", "O1"):
+        raise UsageError(f"--policy auto has nothing to keep in fp32 at {cfg.amp_level} (it keeps "
+                         "cells of an O2 or O3 network)", "use --amp-level O2 or O3 with it")
+    problems = []
+    if not 0 < cfg.range_safety <= 1:
+        problems.append(f"range safety must be a share in (0, 1] (got {cfg.range_safety})")
+    if cfg.epochs < 1:
+        problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
+    if cfg.batch_size < 1:
+        problems.append(f"batch size must be >= 1 (got {cfg.batch_size})")
+    if not cfg.lr > 0:
+        problems.append(f"learning rate must be > 0 (got {cfg.lr})")
+    if cfg.max_skipped < 1:
+        problems.append(f"max skipped steps must be >= 1 (got {cfg.max_skipped})")
+    if cfg.log_every < 1:
+        problems.append(f"log every must be >= 1 step (got {cfg.log_every})")
+    if cfg.ckpt_format not in ("ckpt", "safetensors"):
+        problems.append(f"unknown checkpoint format '{cfg.ckpt_format}' (use ckpt or safetensors)")
+    if cfg.workers < 1:
+        problems.append(f"workers must be >= 1 (got {cfg.workers})")
+    if cfg.data_workers is not None and cfg.data_workers < 1:
+        problems.append(f"data workers must be >= 1 (got {cfg.data_workers})")
+    try:
+        parse_augment(cfg.augment)
+    except UsageError as exc:
+        problems.append(exc.problem)
+    if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
+        problems.append("model_args must be a mapping of keyword arguments "
+                        f"(got {cfg.model_args!r})")
+    if problems:
+        raise UsageError("; ".join(problems), "fix the options or config file")
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     """
     from amptool.rundir import RunDir
 
-    from .loop import check_config
+    from .config import check_config
 
     check_config(cfg)
     check_layout(cfg, nodes, node_rank, master_port)

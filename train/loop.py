@@ -10,20 +10,19 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import check_out_dir, ensure_out_dir, write_text
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
-from .config import TrainConfig
+from .config import AUTO, TrainConfig, check_config
 from .overflow import auto_policy, forward_overflow
 from .summary import Evaluator, TrainSummary, versions, weights_digest
 
 Callback = Optional[Callable[[dict], None]]
 
 
-AUTO = "auto"
-"""``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
 FORWARD_STEPS = 10
 """A run whose first this-many steps all overflow in the forward pass stops there."""
 MIN_UPDATED = 0.1
@@ -35,37 +34,6 @@ def resolve_policy(cfg: TrainConfig):
     from amptool.policy import policy_for
 
     return policy_for(None if cfg.policy == AUTO else cfg.policy, cfg.amp_level)
-
-
-def check_config(cfg: TrainConfig) -> None:
-    if cfg.amp_level not in ("O0", "O1", "O2", "O3"):
-        raise UsageError(f"unknown AMP level '{cfg.amp_level}'", "use O0, O1, O2 or O3")
-    if cfg.policy == AUTO and cfg.amp_level in ("O0", "O1"):
-        raise UsageError(f"--policy auto has nothing to keep in fp32 at {cfg.amp_level} (it keeps "
-                         "cells of an O2 or O3 network)", "use --amp-level O2 or O3 with it")
-    problems = []
-    if not 0 < cfg.range_safety <= 1:
-        problems.append(f"range safety must be a share in (0, 1] (got {cfg.range_safety})")
-    if cfg.epochs < 1:
-        problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
-    if cfg.batch_size < 1:
-        problems.append(f"batch size must be >= 1 (got {cfg.batch_size})")
-    if not cfg.lr > 0:
-        problems.append(f"learning rate must be > 0 (got {cfg.lr})")
-    if cfg.max_skipped < 1:
-        problems.append(f"max skipped steps must be >= 1 (got {cfg.max_skipped})")
-    if cfg.log_every < 1:
-        problems.append(f"log every must be >= 1 step (got {cfg.log_every})")
-    if cfg.ckpt_format not in ("ckpt", "safetensors"):
-        problems.append(f"unknown checkpoint format '{cfg.ckpt_format}' (use ckpt or safetensors)")
-    if cfg.workers < 1:
-        problems.append(f"workers must be >= 1 (got {cfg.workers})")
-    if cfg.data_workers is not None and cfg.data_workers < 1:
-        problems.append(f"data workers must be >= 1 (got {cfg.data_workers})")
-    if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
-        problems.append(f"model_args must be a mapping of keyword arguments (got {cfg.model_args!r})")
-    if problems:
-        raise UsageError("; ".join(problems), "fix the options or config file")
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -115,6 +83,7 @@ class _Run:
                              "its (first) output must be (batch, classes)")
         self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction,
                                     workers=check_workers(cfg.data_workers))
+        self.augment = augmenting(cfg.augment, cfg.seed, self.data)
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
         self.auto = auto_policy(self) if cfg.policy == AUTO else None
@@ -187,6 +156,7 @@ class _Run:
                 "data": {"source": data.source, "train_samples": len(data.train_idx),
                          "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
                          "skipped_files": len(data.skipped),
+                         "augment": list(self.augment.kinds) if self.augment else [],
                          "preprocess": data.preprocess.to_dict() if data.preprocess else None},
                 "policy": self.policy.to_dict(), "loss_scale": self.loss_scale.to_dict(),
                 "versions": versions(), "device": self.device, "seed": cfg.seed,
@@ -217,7 +187,7 @@ class _Run:
         metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
                         encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
         if self.data.skipped:
-            from amptool.feed import skipped_note
+            from amptool.sources import skipped_note
 
             self.emit({"kind": "warning", "message": skipped_note(
                 self.data.skipped, len(self.data.skipped) + len(self.data.labels))})
@@ -299,7 +269,7 @@ class _Run:
 
             return sink_epoch(self, epoch, metrics, self.epoch_order(epoch))
         if self.stream is None or self.stream.next_epoch != epoch:  # one pipeline a run
-            self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs)
+            self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs, self.augment)
         steps = self.stream.epochs.steps
         self.window = (time.perf_counter(), 0)
         for i, (inputs, labels) in enumerate(self.stream.epoch(epoch)):

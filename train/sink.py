@@ -45,7 +45,7 @@ def sink_epoch(run, epoch: int, metrics, order: list) -> None:
     import mindspore as ms
 
     size = epoch_sink_size(run.sink, len(order))
-    data = run.data.train_pipeline(order)
+    data = run.data.train_pipeline(order, run.augment, epoch)
     sunk = ms.data_sink(run.trainer.step, data, sink_size=size)
     run.window = (time.perf_counter(), 0)
     for call in range(len(order) // size):

@@ -85,16 +85,55 @@ class _Fit:
     def __init__(self, shape: tuple, source: str, prep: Optional[Preprocess] = None):
         self.shape, self.source, self.prep = shape, source, prep
 
-    def __call__(self, parts: list) -> list:
+    def __call__(self, parts: list, change=None) -> list:
+        """``change``: applied to the fitted-size images before standardization."""
         c, h, w = self.shape
         x = _resize(_fit_channels(parts[0], c, self.source), h, w)
         if not np.all(np.isfinite(x)):
             bad = int(np.size(x) - np.isfinite(x).sum())
             raise UsageError(f"{self.source}: {bad} NaN/Inf values in the images",
                              "clean the data before training")
+        if change is not None:
+            x = change(x)
         if self.prep is not None:
             x = ((x - self.prep.mean) / self.prep.std).astype(np.float32)
         return [x]
+
+
+AUGMENTS = ("crop", "flip")
+
+
+def parse_augment(text: Optional[str]) -> tuple:
+    """``--augment``: a comma-separated choice of AUGMENTS (None or '': none)."""
+    kinds = tuple(dict.fromkeys(k.strip().lower() for k in (text or "").split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in AUGMENTS]
+    if unknown:
+        raise UsageError(f"unknown augmentation {', '.join(unknown)} (use "
+                         f"{' and/or '.join(AUGMENTS)}, e.g. crop,flip)", "fix --augment")
+    return kinds
+
+
+class Augment:
+    """Training-only augmentation of images at the model's size, in [0, 1], before
+    standardization: ``crop`` takes an H x W window at a random offset of the image
+    zero-padded by an eighth of each side (at least 1 pixel), ``flip`` mirrors half the
+    images left to right. Each image's draws are fixed by (seed, epoch, row): a resumed
+    run, several workers and any batching make the same images."""
+
+    def __init__(self, kinds: tuple, seed: int, rows: int):
+        self.kinds, self.seed, self.rows = kinds, seed, rows
+
+    def __call__(self, x: np.ndarray, idx: np.ndarray, epoch: int) -> np.ndarray:
+        n, _, h, w = x.shape
+        ph, pw = max(1, h // 8), max(1, w // 8)
+        src = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if "crop" in self.kinds else x
+        out = np.empty_like(x)
+        for r, row in enumerate(np.asarray(idx).tolist()):
+            draw = np.random.default_rng([self.seed, epoch, row])
+            dy, dx = (int(v) for v in draw.integers(0, (2 * ph + 1, 2 * pw + 1)))
+            image = src[r, :, dy:dy + h, dx:dx + w] if "crop" in self.kinds else src[r]
+            out[r] = image[..., ::-1] if "flip" in self.kinds and draw.random() < 0.5 else image
+        return out
 
 
 def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple[np.ndarray, np.ndarray, str]:
@@ -180,17 +219,21 @@ class ModelData:
         absolute = [self.train_idx[b] for b in index_batches]
         yield from batches(self.rows, self.labels, absolute, self.fit, self.workers)
 
-    def train_stream(self, order_of, first: int, last: int):
+    def train_stream(self, order_of, first: int, last: int, augment: Optional[Augment] = None):
         """One ``feed.Stream`` over epochs ``first`` .. ``last`` - 1 of the training split;
         ``order_of(epoch)`` gives an epoch's batches of positions in the split."""
         def absolute(epoch: int) -> list:
             return [self.train_idx[b] for b in order_of(epoch)]
-        return Stream(self.rows, self.labels, absolute, first, last, self.fit, self.workers)
+        return Stream(self.rows, self.labels, absolute, first, last, self.fit, self.workers,
+                      augment)
 
-    def train_pipeline(self, index_batches: list):
-        """The ``mindspore.dataset`` pipeline of ``train_batches`` (inputs, then labels)."""
+    def train_pipeline(self, index_batches: list, augment: Optional[Augment] = None,
+                       epoch: int = 0):
+        """The ``mindspore.dataset`` pipeline of ``train_batches`` of ``epoch`` (inputs,
+        then labels)."""
+        change = None if augment is None else (lambda x, idx, k: augment(x, idx, epoch))
         return pipeline(self.rows, self.labels, [self.train_idx[b] for b in index_batches],
-                        self.fit, self.workers)
+                        self.fit, self.workers, change)
 
     def train_inputs(self, positions: np.ndarray) -> list:
         """The model inputs of these positions in the training split, in memory."""
@@ -207,6 +250,18 @@ class ModelData:
         parts = list(self.val_batches(samples))
         return ([np.concatenate([p[0][i] for p in parts]) for i in range(len(parts[0][0]))],
                 np.concatenate([p[1] for p in parts]))
+
+
+def augmenting(text: Optional[str], seed: int, data: "ModelData") -> Optional[Augment]:
+    """A run's ``--augment`` for ``data`` (None when it asks for none); refused for inputs
+    fed as stored (token ids, several inputs)."""
+    kinds = parse_augment(text)
+    if not kinds:
+        return None
+    if data.preprocess is None:
+        raise UsageError(f"--augment changes images; {data.source} feeds the model's inputs "
+                         "as stored", "drop --augment, or train on an image source")
+    return Augment(kinds, seed, len(data.labels))
 
 
 def load_model_data(spec: str, model, val_fraction: float = 0.2,

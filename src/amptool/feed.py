@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import os
 import threading
-import zipfile
-from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import numpy as np
 
 from amptool.errors import UsageError
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
-"""What MindSpore's C++ ``Decode`` reads (case-insensitive)."""
 
 
 def default_workers() -> int:
@@ -105,15 +100,20 @@ class _Raw:
 
 
 class _Batches:
-    """GeneratorDataset source: batch i of an index order, read and fitted, then labels."""
+    """GeneratorDataset source: batch i of an index order, read and fitted (augmented in
+    between when asked), then labels."""
 
-    def __init__(self, rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable]):
+    def __init__(self, rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable],
+                 augment: Optional[Callable] = None):
         self.rows, self.labels, self.index_batches, self.fit = rows, labels, index_batches, fit
+        self.augment = augment
 
     def __getitem__(self, i):
         idx = self.index_batches[i]
         parts = self.rows.take(idx)
-        return (*(_kept(self.fit, parts) if self.fit else parts), self.labels[idx])
+        if self.fit:
+            parts = _kept(self.fit, parts, _changing(self.augment, idx, i))
+        return (*parts, self.labels[idx])
 
     def __len__(self) -> int:
         return len(self.index_batches)
@@ -142,6 +142,9 @@ class _Epochs:
     def __len__(self) -> int:
         return (self.last - self.first) * self.steps
 
+    def epoch_of(self, k: int) -> int:
+        return self.first + k // self.steps
+
 
 class _Rows:
     """A sampler: the row indices of every batch of ``epochs`` (``_Epochs`` or a list of
@@ -164,11 +167,15 @@ class Stream:
     (while the held-out split is evaluated) instead of starting again each epoch."""
 
     def __init__(self, rows, labels: np.ndarray, order_of: Callable, first: int, last: int,
-                 fit: Optional[Callable], workers: int):
-        self.epochs = _Epochs(order_of, first, last)
+                 fit: Optional[Callable], workers: int, augment: Optional[Callable] = None):
+        """``augment(x, idx, epoch)``: changes the fitted-size images ``x`` of rows ``idx``
+        before standardization."""
+        self.epochs = epochs = _Epochs(order_of, first, last)
         self.next_epoch = first
-        self.it = (_read(pipeline(rows, labels, self.epochs, fit, workers), rows, self.epochs)
-                   if len(self.epochs) else iter(()))
+        change = None if augment is None else (
+            lambda x, idx, k: augment(x, idx, epochs.epoch_of(k)))
+        self.it = (_read(pipeline(rows, labels, epochs, fit, workers, change), rows, epochs)
+                   if len(epochs) else iter(()))
 
     def epoch(self, epoch: int) -> Iterator:
         """(inputs, labels) of every batch of ``epoch``, the stream's next epoch."""
@@ -195,27 +202,51 @@ class _FitImages:
         return _kept(self.fit, [x])[0]
 
 
+class _FitAugmented:
+    """``per_batch_map`` of the batch operation: the decoded images of batch k stacked,
+    fitted and augmented (``augment(x, idx, k)``, idx the batch's rows)."""
+
+    def __init__(self, fit: Callable, index_batches, augment: Callable):
+        self.fit, self.index_batches, self.augment = fit, index_batches, augment
+
+    def __call__(self, images: list, info):
+        k = info.get_batch_num()
+        change = _changing(self.augment, self.index_batches[k], k)
+        return (_kept(self.fit, [np.stack(images)], change)[0],)
+
+
+def _changing(augment: Optional[Callable], idx: np.ndarray, k: int) -> Optional[Callable]:
+    """What the fit applies to batch k's images (rows ``idx``) before standardization."""
+    return None if augment is None else (lambda x: augment(x, idx, k))
+
+
 _RAISED: list = []
 """The amptool errors a pipeline worker raised (MindSpore re-raises them as RuntimeError)."""
 
 
-def _kept(fit: Callable, parts: list) -> list:
+def _kept(fit: Callable, parts: list, change: Optional[Callable] = None) -> list:
     try:
-        return fit(parts)
+        return fit(parts, change) if change else fit(parts)
     except UsageError as exc:
         _RAISED.append(exc)
         raise
 
 
-def _image_pipeline(rows, labels, sampler, size: int, drop: bool, fit, workers: int):
+def _image_pipeline(rows, labels, index_batches, size: int, drop: bool, fit, workers: int,
+                    augment: Optional[Callable]):
     from mindspore.dataset import vision
 
     ds = _dataset()
-    data = ds.GeneratorDataset(_Raw(rows.paths, labels), ["image", "label"], sampler=sampler,
-                               num_parallel_workers=1, python_multiprocessing=False)
+    data = ds.GeneratorDataset(_Raw(rows.paths, labels), ["image", "label"],
+                               sampler=_Rows(index_batches, size), num_parallel_workers=1,
+                               python_multiprocessing=False)
     data = data.map(operations=[vision.Decode(), vision.Resize(rows.size),
                                 vision.Rescale(1.0 / 255.0, 0.0), vision.HWC2CHW()],
                     input_columns="image", num_parallel_workers=workers)
+    if fit is not None and augment is not None:
+        return data.batch(size, drop_remainder=drop, input_columns=["image"],
+                          per_batch_map=_FitAugmented(fit, index_batches, augment),
+                          num_parallel_workers=workers)
     data = data.batch(size, drop_remainder=drop)
     if fit is not None:
         data = data.map(operations=_FitImages(fit), input_columns="image",
@@ -224,21 +255,23 @@ def _image_pipeline(rows, labels, sampler, size: int, drop: bool, fit, workers: 
 
 
 def pipeline(rows, labels: np.ndarray, index_batches, fit: Optional[Callable] = None,
-             workers: int = 1):
+             workers: int = 1, augment: Optional[Callable] = None):
     """The ``mindspore.dataset`` pipeline of ``index_batches`` (batches of row indices, in
-    order: a list, or ``_Epochs``; all of one size but the last): its columns are the model's inputs, fitted, then the labels. Image files are
-    read by a sampler in that order, decoded, resized and rescaled by vision transforms in
-    ``workers`` parallel workers, batched and fitted; array rows are read and fitted a
-    batch at a time by ``workers`` workers."""
+    order: a list, or ``_Epochs``; all of one size but the last): its columns are the
+    model's inputs, fitted, then the labels. Image files are read by a sampler in that
+    order, decoded, resized and rescaled by vision transforms in ``workers`` parallel
+    workers, batched and fitted; array rows are read and fitted a batch at a time by
+    ``workers`` workers. ``augment(x, idx, k)`` changes batch k's fitted-size images
+    (rows ``idx``) before the fit standardizes them."""
     if isinstance(rows, ImageFiles):
         size, last = len(index_batches[0]), len(index_batches[len(index_batches) - 1])
         if last > size:
             raise ValueError("image files are batched in equal batches (the last may be short)")
-        return _image_pipeline(rows, labels, _Rows(index_batches, size), size, last == size, fit,
-                               workers)
+        return _image_pipeline(rows, labels, index_batches, size, last == size, fit, workers,
+                               augment)
     names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
-    return _dataset().GeneratorDataset(_Batches(rows, labels, index_batches, fit), names,
-                                       shuffle=False, num_parallel_workers=workers,
+    return _dataset().GeneratorDataset(_Batches(rows, labels, index_batches, fit, augment),
+                                       names, shuffle=False, num_parallel_workers=workers,
                                        python_multiprocessing=False)
 
 
@@ -296,102 +329,3 @@ def _pipeline_error(exc: Exception) -> str:
         if "failed" in line or "Invalid" in line:
             return line.replace("[ERROR]", "").strip()[:200]
     return lines[0][:200] if lines else type(exc).__name__
-
-
-# --- reading sources without loading them ------------------------------------------------
-
-def image_files(path: str) -> tuple:
-    """(file paths, int32 labels, class names, skipped paths) of an image folder: one
-    sub-folder per class (sorted names give the class ids, as ``ImageFolderDataset`` does),
-    image files by suffix in sorted order. Files PIL cannot read as an image (header and,
-    for PNG, checksums) are left out and returned as skipped."""
-    root = Path(path)
-    if not root.is_dir():
-        raise UsageError(f"imagefolder: {path} is not a folder",
-                         "point imagefolder: at a folder of class sub-folders of images")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise UsageError(f"imagefolder: {path} has no class sub-folders",
-                         "put the images in one sub-folder per class")
-    paths, labels = [], []
-    for label, name in enumerate(classes):
-        for file in sorted((root / name).iterdir()):
-            if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES:
-                paths.append(str(file))
-                labels.append(label)
-    if not paths:
-        raise UsageError(f"imagefolder: no images in the class sub-folders of {path} "
-                         f"({', '.join(classes[:5])})",
-                         f"put {', '.join(IMAGE_SUFFIXES)} files in them")
-    good = _readable(paths)
-    skipped = [p for p, ok in zip(paths, good) if not ok]
-    paths = [p for p, ok in zip(paths, good) if ok]
-    labels = [y for y, ok in zip(labels, good) if ok]
-    if not paths:
-        raise UsageError(f"imagefolder: none of the {len(skipped)} files in {path} is a "
-                         f"readable image", f"put {', '.join(IMAGE_SUFFIXES)} files in the "
-                         "class sub-folders")
-    return paths, np.asarray(labels, np.int32), classes, skipped
-
-
-def skipped_note(skipped: list, total: int) -> str:
-    """One line naming the files ``image_files`` left out."""
-    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    return (f"skipped {len(skipped)} of {total} image files that are not readable images: "
-            f"{', '.join(skipped[:3])}{more}")
-
-
-def _readable(paths: list) -> np.ndarray:
-    """Whether PIL reads each file's header as an image of a format Decode takes."""
-    from PIL import Image
-
-    formats = {"PNG", "JPEG", "BMP", "TIFF", "MPO"}
-    ok = np.zeros(len(paths), bool)
-    for i, path in enumerate(paths):
-        try:
-            with Image.open(path) as image:
-                ok[i] = image.format in formats and image.width > 0 and image.height > 0
-                image.verify()
-        except Exception:  # any reason PIL gives: not an image, truncated, unreadable
-            ok[i] = False
-    return ok
-
-
-def npz_arrays(path: str) -> dict:
-    """name -> array of an .npz; arrays stored uncompressed (``numpy.savez``) are
-    memory-mapped, compressed ones (``savez_compressed``) are read into memory."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = {i.filename[:-4]: i for i in archive.infolist() if i.filename.endswith(".npy")}
-        out = {}
-        with np.load(path, allow_pickle=False) as z:
-            for name in z.files:
-                info = infos.get(name)
-                mapped = _mapped(path, info) if info is not None else None
-                out[name] = mapped if mapped is not None else z[name]
-        return out
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
-
-
-def _mapped(path: str, info: zipfile.ZipInfo) -> Optional[np.ndarray]:
-    if info.compress_type != zipfile.ZIP_STORED:
-        return None
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(30)
-        if local[:4] != b"PK\x03\x04":
-            return None
-        name_len = int.from_bytes(local[26:28], "little")
-        extra_len = int.from_bytes(local[28:30], "little")
-        f.seek(info.header_offset + 30 + name_len + extra_len)
-        version = np.lib.format.read_magic(f)
-        shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
-                                 else np.lib.format.read_array_header_2_0(f))
-        if dtype.hasobject or not shape or 0 in shape:
-            return None
-        offset = f.tell()
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
-                     order="F" if fortran else "C")

@@ -78,7 +78,7 @@ def check_config(cfg: PipelineConfig) -> tuple:
     if cfg.onnx == "on" and not onnx_available():
         raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
                          "pip install 'amptool[onnx]', or pass --onnx off")
-    from amptool.train.loop import check_config as check_train_config
+    from amptool.train.config import check_config as check_train_config
 
     check_train_config(cfg.train_config())
     if cfg.samples is not None and (isinstance(cfg.samples, bool)

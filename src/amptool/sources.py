@@ -3,14 +3,18 @@ opened without loading images as floats (an uncompressed npz is memory-mapped, i
 are only listed and checked) and checked against the model (shapes, labels, classes)."""
 from __future__ import annotations
 
+import zipfile
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.feed import ArrayRows, ImageFiles, image_files, npz_arrays
+from amptool.feed import ArrayRows, ImageFiles
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+"""What MindSpore's C++ ``Decode`` reads (case-insensitive)."""
 KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens")
 
 
@@ -161,3 +165,102 @@ def _check_labels(y: np.ndarray, num_classes, source: str) -> None:
     if num_classes and (y.min() < 0 or y.max() >= num_classes):
         raise UsageError(f"{source}: labels span {y.min()}..{y.max()}, the model has "
                          f"{num_classes} classes", "use labels 0..num_classes-1")
+
+
+# --- reading files without loading them --------------------------------------------------
+
+def image_files(path: str) -> tuple:
+    """(file paths, int32 labels, class names, skipped paths) of an image folder: one
+    sub-folder per class (sorted names give the class ids, as ``ImageFolderDataset`` does),
+    image files by suffix in sorted order. Files PIL cannot read as an image (header and,
+    for PNG, checksums) are left out and returned as skipped."""
+    root = Path(path)
+    if not root.is_dir():
+        raise UsageError(f"imagefolder: {path} is not a folder",
+                         "point imagefolder: at a folder of class sub-folders of images")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise UsageError(f"imagefolder: {path} has no class sub-folders",
+                         "put the images in one sub-folder per class")
+    paths, labels = [], []
+    for label, name in enumerate(classes):
+        for file in sorted((root / name).iterdir()):
+            if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES:
+                paths.append(str(file))
+                labels.append(label)
+    if not paths:
+        raise UsageError(f"imagefolder: no images in the class sub-folders of {path} "
+                         f"({', '.join(classes[:5])})",
+                         f"put {', '.join(IMAGE_SUFFIXES)} files in them")
+    good = _readable(paths)
+    skipped = [p for p, ok in zip(paths, good) if not ok]
+    paths = [p for p, ok in zip(paths, good) if ok]
+    labels = [y for y, ok in zip(labels, good) if ok]
+    if not paths:
+        raise UsageError(f"imagefolder: none of the {len(skipped)} files in {path} is a "
+                         f"readable image", f"put {', '.join(IMAGE_SUFFIXES)} files in the "
+                         "class sub-folders")
+    return paths, np.asarray(labels, np.int32), classes, skipped
+
+
+def skipped_note(skipped: list, total: int) -> str:
+    """One line naming the files ``image_files`` left out."""
+    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return (f"skipped {len(skipped)} of {total} image files that are not readable images: "
+            f"{', '.join(skipped[:3])}{more}")
+
+
+def _readable(paths: list) -> np.ndarray:
+    """Whether PIL reads each file's header as an image of a format Decode takes."""
+    from PIL import Image
+
+    formats = {"PNG", "JPEG", "BMP", "TIFF", "MPO"}
+    ok = np.zeros(len(paths), bool)
+    for i, path in enumerate(paths):
+        try:
+            with Image.open(path) as image:
+                ok[i] = image.format in formats and image.width > 0 and image.height > 0
+                image.verify()
+        except Exception:  # any reason PIL gives: not an image, truncated, unreadable
+            ok[i] = False
+    return ok
+
+
+def npz_arrays(path: str) -> dict:
+    """name -> array of an .npz; arrays stored uncompressed (``numpy.savez``) are
+    memory-mapped, compressed ones (``savez_compressed``) are read into memory."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = {i.filename[:-4]: i for i in archive.infolist() if i.filename.endswith(".npy")}
+        out = {}
+        with np.load(path, allow_pickle=False) as z:
+            for name in z.files:
+                info = infos.get(name)
+                mapped = _mapped(path, info) if info is not None else None
+                out[name] = mapped if mapped is not None else z[name]
+        return out
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
+
+
+def _mapped(path: str, info: zipfile.ZipInfo) -> Optional[np.ndarray]:
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if local[:4] != b"PK\x03\x04":
+            return None
+        name_len = int.from_bytes(local[26:28], "little")
+        extra_len = int.from_bytes(local[28:30], "little")
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                 else np.lib.format.read_array_header_2_0(f))
+        if dtype.hasobject or not shape or 0 in shape:
+            return None
+        offset = f.tell()
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                     order="F" if fortran else "C")

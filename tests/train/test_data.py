@@ -136,7 +136,7 @@ def test_image_files_are_decoded_in_the_pipeline_as_requested(tmp_path):
 
 def test_unreadable_images_are_skipped_and_named(tmp_path):
     from amptool.data import load_model_data
-    from amptool.feed import skipped_note
+    from amptool.sources import skipped_note
 
     root = _folder(tmp_path / "imgs")
     (root / "a" / "9.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)  # header only
@@ -179,7 +179,7 @@ def test_image_folder_mistakes(tmp_path, layout):
 
 def test_npz_stored_uncompressed_is_memory_mapped(tmp_path):
     from amptool.data import load_model_data
-    from amptool.feed import npz_arrays
+    from amptool.sources import npz_arrays
 
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 256, (60, 8, 8)).astype(np.uint8), np.arange(60) % 10
@@ -321,3 +321,62 @@ def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, m
     assert len(lines) == 1 and lines[0].startswith(f"amptool: error: image {bad} cannot be "
                                                    "decoded"), result.stderr
     assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_augment_crops_and_flips_each_image_by_seed_epoch_and_row():
+    from amptool.data import Augment, parse_augment
+
+    x = np.random.default_rng(0).random((6, 2, 16, 8)).astype(np.float32)
+    rows = np.array([5, 9, 2, 7, 11, 3])
+    both = Augment(parse_augment("crop, flip"), seed=3, rows=20)
+    out = both(x, rows, epoch=1)
+    np.testing.assert_array_equal(out, both(x, rows, epoch=1))  # fixed draws
+    # a row's draws do not depend on the batch it is in
+    np.testing.assert_array_equal(out[2:4], both(x[2:4], rows[2:4], epoch=1))
+    assert not np.array_equal(out, both(x, rows, epoch=2))
+    flip = Augment(("flip",), seed=3, rows=20)(x, rows, epoch=1)
+    mirrored = [np.array_equal(f, i[..., ::-1]) for f, i in zip(flip, x)]
+    assert all(m or np.array_equal(f, i) for m, f, i in zip(mirrored, flip, x)) and any(mirrored) \
+        and not all(mirrored)
+    crop = Augment(("crop",), seed=3, rows=20)(x, rows, epoch=1)
+    for c, i in zip(crop, x):  # a window of the image padded by 2 rows and 1 column of zeros
+        padded = np.pad(i, ((0, 0), (2, 2), (1, 1)))
+        assert any(np.array_equal(c, padded[:, dy:dy + 16, dx:dx + 8])
+                   for dy in range(5) for dx in range(3))
+    assert not np.array_equal(crop, x)
+    with pytest.raises(UsageError, match="unknown augmentation blur"):
+        parse_augment("crop,blur")
+    assert parse_augment(None) == parse_augment("") == ()
+
+
+@pytest.mark.parametrize("source", ["imagefolder", "digits"])
+def test_augmented_streams_resume_exactly(tmp_path, source):
+    """A stream started at epoch 1 (a resumed run) gives the augmented batches the stream
+    from epoch 0 gives there: the unaugmented stream's rows, each changed as ``Augment``
+    says before standardization."""
+    from amptool.data import Augment, epoch_batches, load_model_data
+
+    spec = f"imagefolder:{_folder(tmp_path / 'imgs')}" if source == "imagefolder" else "digits"
+    model = _model((3, 12, 10)) if source == "imagefolder" else _model((1, 28, 28), 10)
+    data = load_model_data(spec, model, 0.25, workers=2)
+    augment = Augment(("crop", "flip"), seed=7, rows=len(data.labels))
+
+    def order_of(epoch):
+        return list(epoch_batches(len(data.train_idx), 3, 7, epoch))
+
+    whole = data.train_stream(order_of, 0, 2, augment)
+    first = list(whole.epoch(0))
+    plain = list(data.train_stream(order_of, 1, 2).epoch(1))
+    resumed = list(data.train_stream(order_of, 1, 2, augment).epoch(1))
+    for (a, ya), (b, yb), (p, yp) in zip(whole.epoch(1), resumed, plain):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(ya, yp)
+    assert not np.array_equal(resumed[0][0][0], plain[0][0][0])
+    assert not np.array_equal(resumed[0][0][0], first[0][0][0])
+    # the same rows as the unaugmented stream, each image changed as Augment says
+    idx = data.train_idx[order_of(1)[0]]
+    expected = augment(data.fit.__class__(data.fit.shape, data.source)(data.rows.take(idx))[0],
+                       idx, 1)
+    prep = data.preprocess
+    np.testing.assert_allclose(resumed[0][0][0], (expected - prep.mean) / prep.std, rtol=1e-5,
+                               atol=1e-5 * max(1.0, 1 / prep.std))
