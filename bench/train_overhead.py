@@ -81,12 +81,15 @@ class _MemoryStream:
 
     @classmethod
     def maker(cls, arrays: list, y):
-        return lambda order_of, first, last: cls(arrays, y, order_of, first)
+        return lambda order_of, first, last, augment=None: cls(arrays, y, order_of, first)
 
     def epoch(self, epoch: int):
         for idx in self.order_of(epoch):
             yield [a[idx] for a in self.arrays], self.y[idx]
         self.next_epoch = epoch + 1
+
+    def close(self) -> None:
+        pass
 
 
 def amptool_train(model: str, level: str, out: Path, stack, streaming: bool = True,

@@ -201,13 +201,15 @@ class _Run:
                 self.train_epoch(epoch, metrics)
                 self.end_epoch(epoch, metrics)
         except BaseException:
-            self.stream = None  # its pipeline stops with it
             if metrics:
                 metrics.close()
             if self.lead and not cfg.resume and self.step == 0:
                 self.discard()  # the network failed before its first step: nothing to keep
             raise
         finally:
+            if self.stream is not None:  # it reads ahead: stop its pipeline and workers
+                self.stream.close()
+                self.stream = None
             if metrics and not metrics.closed:
                 metrics.close()
         summary = self.summary(time.perf_counter() - t_start)

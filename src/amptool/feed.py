@@ -177,6 +177,12 @@ class Stream:
         self.it = (_read(pipeline(rows, labels, epochs, fit, workers, change), rows, epochs)
                    if len(epochs) else iter(()))
 
+    def close(self) -> None:
+        """Stop the pipeline (its workers end) wherever it is."""
+        close = getattr(self.it, "close", None)
+        if close is not None:
+            close()
+
     def epoch(self, epoch: int) -> Iterator:
         """(inputs, labels) of every batch of ``epoch``, the stream's next epoch."""
         if epoch != self.next_epoch:
@@ -290,8 +296,9 @@ def _read(data, rows, index_batches) -> Iterator:
     that cannot be decoded as one usage error naming it."""
     done = 0
     _RAISED.clear()
+    iterator = data.create_tuple_iterator(output_numpy=True, num_epochs=1)
     try:
-        for parts in data.create_tuple_iterator(output_numpy=True, num_epochs=1):
+        for parts in iterator:
             yield list(parts[:-1]), parts[-1]
             done += 1
     except RuntimeError as exc:
@@ -305,6 +312,8 @@ def _read(data, rows, index_batches) -> Iterator:
         raise UsageError(what, "replace or remove the damaged file (image files are checked "
                          "by PIL's header and checksum test before training; it passed that "
                          "test)") from None
+    finally:  # also when the reader stops early: the pipeline's workers end with it
+        iterator.stop()
 
 
 def _undecodable(rows, index_batches, start: int, ahead: int = 64) -> Optional[tuple]:

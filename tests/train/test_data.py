@@ -380,3 +380,21 @@ def test_augmented_streams_resume_exactly(tmp_path, source):
     prep = data.preprocess
     np.testing.assert_allclose(resumed[0][0][0], (expected - prep.mean) / prep.std, rtol=1e-5,
                                atol=1e-5 * max(1.0, 1 / prep.std))
+
+
+@pytest.mark.slow
+def test_a_run_leaves_no_pipeline_workers_behind(tmp_path):
+    """The training stream reads ahead past the last step: the run stops it, so calling
+    ``amptool.train`` again and again does not pile up the pipeline's worker threads."""
+    import threading
+
+    import amptool
+    from amptool import TrainConfig
+
+    def workers():
+        return [t for t in threading.enumerate() if t.name.startswith("GeneratorWorker")]
+
+    before = len(workers())
+    for i in range(2):
+        amptool.train(TrainConfig(epochs=2, data_workers=2, out=str(tmp_path / f"run{i}")))
+        assert len(workers()) == before
