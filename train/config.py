@@ -10,6 +10,7 @@ from amptool.errors import UsageError
 AUTO = "auto"
 """``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
 
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything ``amptool train`` needs; defaults are the bundled quick run."""

@@ -271,6 +271,8 @@ class _Run:
 
             return sink_epoch(self, epoch, metrics, self.epoch_order(epoch))
         if self.stream is None or self.stream.next_epoch != epoch:  # one pipeline a run
+            if self.stream is not None:
+                self.stream.close()
             self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs, self.augment)
         steps = self.stream.epochs.steps
         self.window = (time.perf_counter(), 0)

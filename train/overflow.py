@@ -11,8 +11,8 @@ AUTO_BATCHES = 2
 
 def auto_policy(run) -> dict:
     """``--policy auto``: one range pass of the freshly built fp32 network over the first
-    training batches, batch normalizations on batch statistics as the step runs them; its
-    candidates (outputs fp16 cannot hold, cells that break when computing in fp16) join
+    training batches (unaugmented, in one call), batch normalizations on those batches'
+    statistics as a step normalizes with its batch's; its candidates (outputs fp16 cannot hold, cells that break when computing in fp16) join
     the policy's fp32 cells unless the policy keeps them already."""
     from amptool.data import epoch_batches
     from amptool.policy import make_policy

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.feed import ImageFiles, Stream, batches, pipeline
+from amptool.feed import ImageFiles, Stream, at_epochs, batches, pipeline
 from amptool.sources import open_arrays, open_images, parse_data_spec
 
 SPLIT_SEED = 0
@@ -103,9 +103,15 @@ class _Fit:
 AUGMENTS = ("crop", "flip")
 
 
-def parse_augment(text: Optional[str]) -> tuple:
-    """``--augment``: a comma-separated choice of AUGMENTS (None or '': none)."""
-    kinds = tuple(dict.fromkeys(k.strip().lower() for k in (text or "").split(",") if k.strip()))
+def parse_augment(value) -> tuple:
+    """``--augment``: a comma-separated choice of AUGMENTS, or a list of them (a config
+    file's); None, '' or []: none."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        value = ",".join(value)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"augment must be a comma-separated text or a list of "
+                         f"{' and/or '.join(AUGMENTS)} (got {value!r})", "fix --augment")
+    kinds = tuple(dict.fromkeys(k.strip().lower() for k in (value or "").split(",") if k.strip()))
     unknown = [k for k in kinds if k not in AUGMENTS]
     if unknown:
         raise UsageError(f"unknown augmentation {', '.join(unknown)} (use "
@@ -120,8 +126,8 @@ class Augment:
     images left to right. Each image's draws are fixed by (seed, epoch, row): a resumed
     run, several workers and any batching make the same images."""
 
-    def __init__(self, kinds: tuple, seed: int, rows: int):
-        self.kinds, self.seed, self.rows = kinds, seed, rows
+    def __init__(self, kinds: tuple, seed: int):
+        self.kinds, self.seed = kinds, seed
 
     def __call__(self, x: np.ndarray, idx: np.ndarray, epoch: int) -> np.ndarray:
         n, _, h, w = x.shape
@@ -231,9 +237,8 @@ class ModelData:
                        epoch: int = 0):
         """The ``mindspore.dataset`` pipeline of ``train_batches`` of ``epoch`` (inputs,
         then labels)."""
-        change = None if augment is None else (lambda x, idx, k: augment(x, idx, epoch))
         return pipeline(self.rows, self.labels, [self.train_idx[b] for b in index_batches],
-                        self.fit, self.workers, change)
+                        self.fit, self.workers, at_epochs(augment, lambda k: epoch))
 
     def train_inputs(self, positions: np.ndarray) -> list:
         """The model inputs of these positions in the training split, in memory."""
@@ -261,7 +266,7 @@ def augmenting(text: Optional[str], seed: int, data: "ModelData") -> Optional[Au
     if data.preprocess is None:
         raise UsageError(f"--augment changes images; {data.source} feeds the model's inputs "
                          "as stored", "drop --augment, or train on an image source")
-    return Augment(kinds, seed, len(data.labels))
+    return Augment(kinds, seed)
 
 
 def load_model_data(spec: str, model, val_fraction: float = 0.2,

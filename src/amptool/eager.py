@@ -16,10 +16,9 @@ def eager(net, batch_stats: bool = False):
     normalize with the batch's own statistics, as a training step computes them, and get
     their running statistics back after; dropout stays off."""
     import mindspore as ms
-    from mindspore.nn.layer.normalization import _BatchNorm
 
     previous, was_training = ms.get_context("mode"), net.training
-    norms = [c for _, c in net.cells_and_names() if isinstance(c, _BatchNorm)] \
+    norms = [c for _, c in net.cells_and_names() if isinstance(c, _batch_norms())] \
         if batch_stats else []
     saved = [(p, p.asnumpy().copy())  # asnumpy may share the parameter's memory
              for c in norms for p in c.get_parameters() if not p.requires_grad]
@@ -34,6 +33,17 @@ def eager(net, batch_stats: bool = False):
             param.set_data(ms.Tensor(value))
         net.set_train(was_training)
         ms.set_context(mode=previous)
+
+
+def _batch_norms() -> tuple:
+    """The batch normalization base classes: ``mindspore.nn``'s and ``mindspore.mint``'s."""
+    from mindspore.nn.layer.normalization import _BatchNorm
+
+    try:
+        from mindspore.mint.nn.layer.normalization import _BatchNorm as _MintBatchNorm
+    except ImportError:  # a MindSpore without mint
+        return (_BatchNorm,)
+    return (_BatchNorm, _MintBatchNorm)
 
 
 def tensors(value) -> list:

@@ -131,7 +131,7 @@ class _Epochs:
         self.lock = threading.Lock()
 
     def __getitem__(self, k: int) -> np.ndarray:
-        epoch = self.first + k // self.steps
+        epoch = self.epoch_of(k)
         with self.lock:
             if epoch not in self.cache:
                 for old in [e for e in self.cache if e < epoch - 1]:
@@ -172,9 +172,8 @@ class Stream:
         before standardization."""
         self.epochs = epochs = _Epochs(order_of, first, last)
         self.next_epoch = first
-        change = None if augment is None else (
-            lambda x, idx, k: augment(x, idx, epochs.epoch_of(k)))
-        self.it = (_read(pipeline(rows, labels, epochs, fit, workers, change), rows, epochs)
+        self.it = (_read(pipeline(rows, labels, epochs, fit, workers,
+                                  at_epochs(augment, epochs.epoch_of)), rows, epochs)
                    if len(epochs) else iter(()))
 
     def close(self) -> None:
@@ -219,6 +218,12 @@ class _FitAugmented:
         k = info.get_batch_num()
         change = _changing(self.augment, self.index_batches[k], k)
         return (_kept(self.fit, [np.stack(images)], change)[0],)
+
+
+def at_epochs(augment: Optional[Callable], epoch_of: Callable) -> Optional[Callable]:
+    """``augment(x, idx, epoch)`` as the pipeline calls it, ``(x, idx, k)`` for batch k of
+    epoch ``epoch_of(k)``."""
+    return None if augment is None else (lambda x, idx, k: augment(x, idx, epoch_of(k)))
 
 
 def _changing(augment: Optional[Callable], idx: np.ndarray, k: int) -> Optional[Callable]:
@@ -316,7 +321,7 @@ def _read(data, rows, index_batches) -> Iterator:
         iterator.stop()
 
 
-def _undecodable(rows, index_batches, start: int, ahead: int = 64) -> Optional[tuple]:
+def _undecodable(rows, index_batches, start: int, ahead: int = 16) -> Optional[tuple]:
     """(path, reason) of the first file PIL cannot decode in full among the batches
     ``start`` .. ``start + ahead`` (the pipeline reads ahead: the failure may lie past
     the last batch delivered), or None."""

@@ -247,3 +247,26 @@ def test_batch_statistics_measure_what_a_training_step_computes():
     assert net.training and net.bn.training
     for p in net.get_parameters():
         np.testing.assert_array_equal(p.asnumpy(), before[p.name], err_msg=p.name)
+
+
+def test_the_pass_puts_statistics_mode_and_context_back_when_the_network_raises():
+    import mindspore as ms
+    from mindspore import nn
+
+    class Breaks(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(4)
+
+        def construct(self, x):
+            self.bn(x)
+            raise ValueError("planted")
+
+    net = Breaks()
+    previous = ms.get_context("mode")
+    x = (np.random.default_rng(0).standard_normal((8, 4)) + 3).astype(np.float32)
+    with pytest.raises(ValueError, match="planted"):
+        measure_ranges(net, [[x]], batch_stats=True)
+    assert not net.training and not net.bn.training and ms.get_context("mode") == previous
+    np.testing.assert_array_equal(net.bn.moving_mean.asnumpy(), np.zeros(4, np.float32))
+    np.testing.assert_array_equal(net.bn.moving_variance.asnumpy(), np.ones(4, np.float32))
