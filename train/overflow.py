@@ -12,12 +12,12 @@ AUTO_BATCHES = 2
 def auto_policy(run) -> dict:
     """``--policy auto``: one range pass of the freshly built fp32 network over the first
     training batches (unaugmented, in one call), batch normalizations on those batches'
-    statistics as a step normalizes with its batch's; its candidates (outputs fp16 cannot hold, cells that break when computing in fp16) join
-    the policy's fp32 cells unless the policy keeps them already."""
+    statistics as a step normalizes with its batch's, the cells the level keeps in fp32
+    kept so in the fp16 probe; its candidates (outputs fp16 cannot hold, cells that break
+    when computing in fp16) join the policy's fp32 cells unless it keeps them already."""
     from amptool.data import epoch_batches
     from amptool.policy import make_policy
     from amptool.precision import cell_origins
-    from amptool.ranges import measure_ranges, outside_policy, range_candidates
 
     cfg, data, base = run.cfg, run.data, run.policy
     positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
@@ -25,13 +25,24 @@ def auto_policy(run) -> dict:
     found = []
     if base.dtype == "float16":  # bfloat16 has fp32's range: nothing to keep
         joined = data.train_inputs(np.concatenate(positions))  # one eager call
-        ranges = measure_ranges(run.net, [joined], batch_stats=True)
-        found = outside_policy(run.net, range_candidates(ranges, safety=cfg.range_safety), base)
+        found = auto_candidates(run.net, joined, base, cfg.range_safety)
     cells = list(base.fp32_cells) + [r.path for r in found]
     run.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
     where = cell_origins(run.net, [r.path for r in found])
     return {"safety": cfg.range_safety, "batches": len(positions), "file": "policy.auto.toml",
             "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
+
+
+def auto_candidates(net, inputs: list, base, safety: float) -> list:
+    """The range pass of ``--policy auto`` over one batch of ``inputs`` of the fp32 network
+    ``net`` (batch statistics; the cells ``base`` keeps in fp32 stay so in the fp16 probe):
+    the ``CellRange`` of the cells to keep that ``base`` does not keep already."""
+    from amptool.precision import resolve_fp32_cells
+    from amptool.ranges import measure_ranges, outside_policy, range_candidates
+
+    kept = tuple(resolve_fp32_cells(net, base).values())
+    ranges = measure_ranges(net, [inputs], batch_stats=True, fp32_kept=kept)
+    return outside_policy(net, range_candidates(ranges, safety=safety), base)
 
 
 def forward_overflow(run, inputs: list) -> None:

@@ -127,13 +127,17 @@ def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
     return diff / scale
 
 
-def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = False) -> list:
+def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = False,
+                   fp32_kept: tuple = ()) -> list:
     """``CellRange`` of every cell of the fp32 network ``net`` over ``batches`` (each a list
     of numpy arrays, one per network input), in execution order; with ``probe``, each cell
     but the network itself also runs in fp16 on its inputs from the first batch (the first
-    PROBE_ROWS rows), giving ``local_error``. ``batch_stats``: batch normalizations as a
-    training step runs them (``eager``); else as inference does."""
+    PROBE_ROWS rows), giving ``local_error``; the cells of ``fp32_kept`` (those a policy
+    keeps) stay in fp32 inside it. ``batch_stats``: batch normalizations as a training
+    step runs them (``eager``); else as inference does."""
     import mindspore as ms
+
+    kept_ids = {id(c) for c in fp32_kept}
 
     stats: dict = {}
     types: dict = {}
@@ -155,6 +159,9 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             if cut:
                 inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
             with computing_in(cell, ms.float16):
+                for _, inner in cell.cells_and_names():
+                    if id(inner) in kept_ids:
+                        inner.to_float(ms.float32)
                 low = floats(cell(*inputs))
             if low is None:
                 return None
@@ -231,7 +238,8 @@ def range_candidates(ranges: list, safety: float = SAFETY,
       cell hands its fp32 output on and a consumer computing in fp16 would cast it to inf;
     - the innermost cells whose outputs are mostly subnormal in fp16 (``subnormal_share``);
     - the innermost cells whose fp16 ``local_error`` reaches ``local_error`` (None: not
-      used), an overflow that stays inside a cell."""
+      used), an overflow that stays inside a cell; never a chain, which computes nothing of
+      its own (its error is its blocks' errors compounded)."""
     limit = safety * FP16_MAX
     rows = [r for r in ranges if r.path]
     made = [r for r in rows if _big(r.out_max, limit) and not _big(r.in_max, limit)]
@@ -242,7 +250,7 @@ def range_candidates(ranges: list, safety: float = SAFETY,
     taken = [r for r in taken if not any(_inside(r.path, o.path) for o in taken)]
     tiny = _innermost([r for r in rows if not _big(r.out_max, limit)
                        and fp16_risk(r.out_max, r.subnormal, safety, subnormal_share)])
-    broken = _innermost([r for r in rows if local_error is not None
+    broken = _innermost([r for r in rows if local_error is not None and not r.chain
                          and r.local_error is not None and r.local_error >= local_error])
     chosen = {r.path for r in made + taken + tiny + broken}
     found = [r for r in rows if r.path in chosen]

@@ -270,3 +270,58 @@ def test_the_pass_puts_statistics_mode_and_context_back_when_the_network_raises(
     assert not net.training and not net.bn.training and ms.get_context("mode") == previous
     np.testing.assert_array_equal(net.bn.moving_mean.asnumpy(), np.zeros(4, np.float32))
     np.testing.assert_array_equal(net.bn.moving_variance.asnumpy(), np.ones(4, np.float32))
+
+
+def test_a_chain_is_not_kept_for_the_compounded_error_of_its_blocks():
+    """A deep stack of blocks run alone in fp16 drifts further than any one block: that is
+    no failure inside the stack (a chain computes nothing of its own). A block whose own
+    construct breaks is kept."""
+    from amptool.ranges import CellRange
+
+    def row(path, error, chain=False):
+        return CellRange(path, "SequentialCell" if chain else "Block", 5.0, 5.0, 0.0, error, chain)
+
+    rows = [row("features", 0.14, chain=True), row("features.0", 0.04), row("features.1", 0.08),
+            row("head", 0.01)]
+    assert range_candidates(rows) == []
+    rows[0] = row("features", 0.14)
+    assert [r.path for r in range_candidates(rows)] == ["features"]
+
+
+def test_cells_a_policy_keeps_stay_fp32_inside_a_probed_cell():
+    """A block holding a norm whose fp16 sum of squares overflows (inputs near 300): probed
+    alone in fp16 the block breaks; with the norm kept in fp32, as a policy keeps it, it
+    does not."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Norm(nn.Cell):
+        def construct(self, x):
+            return x / ops.sqrt((x * x).sum(-1, keepdims=True))
+
+    class Block(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 4, weight_init=ms.Tensor(np.eye(4, dtype=np.float32) * 100),
+                               bias_init="zeros")
+            self.norm = Norm()
+
+        def construct(self, x):
+            return self.norm(self.fc(x))
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+            self.head = nn.Dense(4, 2)
+
+        def construct(self, x):
+            return self.head(self.block(x))
+
+    ms.set_seed(0)
+    net = Net()
+    x = np.array([[3.0, 1.0, 2.5, 0.5], [2.0, 3.0, 1.0, 2.8]], np.float32)
+    alone = {r.path: r for r in measure_ranges(net, [[x]])}
+    kept = {r.path: r for r in measure_ranges(net, [[x]], fp32_kept=(net.block.norm,))}
+    assert alone["block"].local_error >= 0.1 and alone["block.norm"].local_error >= 0.1
+    assert kept["block"].local_error < 0.01

@@ -110,3 +110,23 @@ def test_onnx_matches_the_fp32_mindir(name, zoo_flows):
     outs = [session.run(None, {session.get_inputs()[0].name: x[i:i + chunk]})[0]
             for i in range(0, len(x), chunk)]
     assert scaled_max_abs(np.concatenate(outs), ref) <= FP32_REL
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
+    """The range pass of ``--policy auto`` (batch normalizations on the batch's statistics,
+    the O2 level's fp32 cells kept in the probe) keeps no cell of these networks."""
+    import mindspore as ms
+
+    from amptool.data import load_model_data
+    from amptool.models import resolve_model
+    from amptool.policy import policy_for
+    from amptool.train.overflow import auto_candidates
+
+    zoo = ZOO[name]
+    spec = resolve_model(zoo.model, zoo.args, zoo.input_spec)
+    ms.set_seed(0)
+    net = spec.build()
+    x = load_model_data("digits", spec).train_inputs(np.arange(64))
+    found = auto_candidates(net, x, policy_for(None, "O2"), 0.5)
+    assert found == [], [(r.path, r.out_max, r.local_error) for r in found]
