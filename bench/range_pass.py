@@ -31,8 +31,9 @@ def _range_pass_seconds(model: str) -> tuple:
 
     from amptool.data import epoch_batches, load_model_data
     from amptool.models import resolve_model
-    from amptool.ranges import measure_ranges, range_candidates
-    from amptool.train.overflow import AUTO_BATCHES
+    from amptool.policy import policy_for
+    from amptool.ranges import SAFETY
+    from amptool.train.overflow import AUTO_BATCHES, auto_candidates
 
     spec = resolve_model(model)
     data = load_model_data("digits", spec)
@@ -42,7 +43,7 @@ def _range_pass_seconds(model: str) -> tuple:
                                        range(AUTO_BATCHES))]
     joined = data.train_inputs(np.concatenate(positions))  # as --policy auto runs it
     t0 = time.perf_counter()
-    found = range_candidates(measure_ranges(net, [joined], batch_stats=True))
+    found = auto_candidates(net, joined, policy_for(None, "O2"), SAFETY)  # what auto runs
     return time.perf_counter() - t0, [r.path for r in found]
 
 
