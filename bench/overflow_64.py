@@ -1,8 +1,9 @@
-"""``bench/overflow.py`` at 3 x 64 x 64, where repvgg_a0's fp16 forward pass overflows.
+"""``bench/overflow.py`` at 3 x 64 x 64, the size at which repvgg_a0 was reported to overflow.
 
-At this size the branch sums of the late RepVGG blocks exceed 65504 in fp16 from the first
-step, so plain O2 must stop as diverged with the overflowing cell named, while
-``--policy auto`` keeps those cells in fp32 before the first step and trains.
+Through a fresh network's running statistics (inference mode) the late RepVGG blocks' branch
+sums pass 65504 at this size; a training step normalizes with the batch's statistics, and
+``--policy auto`` measures those: ``ended`` says whether plain O2 finished or stopped as
+diverged with the overflowing cell named ("same run as O2_auto" when nothing was kept).
 """
 from __future__ import annotations
 

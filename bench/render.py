@@ -320,8 +320,20 @@ def _overflow_rows(f: dict) -> list:
     value = (f"O2 --policy auto: {_ended(auto)}, keeps {auto.get('kept_cells', '?')} of "
              f"{auto.get('cells', '?')} cells ({kept}), {side} O0 ({_ended(o0)}), fp16 MindIR "
              f"parity {parity}; plain O2: {_ended(plain)}")
+    seeds = f.get("seeds")
+    if seeds:
+        pairs = ", ".join(f"{_acc(a0)} / {_acc(a2)}" for a0, a2 in
+                          zip(seeds["O0_val_acc"], seeds["O2_auto_val_acc"]))
+        mean = seeds["mean_gap_points"]
+        value += (f"; seeds {', '.join(map(str, seeds['seeds']))}, val acc O0 / O2 auto: "
+                  f"{pairs}, mean gap {'?' if mean is None else f'{mean:g}'} points (O0 alone "
+                  f"spreads {seeds['O0_spread_points']:g} points over the seeds)")
     return [(f"{f['model']} {f['input']}, {f['epochs']} epochs: O2 with `--policy auto`", value,
-             "≤ 10 % of cells, ≤ 2 points")]
+             "≤ 10 % of cells, ≤ 2 points" + (" (mean over seeds)" if seeds else ""))]
+
+
+def _acc(value) -> str:
+    return "diverged" if value is None else f"{value:.3f}"
 
 
 SUMMARY = {"train_overhead": _train_rows, "export": _export_rows, "parity": _parity_rows,
