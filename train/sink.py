@@ -54,4 +54,4 @@ def sink_epoch(run, epoch: int, metrics, order: list) -> None:
         run.window = (run.window[0], run.window[1] + size * run.cfg.batch_size * run.world)
         first = order[call * size]
         run.log_step(epoch, loss, finite, metrics, call > 0,
-                     lambda first=first: run.data.train_inputs(first))
+                     lambda first=first: run.data.train_inputs(first, run.augment, epoch))

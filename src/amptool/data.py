@@ -240,9 +240,14 @@ class ModelData:
         return pipeline(self.rows, self.labels, [self.train_idx[b] for b in index_batches],
                         self.fit, self.workers, at_epochs(augment, lambda k: epoch))
 
-    def train_inputs(self, positions: np.ndarray) -> list:
-        """The model inputs of these positions in the training split, in memory."""
-        return next(iter(self.train_batches([np.asarray(positions)])))[0]
+    def train_inputs(self, positions: np.ndarray, augment: Optional[Augment] = None,
+                     epoch: int = 0) -> list:
+        """The model inputs of these positions in the training split, in memory, as a
+        training step of ``epoch`` reads them (``augment``: that run's augmentation)."""
+        absolute = [self.train_idx[np.asarray(positions)]]
+        read = batches(self.rows, self.labels, absolute, self.fit, self.workers,
+                       at_epochs(augment, lambda k: epoch))
+        return next(iter(read))[0]
 
     def val_batches(self, samples: Optional[int] = None):
         """(inputs, labels) over the held-out split (its first ``samples``), in order."""

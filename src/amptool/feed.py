@@ -287,12 +287,13 @@ def pipeline(rows, labels: np.ndarray, index_batches, fit: Optional[Callable] = 
 
 
 def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callable] = None,
-            workers: int = 1) -> Iterator:
+            workers: int = 1, augment: Optional[Callable] = None) -> Iterator:
     """(fitted input arrays, labels) of every batch of ``index_batches``, in order, read
-    ahead by the pipeline's workers."""
+    ahead by the pipeline's workers (``augment``: as ``pipeline`` takes it)."""
     if not index_batches:
         return
-    yield from _read(pipeline(rows, labels, index_batches, fit, workers), rows, index_batches)
+    yield from _read(pipeline(rows, labels, index_batches, fit, workers, augment), rows,
+                     index_batches)
 
 
 def _read(data, rows, index_batches) -> Iterator:

@@ -384,6 +384,10 @@ def test_augmented_streams_resume_exactly(tmp_path, source):
     prep = data.preprocess
     np.testing.assert_allclose(resumed[0][0][0], (expected - prep.mean) / prep.std, rtol=1e-5,
                                atol=1e-5 * max(1.0, 1 / prep.std))
+    # read back alone, as forensics replay a step's batch: the same augmented inputs
+    np.testing.assert_array_equal(data.train_inputs(order_of(1)[0], augment, 1)[0],
+                                  resumed[0][0][0])
+    np.testing.assert_array_equal(data.train_inputs(order_of(1)[0])[0], plain[0][0][0])
 
 
 @pytest.mark.slow
