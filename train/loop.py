@@ -45,8 +45,12 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
     if cfg.resume and not last_path.is_file():
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
-    run = _Run(cfg, on_event or (lambda event: None), rank, world)
-    return run.train()
+    try:
+        return _Run(cfg, on_event or (lambda event: None), rank, world).train()
+    finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
+        import mindspore
+
+        mindspore.ms_memory_recycle()
 
 
 class _Run:
@@ -175,7 +179,6 @@ class _Run:
             info["model"].update(keep_model_file(self.spec, self.out))
             if self.auto is not None:
                 from amptool.policy import save_policy
-
                 from amptool.ranges import why_kept
 
                 notes = {r["path"]: f"{r['where']}; range pass: {why_kept(r, cfg.range_safety)}"

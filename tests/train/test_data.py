@@ -391,14 +391,21 @@ def test_augmented_streams_resume_exactly(tmp_path, source):
 
 
 @pytest.mark.slow
-def test_a_run_leaves_no_pipeline_workers_behind(tmp_path):
+def test_a_run_leaves_no_pipeline_workers_behind(tmp_path, monkeypatch):
     """The training stream reads ahead past the last step: the run stops it, so calling
-    ``amptool.train`` again and again does not pile up the pipeline's worker threads."""
+    ``amptool.train`` again and again does not pile up the pipeline's worker threads; and
+    it releases its compiled graphs, also when it stops on a mistake."""
     import threading
     import time
 
+    import mindspore
+
     import amptool
     from amptool import TrainConfig
+    from amptool.errors import UsageError
+
+    recycled, real = [], mindspore.ms_memory_recycle
+    monkeypatch.setattr(mindspore, "ms_memory_recycle", lambda: recycled.append(real()))
 
     def workers():
         return [t for t in threading.enumerate() if t.name.startswith("GeneratorWorker")]
@@ -414,3 +421,7 @@ def test_a_run_leaves_no_pipeline_workers_behind(tmp_path):
     for i in range(2):
         amptool.train(TrainConfig(epochs=2, data_workers=2, out=str(tmp_path / f"run{i}")))
         assert settled(before) <= before
+    assert len(recycled) == 2
+    with pytest.raises(UsageError, match="nothing.npz"):
+        amptool.train(TrainConfig(data=f"npz:{tmp_path / 'nothing.npz'}", out=str(tmp_path / "r")))
+    assert len(recycled) == 3
