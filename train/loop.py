@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -48,9 +49,9 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
     try:
         return _Run(cfg, on_event or (lambda event: None), rank, world).train()
     finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
-        import mindspore
-
-        mindspore.ms_memory_recycle()
+        recycle = getattr(sys.modules.get("mindspore"), "ms_memory_recycle", None)
+        if recycle is not None:  # None: MindSpore was never imported, nothing to free
+            recycle()
 
 
 class _Run:
