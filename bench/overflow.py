@@ -12,7 +12,7 @@ public API as a user runs it:
 - plain ``O2``: how the run ends (finished, or diverged with the cell the forensics name);
 - ``seeds``: O0 and ``O2 --policy auto`` again with seeds 1 and 2 (weights and data order).
   Two epochs on 45 steps an epoch are chaotic: the same O0 run moved 6 points when its
-  inputs moved by 6e-7, so one seed's gap is mostly noise. Figures: each seed's accuracies
+  inputs moved by 6e-7, so one seed's gap carries that noise. Figures: each seed's accuracies
   and gap, the mean gap and the spread of O0 across seeds.
 
 Targets: the auto run trains without a diverged stop, within 2 points of O0 on the mean
