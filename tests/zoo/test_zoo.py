@@ -121,6 +121,7 @@ def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
     from amptool.data import load_model_data
     from amptool.models import resolve_model
     from amptool.policy import policy_for
+    from amptool.ranges import SAFETY
     from amptool.train.overflow import auto_candidates
 
     zoo = ZOO[name]
@@ -128,5 +129,5 @@ def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
     ms.set_seed(0)
     net = spec.build()
     x = load_model_data("digits", spec).train_inputs(np.arange(64))
-    found = auto_candidates(net, x, policy_for(None, "O2"), 0.5)
+    found = auto_candidates(net, x, policy_for(None, "O2"), SAFETY)
     assert found == [], [(r.path, r.out_max, r.local_error) for r in found]
