@@ -98,6 +98,13 @@ class TrainStep:
         step = self.step
         return tuple(int(p.asnumpy()) for p in (step.skipped, step.streak, step.bad_loss))
 
+    def set_skip_counters(self, skipped: int, streak: int) -> None:
+        """Set the device's skip counters: ``skipped`` steps in all, ``streak`` in a row."""
+        import mindspore as ms
+
+        self.step.skipped.set_data(ms.Tensor(skipped, ms.int32))
+        self.step.streak.set_data(ms.Tensor(streak, ms.int32))
+
     def scaler_state(self) -> list:
         """Parameters holding the loss-scale state (saved in checkpoints)."""
         from mindspore import amp

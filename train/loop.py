@@ -109,6 +109,7 @@ class _Run:
         self.best_acc, self.val_acc, self.loss = -1.0, 0.0, float("nan")
         self.timed_samples, self.timed_seconds = 0, 0.0
         self.forward_bad, self.info = 0, None
+        self.first_batch_tries = None  # tries of the first batch (dynamic scale, fresh run)
         # the output folder last: a mistake found above leaves nothing behind
         self.created_out = not Path(cfg.out).exists()
         self.out = ensure_out_dir(cfg.out)
@@ -281,11 +282,35 @@ class _Run:
         steps = self.stream.epochs.steps
         self.window = (time.perf_counter(), 0)
         for i, (inputs, labels) in enumerate(self.stream.epoch(epoch)):
-            loss, finite = self.trainer.step(*[ms.Tensor(a) for a in inputs], ms.Tensor(labels))
+            tensors = [ms.Tensor(a) for a in inputs] + [ms.Tensor(labels)]
+            loss, finite = self.trainer.step(*tensors)
+            if self.step == 0 and self.loss_scale.kind == "dynamic":
+                loss, finite = self.settle_scale(tensors, loss, finite)
             self.step += 1
             self.window = (self.window[0], self.window[1] + len(labels) * self.world)
             if i == 0 or self.step % cfg.log_every == 0 or i == steps - 1:
                 self.log_step(epoch, loss, finite, metrics, i > 0, lambda batch=inputs: batch)
+
+    def settle_scale(self, tensors: list, loss, finite) -> tuple:
+        """The run's first batch is tried again while its gradients overflow and its loss is
+        finite, each try at the scale the last overflow halved, until the batch updates the
+        weights, the scale reaches 1 or ``--max-skipped`` tries overflowed. A run's first
+        gradients are often its largest: the scale settles on them instead of by skipping
+        the first steps' updates. The tries are one step: it counts as one skipped step if
+        its last try overflowed, and its overflowing tries count as skipped in a row."""
+        tries, tried_at = 1, self.loss_scale.init
+        while (not bool(finite.asnumpy()) and np.isfinite(float(loss.asnumpy()))
+               and tries < self.cfg.max_skipped):
+            scale = self.trainer.scale_value()
+            if scale >= tried_at:  # at its floor of 1: another try would overflow again
+                break
+            loss, finite = self.trainer.step(*tensors)
+            tries, tried_at = tries + 1, scale
+        if tries > 1:
+            overflowed = not bool(finite.asnumpy())
+            self.trainer.set_skip_counters(int(overflowed), tries if overflowed else 0)
+        self.first_batch_tries = tries
+        return loss, finite
 
     def epoch_order(self, epoch: int) -> list:
         """This rank's batches of positions in the training split for ``epoch``."""
@@ -380,4 +405,6 @@ class _Run:
             samples_per_s=rate, final_loss=self.loss, epochs=self.cfg.epochs, workers=self.world,
             seconds=seconds, out=str(self.out),
             extra={"model": self.spec.name, "policy": self.policy.describe(),
-                   "device": self.device, "weights_sha256": weights_digest(self.net)})
+                   "device": self.device, "weights_sha256": weights_digest(self.net),
+                   **({"first_batch_tries": self.first_batch_tries}
+                      if self.first_batch_tries is not None else {})})

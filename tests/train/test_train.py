@@ -112,14 +112,32 @@ def test_metrics_and_summary_fields(runs):
     first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert set(first) >= {"step", "epoch", "loss", "loss_scale", "overflow", "lr", "samples_per_s"}
     assert summary.samples_per_s > 0 and summary.loss_scale == 65536.0
-    assert summary.overflow_steps == 0
+    assert summary.overflow_steps == 0 and summary.extra["first_batch_tries"] == 1
+
+
+def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path):
+    """A scale far too large overflows the first batch: the batch is tried again at each
+    halved scale until it updates, instead of the run skipping its first ~20 steps (a later
+    batch may still overflow once at the settled scale)."""
+    summary = train_model(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40))
+    tries = summary.extra["first_batch_tries"]
+    assert 10 < tries < 40 and summary.overflow_steps <= 2
+    first = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["step"] == 1 and not first["overflow"] and first["skipped"] == 0
+    assert first["loss_scale"] == 2.0 ** 40 / 2 ** (tries - 1)
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["summary"]["first_batch_tries"] == tries
+    assert summary.val_acc > 0.5
 
 
 def test_forced_overflow_is_counted(tmp_path):
-    summary = train_model(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40))
+    """A scale that grows after every clean step overflows again and again: each such step
+    is skipped and counted."""
+    summary = train_model(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
+                                      scale_window=1))
     assert summary.overflow_steps >= 10
     assert summary.loss_scale <= 2.0 ** 30
-    rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert sum(r["skipped"] for r in rows if "skipped" in r) == summary.overflow_steps
     assert summary.val_acc > 0.5
 
@@ -127,13 +145,13 @@ def test_forced_overflow_is_counted(tmp_path):
 def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path):
     """The device counts skipped steps between read-backs: the run, its counts and its
     weights are those of a run read back on every step."""
-    kwargs = dict(epochs=1, scale_init=2.0 ** 40, optimizer="sgd", lr=0.01)
+    kwargs = dict(epochs=1, scale_init=2.0 ** 40, scale_window=1, optimizer="sgd", lr=0.01)
     every = train_model(TrainConfig(out=str(tmp_path / "every"), log_every=1, **kwargs))
     tenth = train_model(TrainConfig(out=str(tmp_path / "tenth"), **kwargs))
     assert tenth.extra["weights_sha256"] == every.extra["weights_sha256"]
     assert tenth.overflow_steps == every.overflow_steps >= 10
-    per_step = [json.loads(l) for l in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
-    logged = [json.loads(l) for l in (tmp_path / "tenth" / "metrics.jsonl").read_text().splitlines()]
+    per_step = [json.loads(line) for line in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
+    logged = [json.loads(line) for line in (tmp_path / "tenth" / "metrics.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in per_step if "loss" in r]
     assert [r["step"] for r in logged if "loss" in r] == [1, 10, 20, 30, 40, steps[-1]]
     by_step = {r["step"]: r for r in per_step if "loss" in r}
