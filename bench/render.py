@@ -117,11 +117,14 @@ def header(results: dict) -> str:
 
 
 def measured_elsewhere(results: dict, entry: dict) -> str:
-    """"measured at commit X" for an entry merged in from a run at another commit, else ""."""
+    """"measured at commit X" for an entry merged in from a run at another commit, else "";
+    "on CPU" added when that run recorded another processor than the header's."""
     commit = entry.get("commit")
     if not commit or commit == results["machine"].get("commit"):
         return ""
-    return f"measured at commit `{commit[:12]}`"
+    cpu = entry.get("cpu")
+    where = f" on {cpu}" if cpu and cpu != results["machine"].get("cpu") else ""
+    return f"measured at commit `{commit[:12]}`{where}"
 
 
 def ratio_rows(entry: dict) -> list:

@@ -145,6 +145,36 @@ def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
     return results
 
 
+def merge(part: dict, into: dict) -> list:
+    """Put every benchmark of results ``part`` (a run of some of them, maybe at another
+    commit or on another machine) into results ``into``; each merged entry records the
+    commit, date and processor of its run. Returns the merged names."""
+    for name, entry in part["benchmarks"].items():
+        into["benchmarks"][name] = {**entry, "commit": part["machine"].get("commit"),
+                                    "date": part["date"], "cpu": part["machine"].get("cpu")}
+    return sorted(part["benchmarks"])
+
+
+def merge_command(part_path: Path, out: Path) -> int:
+    """``--merge FILE``: 0 merged into ``out``, 2 unusable input."""
+    from amptool.fileio import write_json
+
+    try:
+        part = json.loads(part_path.read_text(encoding="utf-8"))
+        results = json.loads(out.read_text(encoding="utf-8"))
+        if part.get("quick") and not results.get("quick"):
+            raise ValueError("a quick (smoke) run's figures are not measurements")
+        names = merge(part, results)
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        print(f"bench: error: cannot merge {part_path} into {out}: {exc}; give a results "
+              "file written by `python -m bench --only NAMES --out FILE`", file=sys.stderr)
+        return 2
+    write_json(out, results)
+    print(f"bench: merged {', '.join(names)} into {out}; `python -m bench --render` puts "
+          "them in README.md and docs/bench.md", file=sys.stderr)
+    return 0
+
+
 def render_command(results_path: Path, check: bool) -> int:
     """``--render``/``--check``: 0 done (or up to date), 1 stale (check), 2 unusable input."""
     try:
@@ -175,6 +205,9 @@ def main(argv=None) -> int:
                         help="rewrite the figures in README.md and docs/bench.md from the results")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if README.md or docs/bench.md differ from the results")
+    parser.add_argument("--merge", type=Path, metavar="FILE",
+                        help="put the benchmarks of results FILE (a run of some of them) into "
+                             "--out, each with its own commit, date and processor")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -183,6 +216,8 @@ def main(argv=None) -> int:
     if args.list:
         print("\n".join(discover()))
         return 0
+    if args.merge:
+        return merge_command(args.merge, args.out)
     if args.render or args.check:
         return render_command(args.out, args.check)
     only = {n.strip() for n in args.only.split(",") if n.strip()}

@@ -97,6 +97,40 @@ def test_failed_and_quick_runs_say_so(render, results):
         assert "failed" in row and "\\| second line" in row  # one row, the pipe escaped
 
 
+def test_a_merged_entry_names_its_commit_and_another_processor(render, results):
+    merged = copy.deepcopy(results)
+    merged["machine"].update(commit="a" * 40, cpu="Intel(R) Xeon(R) Processor")
+    entry = {"status": "ok", "commit": "b" * 40, "cpu": "AMD EPYC", "figures": {}}
+    assert render.measured_elsewhere(merged, entry) == "measured at commit `bbbbbbbbbbbb` on AMD EPYC"
+    entry["cpu"] = "Intel(R) Xeon(R) Processor"
+    assert render.measured_elsewhere(merged, entry) == "measured at commit `bbbbbbbbbbbb`"
+    assert render.measured_elsewhere(merged, dict(entry, commit="a" * 40)) == ""
+
+
+def test_merge_puts_a_partial_run_in_with_its_own_commit(results, tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT))
+    run = importlib.import_module("bench.run")
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps(results))
+    name = next(iter(results["benchmarks"]))
+    part = {"date": "2030-01-01 00:00 UTC", "quick": False, "complete": True,
+            "machine": {"commit": "c" * 40, "cpu": "Some CPU"},
+            "benchmarks": {name: {"status": "ok", "seconds": 1.0, "figures": {"x_ratio": 2.0}}}}
+    (tmp_path / "part.json").write_text(json.dumps(part))
+    assert run.main(["--merge", str(tmp_path / "part.json"), "--out", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert merged["benchmarks"][name] == {**part["benchmarks"][name], "commit": "c" * 40,
+                                          "date": part["date"], "cpu": "Some CPU"}
+    assert {k: v for k, v in merged["benchmarks"].items() if k != name} == {
+        k: v for k, v in results["benchmarks"].items() if k != name}
+    part["quick"] = True  # a smoke run never lands among measurements
+    (tmp_path / "part.json").write_text(json.dumps(part))
+    before = out.read_bytes()
+    assert run.main(["--merge", str(tmp_path / "part.json"), "--out", str(out)]) == 2
+    assert out.read_bytes() == before
+    assert "not measurements" in capsys.readouterr().err
+
+
 def test_markers_must_be_one_pair(render, tmp_path):
     for text in ("no markers\n", f"{render.END}\n{render.BEGIN}\n",
                  f"{render.BEGIN}\n{render.END}\n{render.BEGIN}\n{render.END}\n"):
