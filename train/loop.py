@@ -297,7 +297,8 @@ class _Run:
         weights, the scale reaches 1 or ``--max-skipped`` tries overflowed. A run's first
         gradients are often its largest: the scale settles on them instead of by skipping
         the first steps' updates. The tries are one step: it counts as one skipped step if
-        its last try overflowed, and its overflowing tries count as skipped in a row."""
+        its last try overflowed, and its overflowing tries count as skipped in a row.
+        BatchNorm's running statistics see the batch once per try."""
         tries, tried_at = 1, self.loss_scale.init
         while (not bool(finite.asnumpy()) and np.isfinite(float(loss.asnumpy()))
                and tries < self.cfg.max_skipped):
