@@ -117,14 +117,16 @@ def header(results: dict) -> str:
 
 
 def measured_elsewhere(results: dict, entry: dict) -> str:
-    """"measured at commit X" for an entry merged in from a run at another commit, else "";
-    "on CPU" added when that run recorded another processor than the header's."""
-    commit = entry.get("commit")
-    if not commit or commit == results["machine"].get("commit"):
-        return ""
-    cpu = entry.get("cpu")
-    where = f" on {cpu}" if cpu and cpu != results["machine"].get("cpu") else ""
-    return f"measured at commit `{commit[:12]}`{where}"
+    """"measured at commit X" for an entry merged in from a run at another commit, "on CPU"
+    for one run on another processor than the header's, both, or ""."""
+    commit, cpu = entry.get("commit"), entry.get("cpu")
+    words = []
+    if commit and commit != results["machine"].get("commit"):
+        words.append(f"at commit `{commit[:12]}`"
+                     + (" with uncommitted changes" if entry.get("commit_dirty") else ""))
+    if cpu and cpu != results["machine"].get("cpu"):
+        words.append(f"on {cpu}")
+    return f"measured {' '.join(words)}" if words else ""
 
 
 def ratio_rows(entry: dict) -> list:

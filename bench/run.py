@@ -146,13 +146,21 @@ def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
 
 
 def merge(part: dict, into: dict) -> list:
-    """Put every benchmark of results ``part`` (a run of some of them, maybe at another
-    commit or on another machine) into results ``into``; each merged entry records the
-    commit, date and processor of its run. Returns the merged names."""
+    """Put every benchmark that ran ok in results ``part`` (a run of some of them, maybe at
+    another commit or on another machine) into results ``into``; each merged entry records
+    the commit, date and processor of its run (kept when ``part`` had merged it in itself).
+    Returns the merged names; a failed entry never replaces a measurement."""
+    machine = part["machine"]
+    names = []
     for name, entry in part["benchmarks"].items():
-        into["benchmarks"][name] = {**entry, "commit": part["machine"].get("commit"),
-                                    "date": part["date"], "cpu": part["machine"].get("cpu")}
-    return sorted(part["benchmarks"])
+        if entry.get("status") != "ok":
+            continue
+        into["benchmarks"][name] = {
+            **entry, "commit": entry.get("commit") or machine.get("commit"),
+            "commit_dirty": entry.get("commit_dirty", machine.get("commit_dirty")),
+            "date": entry.get("date") or part["date"], "cpu": entry.get("cpu") or machine.get("cpu")}
+        names.append(name)
+    return sorted(names)
 
 
 def merge_command(part_path: Path, out: Path) -> int:
@@ -165,7 +173,9 @@ def merge_command(part_path: Path, out: Path) -> int:
         if part.get("quick") and not results.get("quick"):
             raise ValueError("a quick (smoke) run's figures are not measurements")
         names = merge(part, results)
-    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        if not names:
+            raise ValueError("it holds no benchmark that ran ok")
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
         print(f"bench: error: cannot merge {part_path} into {out}: {exc}; give a results "
               "file written by `python -m bench --only NAMES --out FILE`", file=sys.stderr)
         return 2

@@ -105,6 +105,8 @@ def test_a_merged_entry_names_its_commit_and_another_processor(render, results):
     entry["cpu"] = "Intel(R) Xeon(R) Processor"
     assert render.measured_elsewhere(merged, entry) == "measured at commit `bbbbbbbbbbbb`"
     assert render.measured_elsewhere(merged, dict(entry, commit="a" * 40)) == ""
+    same_commit = dict(entry, commit="a" * 40, cpu="AMD EPYC")
+    assert render.measured_elsewhere(merged, same_commit) == "measured on AMD EPYC"
 
 
 def test_merge_puts_a_partial_run_in_with_its_own_commit(results, tmp_path, monkeypatch, capsys):
@@ -120,12 +122,18 @@ def test_merge_puts_a_partial_run_in_with_its_own_commit(results, tmp_path, monk
     assert run.main(["--merge", str(tmp_path / "part.json"), "--out", str(out)]) == 0
     merged = json.loads(out.read_text())
     assert merged["benchmarks"][name] == {**part["benchmarks"][name], "commit": "c" * 40,
-                                          "date": part["date"], "cpu": "Some CPU"}
+                                          "commit_dirty": None, "date": part["date"],
+                                          "cpu": "Some CPU"}
     assert {k: v for k, v in merged["benchmarks"].items() if k != name} == {
         k: v for k, v in results["benchmarks"].items() if k != name}
+    before = out.read_bytes()
+    part["benchmarks"][name]["status"] = "failed"  # never replaces a measurement
+    (tmp_path / "part.json").write_text(json.dumps(part))
+    assert run.main(["--merge", str(tmp_path / "part.json"), "--out", str(out)]) == 2
+    assert out.read_bytes() == before and "no benchmark that ran ok" in capsys.readouterr().err
+    part["benchmarks"][name]["status"] = "ok"
     part["quick"] = True  # a smoke run never lands among measurements
     (tmp_path / "part.json").write_text(json.dumps(part))
-    before = out.read_bytes()
     assert run.main(["--merge", str(tmp_path / "part.json"), "--out", str(out)]) == 2
     assert out.read_bytes() == before
     assert "not measurements" in capsys.readouterr().err

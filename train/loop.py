@@ -358,8 +358,10 @@ class _Run:
                                 f"last good checkpoint kept in {self.out}; use --loss-scale "
                                 "dynamic or a lower --lr")
         if self.consecutive >= self.cfg.max_skipped:
+            tries = (" (the first batch's tries, each at a halved scale)"
+                     if self.step == 1 and (self.first_batch_tries or 0) > 1 else "")
             raise DivergedError(f"{self.consecutive} consecutive overflow steps skipped by step "
-                                f"{self.step}, --max-skipped is {self.cfg.max_skipped} (loss "
+                                f"{self.step}{tries}, --max-skipped is {self.cfg.max_skipped} (loss "
                                 f"scale {self.trainer.scale_value():g})",
                                 f"last good checkpoint kept in {self.out}; lower --lr or use "
                                 "a policy that keeps the overflowing layers in fp32")

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from amptool.errors import UsageError
+from amptool.errors import DivergedError, UsageError
 from amptool.train.config import TrainConfig
 from amptool.train.loop import train_model
 
@@ -128,6 +128,17 @@ def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["summary"]["first_batch_tries"] == tries
     assert summary.val_acc > 0.5
+
+
+def test_first_batch_tries_stop_at_max_skipped_and_only_with_a_dynamic_scale(tmp_path):
+    with pytest.raises(DivergedError, match=r"3 consecutive overflow steps skipped by step 1 "
+                       r"\(the first batch's tries"):
+        train_model(TrainConfig(epochs=1, out=str(tmp_path / "tries"), scale_init=2.0 ** 40,
+                                max_skipped=3))
+    assert not (tmp_path / "tries" / "last.ckpt").exists()
+    static = train_model(TrainConfig(epochs=1, out=str(tmp_path / "static"),
+                                     loss_scale="static:1024"))
+    assert "first_batch_tries" not in static.extra
 
 
 def test_forced_overflow_is_counted(tmp_path):
