@@ -125,8 +125,9 @@ def _model_name(cfg: CkptConfig, entries: dict) -> Optional[str]:
 def _reference(cfg: CkptConfig, model: str) -> dict:
     """The user's model as given; else the checkpoint's, with the factory arguments and
     signature its run.json records where that names the same model (vetted either way)."""
-    from amptool.models import recorded_reference, user_reference
+    from amptool.models import user_reference
     from amptool.rundir import RunDir
+    from amptool.trust import recorded_reference
 
     if cfg.model:
         return user_reference(cfg.model, cfg.model_args, cfg.input_spec)

@@ -70,6 +70,7 @@ def ckpt_command(
     model: opt.with_default(opt.ModelOption, "the checkpoint's 'model' entry") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
+    trust_model: opt.TrustModelOption = None,
     weights_only: bool = typer.Option(False, "--weights-only", help="Keep only the network's parameters (drop optimizer/loss-scale state and counters; needs the model)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
     as_json: opt.about(opt.JsonOption, "the conversion report") = False,
@@ -83,6 +84,7 @@ def ckpt_command(
                      model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                      all_floats=all_floats,
                      weights_only=weights_only, force=force)
+    opt.consent(trust_model)
     report = convert_checkpoint(cfg)
     if as_json:
         opt.print_json(report.to_dict())
@@ -118,6 +120,7 @@ def search_command(
     model: opt.with_default(opt.ModelOption, "the run's") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
+    trust_model: opt.TrustModelOption = None,
     data: opt.noted(opt.DataOption, "Its held-out split feeds the trials. \\[default: the run's, else digits]") = None,
     samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole split)."),
     level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm fp32)."),
@@ -154,6 +157,7 @@ def search_command(
                        policy=str(policy) if policy else None, thresholds=th, out=str(out),
                        force=force, device=device, range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
+    opt.consent(trust_model)
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
         opt.print_json(result.to_dict())

@@ -15,6 +15,7 @@ def export_command(
     model: opt.noted(opt.ModelOption, "Needed with --ckpt; with --run, replaces the run's model.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
+    trust_model: opt.TrustModelOption = None,
     which: str = typer.Option("best", help="With --run: the best or last checkpoint."),
     fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f", help="MINDIR, AIR or ONNX (case-insensitive); repeat or comma-separate for several."),
     precision: str = typer.Option("both", help="fp32, fp16 or both."),
@@ -51,6 +52,7 @@ def export_command(
         import dataclasses
 
         cfg = dataclasses.replace(cfg, encrypt_key=key)
+    opt.consent(trust_model)
     results = export_model(cfg)
     if as_json:
         opt.print_json([r.to_dict() for r in results])

@@ -22,6 +22,7 @@ def parity_command(
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
+    trust_model: opt.TrustModelOption = None,
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="Decryption key of encrypted MindIR artefacts."),
     max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest max|c - r| / max(1, max|ref|): absolute error in units of the reference's largest magnitude (a number or 'off'). \\[default: off fp16, 1e-4 fp32]"),
@@ -58,6 +59,7 @@ def parity_command(
         opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
     from amptool.parity.compare import check_parity
 
+    opt.consent(trust_model)
     report = check_parity(cfg)
     emit_report(report, json_out, junit, plot, "json" if as_json else "quiet" if quiet else "")
 

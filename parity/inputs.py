@@ -174,7 +174,7 @@ def load_golden(path: str):
             raise KeyError("meta")
     except Exception:  # not JSON, not a mapping, or a key or array missing
         raise UsageError(bad, fix) from None
-    from amptool.models import recorded_reference
+    from amptool.trust import recorded_reference
 
     named = meta.get("model")  # a file's word: vetted before any of its code runs
     src = Source(path=f"{path} (golden of {meta['reference']})", kind="golden",

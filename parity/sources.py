@@ -144,7 +144,7 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Source:
     from amptool.artefact.manifest import manifest_path
     from amptool.artefact.runners import load_runner
     from amptool.fileio import sha256
-    from amptool.models import recorded_reference
+    from amptool.trust import recorded_reference
 
     runner = load_runner(str(p), key=key) if key is not None else load_runner(str(p))
     manifest = runner.manifest or {}

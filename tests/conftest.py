@@ -1,13 +1,22 @@
 """Shared fixtures: real MindSpore on CPU, small real data."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("GLOG_v", "3")
+
+# Model code the tests name is trusted in a store of this process's own (inherited by the
+# amptool processes the tests start), never in the user's.
+_STORE_DIR = tempfile.mkdtemp(prefix="amptool-test-trust-")
+os.environ["AMPTOOL_TRUST_STORE"] = str(Path(_STORE_DIR) / "trusted.json")
+atexit.register(shutil.rmtree, _STORE_DIR, True)
 
 
 def _device_present(name: str) -> bool:

@@ -12,6 +12,7 @@ def train_command(
     model: opt.with_default(opt.ModelOption, "simplecnn") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
+    trust_model: opt.noted(opt.TrustModelOption, "For --resume.") = None,
     data: opt.with_default(opt.DataOption, "digits") = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
@@ -73,6 +74,7 @@ def train_command(
         source=f"config {config}" if config else "config")
     quiet = launch.quiet or as_json
     explicit = {k.replace("-", "_") for k in file_values} | {k for k, v in flags.items() if v is not None}
+    opt.consent(trust_model)
     reporter = _Reporter(quiet)
     from amptool.train.run import run_training
 

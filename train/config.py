@@ -176,7 +176,7 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
     """With ``cfg.resume``: the run in ``cfg.out`` supplies every setting that ``cfg`` leaves
     at its default; fields named in ``explicit`` (given on the command line or in a config
     file) and fields that differ from the default win; a model taken from the run runs only
-    if ``models.vet_recorded`` admits it. Without resume, ``cfg`` as it is."""
+    if ``trust.vet_recorded`` admits it. Without resume, ``cfg`` as it is."""
     if not cfg.resume:
         return cfg
     from amptool.rundir import RunDir
@@ -192,7 +192,7 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
         if getattr(cfg, f.name) == getattr(defaults, f.name):
             changes[f.name] = previous[f.name]
     if "model" in changes:  # code named by a file runs only once vetted, as for export --run
-        from amptool.models import vet_recorded
+        from amptool.trust import vet_recorded
 
         changes["model"] = vet_recorded(run_dir.model_reference())["model"]
     return replace(cfg, **changes) if changes else cfg

@@ -92,6 +92,8 @@ def resolve_model(name, args: Optional[dict] = None,
 
     if isinstance(name, dict):
         if name.get("recorded_in"):  # read from a file, not given by the user
+            from .trust import vet_recorded
+
             name = vet_recorded(name)
         return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"))
 
@@ -132,6 +134,10 @@ def _find_factory(name: str, samples: dict) -> tuple:
                          "or package.module:factory")
     where, factory_name = name.rsplit(":", 1)
     is_file = where.endswith(".py")
+    if is_file and Path(where).is_file():  # named by the user, or vetted: theirs to run
+        from .trust import trust_file
+
+        trust_file(where, "--model")
     module = _import_file(Path(where)) if is_file else _import_module(where)
     factory = getattr(module, factory_name, None)
     if not callable(factory):
@@ -302,32 +308,20 @@ def _construct_params(net) -> str:
     return "construct(" + ", ".join(params) + ")"
 
 
-TRUST_ENV = "AMPTOOL_TRUST_PACKAGES"
-"""Comma-separated packages whose model factories a run.json or manifest may name."""
-TRUSTED_PACKAGES = ("mindcv", "mindnlp", "mindocr", "mindone", "mindyolo")
-"""Model zoos trusted by default (with the samples)."""
-KEPT_FOLDER = "model"
-"""Where a run or export folder keeps a copy of the model file it was made with."""
-
-
-def trusted_packages() -> set:
-    import os
-
-    extra = os.environ.get(TRUST_ENV, "")
-    return set(TRUSTED_PACKAGES) | {p.strip() for p in extra.split(",") if p.strip()}
-
-
 def model_copy(spec: ModelSpec, folder) -> Optional[tuple]:
     """(where in ``folder`` a ``file.py:factory`` model's file is kept, its bytes, what to
     record beside the reference: ``file`` relative to ``folder`` and its ``sha256``);
-    None for other models."""
+    None for other models. The kept code is the user's own: it is remembered as trusted."""
     import hashlib
+
+    from .trust import KEPT_FOLDER, trust_code
 
     if not spec.file:
         return None
     data = Path(spec.file).read_bytes()
     target = Path(folder) / KEPT_FOLDER / Path(spec.file).name
     facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
+    trust_code(facts["sha256"], spec.file, "--model")
     return target, data, facts
 
 
@@ -344,45 +338,6 @@ def keep_model_file(spec: ModelSpec, folder) -> dict:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes(target, data)
     return facts
-
-
-def recorded_reference(ref: dict, kept: Optional[dict], where, folder) -> dict:
-    """A model reference read from a file (``where``, in ``folder``), to be vetted by
-    ``resolve_model`` before any of its code runs; ``kept`` is what ``keep_model_file``
-    recorded."""
-    return {**ref, "recorded_in": str(where), "folder": str(folder),
-            "file": (kept or {}).get("file"), "sha256": (kept or {}).get("sha256")}
-
-
-def vet_recorded(ref: dict) -> dict:
-    """The reference to run for one read from a file, or a UsageError: only code the user
-    chose runs. A sample always; a model file only from inside the run or artefact folder
-    with its recorded sha256; a package factory only from a trusted package."""
-    from amptool.samples.models import SAMPLES
-
-    from .fileio import sha256
-
-    name, where, folder = ref.get("model"), ref["recorded_in"], Path(ref["folder"]).resolve()
-    clean = {k: ref.get(k) for k in ("model_args", "input_spec")}
-    if not isinstance(name, str) or not name:
-        raise UsageError(f"{where} names no model", "pass --model NAME or path/to/file.py:factory")
-    if name in SAMPLES:
-        return {"model": name, **clean}
-    target, _, factory = name.rpartition(":")
-    if target.endswith(".py"):
-        kept = (folder / ref["file"]).resolve() if ref.get("file") else None
-        inside = kept is not None and folder in kept.parents
-        if inside and kept.is_file() and ref.get("sha256") and sha256(kept) == ref["sha256"]:
-            return {"model": f"{kept}:{factory}", **clean}
-        why = ("its copy in the folder does not match the recorded sha256" if inside
-               and kept.is_file() else "the folder holds no copy of it with a recorded sha256")
-        raise UsageError(f"{where} names the model file {target}, which amptool does not run on "
-                         f"a file's word ({why})", f"pass --model {name} if you trust that file")
-    package = target.partition(".")[0]
-    if package in trusted_packages():
-        return {"model": name, **clean}
-    raise UsageError(f"{where} names the model {name} from package {package}, which is not "
-                     f"trusted", f"pass --model {name} to run it, or add {package} to {TRUST_ENV}")
 
 
 def user_reference(model: Optional[str], args: Optional[dict] = None,
@@ -423,4 +378,4 @@ def _parse_value(text: str):
 
 
 __all__ = ["InputSpec", "ModelSpec", "keep_model_file", "model_names", "parse_model_args",
-           "model_copy", "recorded_reference", "resolve_model", "run_eager", "sample_spec"]
+           "model_copy", "resolve_model", "run_eager", "sample_spec"]

@@ -115,6 +115,18 @@ SeedOption = Annotated[Optional[int], typer.Option(
     help="Seed for weights and data order. \\[default: 0]")]
 ConfigOption = Annotated[Optional[Path], typer.Option(
     help="YAML/TOML/JSON file of these options (snake_case keys); flags override it.")]
+TrustModelOption = Annotated[Optional[List[Path]], typer.Option(
+    "--trust-model", metavar="FOLDER", help="Trust the model code FOLDER keeps (FOLDER/model/"
+    "*.py, in a run or artefact folder made elsewhere): remembered by sha256 in your trust "
+    "store, so a record naming it runs. Repeatable.")]
+
+
+def consent(folders: Optional[List[Path]]) -> None:
+    """Record the user's ``--trust-model`` consent before the command reads any record."""
+    from .trust import trust_folder
+
+    for folder in folders or ():
+        trust_folder(folder)
 
 
 def noted(option: Any, note: str) -> Any:

@@ -67,8 +67,8 @@ class RunDir:
 
     def model_reference(self, info: Optional[dict] = None) -> dict:
         """The model run.json names, as a reference ``resolve_model`` vets before running
-        any of its code (see models.vet_recorded)."""
-        from .models import recorded_reference
+        any of its code (see trust.vet_recorded)."""
+        from .trust import recorded_reference
 
         info = info if info is not None else self.read()
         config = info["config"]

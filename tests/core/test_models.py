@@ -167,7 +167,8 @@ def test_bad_references_are_one_line(name, args, spec, words):
 
 
 def test_a_recorded_reference_runs_only_code_the_user_chose(folder, tmp_path, monkeypatch):
-    from amptool.models import TRUST_ENV, keep_model_file, recorded_reference
+    from amptool.models import keep_model_file
+    from amptool.trust import PACKAGES_ENV, recorded_reference
 
     spec = resolve_model(f"{folder}/good.py:build")
     run = tmp_path / "run"
@@ -193,9 +194,9 @@ def test_a_recorded_reference_runs_only_code_the_user_chose(folder, tmp_path, mo
 
     package_ref = recorded("amptool.samples.models:TextClassifier")
     with pytest.raises(UsageError, match=f"from package amptool, which is not trusted; pass "
-                                         f"--model .* or add amptool to {TRUST_ENV}"):
+                                         f"--model .* or add amptool to {PACKAGES_ENV}"):
         resolve_model(package_ref)
-    monkeypatch.setenv(TRUST_ENV, "amptool")
+    monkeypatch.setenv(PACKAGES_ENV, "amptool")
     package_ref["input_spec"] = "tokens:-1x32:int32:0..64"
     assert resolve_model(package_ref).inputs[0].name == "tokens"
 
