@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -87,6 +88,14 @@ Path(__file__).with_name("EXECUTED").write_text("ran")
 def build():
     raise SystemExit("must never run")
 '''
+
+MARKED = '''from pathlib import Path
+
+Path(__file__).resolve().parents[1].joinpath("EXECUTED").write_text("ran")
+'''
+"""Put before a run's kept model copy: importing it writes EXECUTED into the run folder."""
+
+UNTRUSTED_COPY = "is not code you have trusted on this machine); pass --trust-model {crafted}"
 
 
 @dataclass
@@ -178,6 +187,13 @@ CASES = {
     "train-resume-a-foreign-run": Case(["train", "--resume", "--epochs", "1", "--out",
                                         "{foreign_run}", "-q"], 2,
                                        "does not run on a file's word"),
+    "export-run-crafted-model-copy": Case(["export", "--run", "{crafted}", "--out", "{out}"], 2,
+                                          UNTRUSTED_COPY, ["{out}"]),
+    "export-run-names-an-untrusted-package": Case(["export", "--run", "{pkg_run}", "--out",
+                                                   "{out}"], 2, "from package amptool, which "
+                                                  "is not trusted", ["{out}"]),
+    "train-resume-crafted-model-copy": Case(["train", "--resume", "--epochs", "2", "--out",
+                                             "{crafted}", "-q"], 2, UNTRUSTED_COPY),
     "export-air-without-ascend": Case(["export", "--run", "{run}", "-f", "AIR", "--out",
                                        "{out}"], 2, "Ascend", ["{out}"]),
     "export-truncated-checkpoint": Case(["export", "--ckpt", "{files}/truncated.ckpt", "--model",
@@ -222,6 +238,8 @@ CASES = {
                                                   "{foreign_art}/simplecnn_fp16.mindir",
                                                   "--per-layer", "-q"], 2,
                                                  "does not run on a file's word"),
+    "parity-run-crafted-model-copy": Case(["parity", "{crafted}", "{art}/simplecnn_fp16.mindir",
+                                           "-q"], 2, UNTRUSTED_COPY),
     # --- convert and run ---
     "convert-missing-checkpoint": Case(["convert", "ckpt", "{files}/missing.ckpt",
                                         "{out}.ckpt", "--to", "fp16"], 2, "missing.ckpt",
@@ -231,6 +249,12 @@ CASES = {
                                          ["{out}.ckpt"]),
     "convert-full-disk": Case(["convert", "ckpt", "{run}/best.ckpt", "{out}.ckpt", "--to",
                                "fp16"], 2, "File too large", ["{out}.ckpt"], fsize=50_000),
+    "convert-ckpt-crafted-model-copy": Case(["convert", "ckpt", "{crafted}/best.ckpt",
+                                             "{out}.ckpt", "--to", "fp16"], 2, UNTRUSTED_COPY,
+                                            ["{out}.ckpt"]),
+    "convert-search-crafted-model-copy": Case(["convert", "search", "--run", "{crafted}",
+                                               "--out", "{out}.toml"], 2, UNTRUSTED_COPY,
+                                              ["{out}.toml"]),
     "convert-unknown-level": Case(["convert", "policy", "--level", "O9"], 2, "O9"),
     "convert-search-run-json-not-a-mapping": Case(["convert", "search", "--run", "{nondict}"],
                                                   2, "not a JSON object"),
@@ -239,7 +263,8 @@ CASES = {
 }
 
 
-def _amptool(args: list, cwd: Path, fsize: int = 0, readonly: str = "") -> tuple:
+def _amptool(args: list, cwd: Path, fsize: int = 0, readonly: str = "",
+             env: Optional[dict] = None) -> tuple:
     cmd = [sys.executable, "-m", "amptool", *args]
     if readonly:  # root ignores permissions: a read-only bind mount binds it too
         cmd = ["unshare", "-m", "sh", "-c", f'mount --bind "{readonly}" "{readonly}" && '
@@ -249,7 +274,7 @@ def _amptool(args: list, cwd: Path, fsize: int = 0, readonly: str = "") -> tuple
         if fsize:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
-    env = dict(os.environ, COLUMNS="200")
+    env = dict(os.environ, COLUMNS="200", **(env or {}))
     env.pop("AMPTOOL_DEBUG", None)
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=env,
                           preexec_fn=limit, check=False)
@@ -326,6 +351,13 @@ def kit(sample_runs, tmp_path_factory) -> dict:
     manifest["model"].update(spec=f"{evil}:build", name=f"{evil}:build",
                              file="model/evil.py", sha256=sha256(evil))
     foreign_art.write_text(json.dumps(manifest))
+    crafted = _crafted_run(root, files)
+    pkg_run = root / "pkg_run"  # names its sample by package: runs only if amptool is trusted
+    shutil.copytree(run, pkg_run)
+    info = json.loads((pkg_run / "run.json").read_text())
+    info["config"].update(model="amptool.samples.models:SimpleCNN",
+                          input_spec="x:-1x1x28x28:float32")
+    (pkg_run / "run.json").write_text(json.dumps(info))
     nondict = root / "nondict"
     shutil.copytree(run, nondict)
     (nondict / "run.json").write_text("[]\n")
@@ -333,7 +365,30 @@ def kit(sample_runs, tmp_path_factory) -> dict:
     ro.mkdir()
     return {"root": root, "run": run, "art": art, "files": files, "tampered": tampered.parent,
             "foreign_run": foreign_run, "foreign_art": foreign_art.parent, "nondict": nondict,
-            "ro": ro, "evil": evil}
+            "ro": ro, "evil": evil, "crafted": crafted, "pkg_run": pkg_run}
+
+
+def _crafted_run(root: Path, files: Path) -> Path:
+    """A run trained with a file model under another user's trust store, whose kept copy is
+    then edited to write EXECUTED into the run folder, with run.json's sha256 rewritten to
+    match the edited copy."""
+    from amptool.fileio import sha256
+    from amptool.train.config import TrainConfig
+    from amptool.train.loop import train_model
+
+    run, ours = root / "crafted_run", os.environ["AMPTOOL_TRUST_STORE"]
+    os.environ["AMPTOOL_TRUST_STORE"] = str(root / "foreign_store.json")
+    try:
+        train_model(TrainConfig(model=f"{files}/models.py:good", epochs=1, out=str(run),
+                                batch_size=64))
+    finally:
+        os.environ["AMPTOOL_TRUST_STORE"] = ours
+    copy = run / "model" / "models.py"
+    copy.write_text(MARKED + copy.read_text())
+    info = json.loads((run / "run.json").read_text())
+    info["model"]["sha256"] = sha256(copy)
+    (run / "run.json").write_text(json.dumps(info))
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -384,6 +439,35 @@ def test_fault(name, outcomes, kit):
     if out.is_dir():  # whatever was written is whole: no staged temp files remain
         assert not list(out.rglob(".amptool-*")), list(out.rglob(".amptool-*"))
     assert not (kit["evil"].parent / "EXECUTED").exists()
+    assert not (kit["crafted"] / "EXECUTED").exists()
+
+
+def test_a_crafted_run_runs_once_its_user_trusts_it(kit, tmp_path):
+    """The consent the refusal names: --trust-model FOLDER runs the folder's code and
+    remembers it by sha256 in this user's store; no other store learns of it."""
+    from amptool.fileio import sha256
+
+    crafted = tmp_path / "crafted"
+    shutil.copytree(kit["crafted"], crafted)
+    store = tmp_path / "store.json"
+    args = ["export", "--run", str(crafted), "-f", "MINDIR", "--precision", "fp32", "--out",
+            str(tmp_path / "art"), "--trust-model", str(crafted)]
+    code, _, err = _amptool(args, tmp_path, env={"AMPTOOL_TRUST_STORE": str(store)})
+    assert code == 0, err
+    assert (crafted / "EXECUTED").read_text() == "ran"
+    digest = sha256(crafted / "model" / "models.py")
+    assert json.loads(store.read_text())["sha256"][digest]["how"] == f"--trust-model {crafted}"
+    from amptool.trust import is_trusted
+
+    assert not is_trusted(digest)  # the test session's own store
+
+
+def test_a_trusted_package_runs_without_consent(kit, tmp_path):
+    args = ["export", "--run", str(kit["pkg_run"]), "-f", "MINDIR", "--precision", "fp32",
+            "--out", str(tmp_path / "art")]
+    code, out, err = _amptool(args, tmp_path, env={"AMPTOOL_TRUST_PACKAGES": "amptool"})
+    assert code == 0, err
+    assert len(list((tmp_path / "art").glob("*_fp32.mindir"))) == 1, out
 
 
 def test_export_run_takes_the_model_the_user_names(kit, tmp_path):
