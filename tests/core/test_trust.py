@@ -151,3 +151,17 @@ def test_a_model_the_user_names_is_remembered(store, tmp_path):
     kept = keep_model_file(spec, run)
     ref = recorded_reference({"model": f"{file}:build"}, kept, run / "run.json", run)
     assert vet_recorded(ref)["model"] == f"{(run / 'model' / 'net.py').resolve()}:build"
+
+
+def test_a_corrupt_store_stops_a_command_with_one_line(store, tmp_path):
+    from typer.testing import CliRunner
+
+    from amptool.cli import app
+
+    store.parent.mkdir(parents=True)
+    store.write_text("{not json")
+    (tmp_path / "net.py").write_text(MODEL)
+    result = CliRunner().invoke(app, ["convert", "policy", "--model", f"{tmp_path}/net.py:build"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"amptool: error: the trust store {store} is corrupt")
