@@ -171,20 +171,20 @@ def export_model(cfg: ExportConfig) -> list:
     from amptool.device import resolve_device, set_device
     from amptool.fileio import check_out_dir, output_dir
 
-    from .source import open_export_source
+    from .loader import load_trained
 
     device = resolve_device(cfg.device)
     check_out_dir(default_out(cfg))  # before the model is built
-    source = open_export_source(cfg)
+    trained = load_trained(cfg)
 
     from .writer import write_all
 
     with output_dir(default_out(cfg)) as out:
-        jobs = [(p, f, artefact_path(out, source.spec.name, p, f))
+        jobs = [(p, f, artefact_path(out, trained.spec.name, p, f))
                 for p in precisions for f in formats]
         _check_existing([path for _, _, path in jobs], cfg.force)
         set_device(device)
-        return write_all(cfg, source, jobs)
+        return write_all(cfg, trained, jobs)
 
 
 def _check_existing(paths: list, force: bool) -> None:

@@ -47,14 +47,14 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
     try:
-        return _Run(cfg, on_event or (lambda event: None), rank, world).train()
+        return _TrainingRun(cfg, on_event or (lambda event: None), rank, world).train()
     finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
         recycle = getattr(sys.modules.get("mindspore"), "ms_memory_recycle", None)
         if recycle is not None:  # None: MindSpore was never imported, nothing to free
             recycle()
 
 
-class _Run:
+class _TrainingRun:
     """One training run: the set-up objects and the progress counters."""
 
     def __init__(self, cfg: TrainConfig, emit, rank: int, world: int):

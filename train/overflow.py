@@ -1,4 +1,4 @@
-"""``--policy auto`` and forward-overflow forensics for a training run (``loop._Run``)."""
+"""``--policy auto`` and forward-overflow forensics for a training run (``loop._TrainingRun``)."""
 from __future__ import annotations
 
 import numpy as np

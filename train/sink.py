@@ -41,7 +41,7 @@ def epoch_sink_size(size: int, steps: int) -> int:
 
 
 def sink_epoch(run, epoch: int, metrics, order: list) -> None:
-    """One epoch of ``run`` (train/loop.py's ``_Run``) through ``mindspore.data_sink``."""
+    """One epoch of ``run`` (train/loop.py's ``_TrainingRun``) through ``mindspore.data_sink``."""
     import mindspore as ms
 
     size = epoch_sink_size(run.sink, len(order))

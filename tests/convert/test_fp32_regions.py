@@ -219,9 +219,9 @@ def _reference(run, samples):
     import mindspore as ms
 
     from amptool.checkpoint import build_with_weights
-    from amptool.convert.source import load_source
+    from amptool.convert.subject import load_subject
 
-    src = load_source(str(run), None, None, None, samples)
+    src = load_subject(str(run), None, None, None, samples)
     return build_with_weights(src.spec, src.weights, "ckpt")(ms.Tensor(src.x)).asnumpy()
 
 
