@@ -49,9 +49,10 @@ def deep_trap():
 
 def _train(model: str, out: Path, epochs: int) -> float:
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
-    return train_model(TrainConfig(model=model, amp_level="O0", epochs=epochs, out=str(out))).val_acc
+    summary = run_training(TrainConfig(model=model, amp_level="O0", epochs=epochs, out=str(out)))
+    return summary.val_acc
 
 
 def _search(run: Path, level: str, samples: int) -> dict:

@@ -1,12 +1,36 @@
-"""Build each network, trace it to every requested format, stage and commit the files."""
+"""Build each network, trace it to every requested format, stage and commit the files;
+one ``ExportResult`` per written artefact."""
 from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.fileio import atomic_path, sha256
+
+
+@dataclass
+class ExportResult:
+    """One written artefact."""
+
+    format: str
+    precision: str
+    path: str
+    manifest_path: str
+    manifest: dict
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "precision": self.precision, "path": self.path,
+                "manifest_path": self.manifest_path, "manifest": self.manifest}
+
+
+def format_module(name: str):
+    """The writer module of a format: MINDIR, AIR or ONNX."""
+    from . import air, mindir, onnx
+
+    return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
 
 
 def write_all(cfg, trained, jobs: list) -> list:
@@ -15,7 +39,8 @@ def write_all(cfg, trained, jobs: list) -> list:
     from amptool.models import model_copy
 
     params = read_checkpoint(trained.checkpoint)
-    ckpt_facts = {"path": str(trained.checkpoint.resolve()), "sha256": sha256(trained.checkpoint)}
+    ckpt_facts = {"path": str(trained.checkpoint.resolve()),
+                  "sha256": sha256(trained.checkpoint)}
     results = []
     copy = model_copy(trained.spec, Path(jobs[0][2]).parent) if jobs else None
     kept_dir = copy[0].parent if copy else None
@@ -39,8 +64,6 @@ def _stage(cfg, trained, jobs, params, ckpt_facts, kept: dict, stack, results: l
     facts to record)."""
     from amptool.artefact.manifest import manifest_path
     from amptool.policy import export_policy
-
-    from .api import ExportResult
 
     for precision in dict.fromkeys(p for p, _, _ in jobs):
         policy = export_policy(trained.policy) if precision == "fp16" else None
@@ -86,7 +109,6 @@ def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> None:
 
 
 def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> None:
-    from .api import format_module
     from .graph import example_inputs
 
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"

@@ -1,7 +1,7 @@
-"""``check_parity``: run a reference and candidates on the same real inputs and judge them.
+"""``parity``: run a reference and candidates on the same real inputs and judge them.
 
-The library returns a report (a JSON-ready dict); it never prints or exits. A breach of
-any threshold makes ``report["passed"]`` false: there is no warn-only mode.
+The library returns a ``ParityReport`` (``to_dict()``: the JSON-ready report); it never
+prints or exits. A breach of any threshold makes ``passed`` false: there is no warn-only mode.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from amptool.parity.inputs import (
     run_batched,
     save_golden,
 )
+from amptool.parity.report import ParityReport
 from amptool.parity.sides import Side, open_side
 
 FP16_MAX = 65504.0
@@ -68,8 +69,9 @@ def check_config(cfg: ParityConfig) -> None:
         raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
 
 
-def check_parity(cfg: ParityConfig) -> dict:
-    """Compare every candidate with the reference; return the report.
+def parity(cfg: ParityConfig) -> ParityReport:
+    """Compare every candidate with the reference on real inputs (a breach is a report whose
+    ``passed`` is False, not an exception).
 
     Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
     """
@@ -87,7 +89,7 @@ def check_parity(cfg: ParityConfig) -> dict:
         ms.set_context(mode=previous)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
-    return report
+    return ParityReport.from_dict(report)
 
 
 @dataclass
@@ -338,25 +340,3 @@ def _layer_culprit(layer: dict) -> dict:
            else "look at the operations feeding it in its parent's construct")
     return {"kind": "layer", "where": where, "origin": origin, "message": text, "fix": fix}
 
-
-@dataclass
-class ParityReport:
-    """A parity verdict: ``passed`` and one entry per candidate, with every metric."""
-
-    passed: bool
-    reference: dict
-    candidates: list
-    inputs: dict
-    report: dict = field(repr=False, default_factory=dict)
-    """The whole report, as ``amptool parity --json-out`` writes it."""
-
-    def to_dict(self) -> dict:
-        return dict(self.report)
-
-
-def parity(cfg: ParityConfig) -> ParityReport:
-    """Compare the candidates with the reference on real inputs (a breach is a report whose
-    ``passed`` is False, not an exception)."""
-    report = check_parity(cfg)
-    return ParityReport(report["passed"], report["reference"], report["candidates"],
-                        report["inputs"], report)

@@ -1,4 +1,8 @@
-"""``train_model``: the whole training run, reported through a callback, never printed."""
+"""``train_model``: one process's training run, reported through a callback, never printed.
+
+The stage's entry, ``run.run_training``, calls it in its own process; each msrun worker
+(``worker.py``) calls it in its own.
+"""
 from __future__ import annotations
 
 import json
