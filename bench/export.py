@@ -48,7 +48,7 @@ def bench_model(name: str, tmp: Path, reps: int, batch: int) -> dict:
 
     from amptool.artefact.runners import load_runner
     from amptool.checkpoint import read_checkpoint
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
     from amptool.models import resolve_model
 
     spec = resolve_model(name)
@@ -56,8 +56,8 @@ def bench_model(name: str, tmp: Path, reps: int, batch: int) -> dict:
     ckpt = tmp / f"{name}.ckpt"
     ms.save_checkpoint(spec.build(), str(ckpt))
     t0 = time.perf_counter()
-    results = export_model(ExportConfig(ckpt=str(ckpt), model=name, formats=("MINDIR", "ONNX"),
-                                        dynamic_batch=True, out=str(tmp / name), data="none"))
+    results = export(ExportConfig(ckpt=str(ckpt), model=name, formats=("MINDIR", "ONNX"),
+                                  dynamic_batch=True, out=str(tmp / name), data="none"))
     total_export_s = time.perf_counter() - t0
     x = np.random.default_rng(0).standard_normal((batch, *spec.input_shape)).astype(np.float32)
     row = {"model": name, "export_s_total": round(total_export_s, 3)}

@@ -1,9 +1,9 @@
 """Parity benchmark.
 
-1. Overhead: ``check_parity`` (fp32 MindIR reference vs fp16 MindIR candidate, digits
+1. Overhead: ``parity`` (fp32 MindIR reference vs fp16 MindIR candidate, digits
    held-out split) against bare inference of the same two artefacts on the same inputs.
    Both get the same runners, loaded and compiled once before the clock starts (parity
-   opens its sources through ``open_source``, which here hands back the ready ones), so
+   opens its sides through ``open_side``, which here hands back the ready ones), so
    the ratio prices parity's own work: its inputs, the reference and candidate runs,
    metrics and verdicts. Bare inference runs the two runners on the ready inputs as
    parity batches them, nothing else. Same mode (PyNative, parity's), alternating
@@ -30,24 +30,24 @@ MODELS = ("simplecnn", "lenet5", "resnet", "transformer", "trapmlp")
 
 def _prepare(name: str, root: Path, epochs: int, dynamic: bool) -> dict:
     """Train (or, with epochs=0, seed) a model and export MINDIR fp32 + fp16."""
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
     run = root / f"{name}_run"
     if not (run / "run.json").is_file():
         if epochs:
             from amptool.train.config import TrainConfig
-            from amptool.train.loop import train_model
+            from amptool.train.run import run_training
 
             level = "O0" if name == "trapmlp" else "O2"
-            train_model(TrainConfig(model=name, amp_level=level, epochs=epochs, out=str(run)))
+            run_training(TrainConfig(model=name, amp_level=level, epochs=epochs, out=str(run)))
         else:
             _seed_checkpoint(name, run)
     cfg = {"formats": ("MINDIR",), "out": str(root / f"{name}_{'dyn' if dynamic else 'b1'}"),
            "force": True, "dynamic_batch": dynamic}
     if (run / "run.json").is_file():
-        results = export_model(ExportConfig(run=str(run), **cfg))
+        results = export(ExportConfig(run=str(run), **cfg))
     else:
-        results = export_model(ExportConfig(ckpt=str(run / "best.ckpt"), model=name, **cfg))
+        results = export(ExportConfig(ckpt=str(run / "best.ckpt"), model=name, **cfg))
     return {r.precision: r.path for r in results}
 
 
@@ -73,14 +73,14 @@ def _bare(runners: list, fed: list, chunk: int) -> float:
 
 
 def _parity(paths: dict, per_layer: bool = False) -> tuple:
-    from amptool.parity.compare import check_parity
+    from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
 
     gc.collect()
     t0 = time.perf_counter()
-    report = check_parity(ParityConfig(reference=paths["fp32"], candidates=(paths["fp16"],),
-                                       per_layer=per_layer))
-    return time.perf_counter() - t0, report
+    report = parity(ParityConfig(reference=paths["fp32"], candidates=(paths["fp16"],),
+                                 per_layer=per_layer))
+    return time.perf_counter() - t0, report.to_dict()
 
 
 def overhead(paths: dict, rounds: int) -> dict:
@@ -91,13 +91,13 @@ def overhead(paths: dict, rounds: int) -> dict:
     ms = import_mindspore()
     previous = ms.get_context("mode")
     set_device(resolve_device("auto"), graph=False)  # the mode parity runs in
-    ready = {str(p): compare.open_source(str(p)) for p in (paths["fp32"], paths["fp16"])}
+    ready = {str(p): compare.open_side(str(p)) for p in (paths["fp32"], paths["fp16"])}
     ref, cand = ready[str(paths["fp32"])], ready[str(paths["fp16"])]
     cfg = ParityConfig(reference=paths["fp32"], candidates=(paths["fp16"],))
     inputs = compare.make_inputs(cfg, ref, [cand])
     fed = [inputs.for_preprocess(ref.preprocess), inputs.for_preprocess(cand.preprocess)]
-    opener = compare.open_source
-    compare.open_source = lambda path, *args, **kwargs: ready[str(path)]
+    opener = compare.open_side
+    compare.open_side = lambda path, *args, **kwargs: ready[str(path)]
     try:
         _bare([ref.runner, cand.runner], fed, cfg.batch_size)  # compile both graphs once
         _parity(paths)
@@ -106,7 +106,7 @@ def overhead(paths: dict, rounds: int) -> dict:
             bare.append(_bare([ref.runner, cand.runner], fed, cfg.batch_size))
             parity.append(_parity(paths)[0])
     finally:
-        compare.open_source = opener
+        compare.open_side = opener
         ms.set_context(mode=previous)
     b, p = statistics.median(bare), statistics.median(parity)
     return {"samples": int(inputs.count), "bare_s": round(b, 4), "parity_s": round(p, 4),

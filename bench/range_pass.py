@@ -19,10 +19,10 @@ MODELS = ("simplecnn", "resnet")
 
 def _epoch_seconds(model: str, policy, out: Path) -> float:
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     t0 = time.perf_counter()
-    train_model(TrainConfig(model=model, epochs=1, policy=policy, out=str(out)))
+    run_training(TrainConfig(model=model, epochs=1, policy=policy, out=str(out)))
     return time.perf_counter() - t0
 
 

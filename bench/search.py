@@ -49,9 +49,10 @@ def deep_trap():
 
 def _train(model: str, out: Path, epochs: int) -> float:
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
-    return train_model(TrainConfig(model=model, amp_level="O0", epochs=epochs, out=str(out))).val_acc
+    summary = run_training(TrainConfig(model=model, amp_level="O0", epochs=epochs, out=str(out)))
+    return summary.val_acc
 
 
 def _search(run: Path, level: str, samples: int) -> dict:
@@ -78,7 +79,7 @@ def brute_force(run: Path, level: str, samples: int) -> dict:
 
     from amptool.checkpoint import build_with_weights
     from amptool.convert.search import SearchConfig, Trials, base_policy
-    from amptool.convert.source import load_source
+    from amptool.convert.subject import load_subject
     from amptool.convert.trace import record_execution
     from amptool.device import resolve_device, set_device
     from amptool.precision import resolve_fp32_cells, within
@@ -89,7 +90,7 @@ def brute_force(run: Path, level: str, samples: int) -> dict:
     set_device(resolve_device(cfg.device), graph=False)
     try:
         t0 = time.perf_counter()
-        src = load_source(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples)
+        src = load_subject(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples)
         net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
         x = ms.Tensor(src.x)
         ref, calls = record_execution(net, x)

@@ -57,12 +57,12 @@ def _loop(model: str, level: str, out: Path, loss_scale=None):
     val_fraction = MODELS[model][0]
     from amptool.train.cli import _Reporter
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import _Run
+    from amptool.train.loop import _TrainingRun
 
     cfg = TrainConfig(model=model, amp_level=level, loss_scale=loss_scale, batch_size=BATCH,
                       lr=LR, optimizer=OPTIMIZER, out=str(out), scale_init=SCALE[0],
                       scale_factor=SCALE[1], scale_window=SCALE[2], val_fraction=val_fraction)
-    return _Run(cfg, _Reporter(quiet=False).on_event, 0, 1)
+    return _TrainingRun(cfg, _Reporter(quiet=False).on_event, 0, 1)
 
 
 def _in_memory(run) -> tuple:

@@ -296,11 +296,11 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     from amptool.precision import cell_origins, resolve_fp32_cells, within
     from amptool.ranges import why_kept
 
-    from .source import load_source
+    from .subject import load_subject
     from .trace import leaf_paths, record_execution
 
-    src = load_source(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
-                      cfg.input_spec)
+    src = load_subject(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
+                       cfg.input_spec)
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
     x = ms.Tensor(src.x)
     ref, calls = record_execution(net, x)

@@ -1,4 +1,4 @@
-"""``export_model``: checkpoint -> MINDIR/AIR/ONNX artefacts in fp32 and fp16, with manifests.
+"""``export``: checkpoint -> MINDIR/AIR/ONNX artefacts in fp32 and fp16, with manifests.
 
 Every artefact and manifest of one call is staged under a temporary name in the target
 folder and renamed into place only when all of them are written: a failure leaves
@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.errors import UsageError
+
+from .writer import ExportResult, format_module, write_all
+
+__all__ = ["ExportConfig", "ExportReport", "ExportResult", "export"]
 
 FORMATS = ("MINDIR", "AIR", "ONNX")
 PRECISIONS = ("fp32", "fp16")
@@ -59,21 +63,6 @@ class ExportConfig:
     """Backend to export on: auto, CPU, GPU or Ascend."""
     encrypt_key: bytes | None = field(default=None, repr=False)
     """AES-GCM key (16/24/32 bytes) for MINDIR; never printed or written."""
-
-
-@dataclass
-class ExportResult:
-    """One written artefact."""
-
-    format: str
-    precision: str
-    path: str
-    manifest_path: str
-    manifest: dict
-
-    def to_dict(self) -> dict:
-        return {"format": self.format, "precision": self.precision, "path": self.path,
-                "manifest_path": self.manifest_path, "manifest": self.manifest}
 
 
 @dataclass
@@ -141,12 +130,6 @@ def check_config(cfg: ExportConfig) -> tuple:
     return formats, precisions
 
 
-def format_module(name: str):
-    from . import air, mindir, onnx
-
-    return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
-
-
 def default_out(cfg: ExportConfig) -> str:
     if cfg.out:
         return cfg.out
@@ -161,8 +144,8 @@ def artefact_path(out: Path, model_name: str, precision: str, fmt: str) -> Path:
     return out / f"{safe}_{precision}{reader(fmt).SUFFIX}"
 
 
-def export_model(cfg: ExportConfig) -> list:
-    """Write the requested artefacts and manifests; return one ExportResult per artefact."""
+def export(cfg: ExportConfig) -> ExportReport:
+    """Write the artefacts ``cfg`` asks for (all or nothing) and their manifests."""
     formats, precisions = check_config(cfg)
     if "AIR" in formats:  # refuse before any other work
         format_module("AIR").check_available(cfg.device)
@@ -171,20 +154,18 @@ def export_model(cfg: ExportConfig) -> list:
     from amptool.device import resolve_device, set_device
     from amptool.fileio import check_out_dir, output_dir
 
-    from .source import open_export_source
+    from .loader import load_trained
 
     device = resolve_device(cfg.device)
     check_out_dir(default_out(cfg))  # before the model is built
-    source = open_export_source(cfg)
-
-    from .writer import write_all
+    trained = load_trained(cfg)
 
     with output_dir(default_out(cfg)) as out:
-        jobs = [(p, f, artefact_path(out, source.spec.name, p, f))
+        jobs = [(p, f, artefact_path(out, trained.spec.name, p, f))
                 for p in precisions for f in formats]
         _check_existing([path for _, _, path in jobs], cfg.force)
         set_device(device)
-        return write_all(cfg, source, jobs)
+        return ExportReport(write_all(cfg, trained, jobs))
 
 
 def _check_existing(paths: list, force: bool) -> None:
@@ -195,7 +176,3 @@ def _check_existing(paths: list, force: bool) -> None:
         raise UsageError(f"{len(existing)} artefact(s) already exist ({', '.join(existing[:3])}); "
                          "nothing was touched", "pass --force to replace them, or choose another --out")
 
-
-def export(cfg: ExportConfig) -> ExportReport:
-    """Write the artefacts ``cfg`` asks for (all or nothing) and their manifests."""
-    return ExportReport(list(export_model(cfg)))

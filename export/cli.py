@@ -35,7 +35,7 @@ def export_command(
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
     from amptool.artefact.keys import resolve_key
-    from amptool.export.api import ExportConfig, check_config, export_model
+    from amptool.export.api import ExportConfig, check_config, export
     from amptool.models import parse_model_args
 
     cfg = ExportConfig(
@@ -53,12 +53,12 @@ def export_command(
 
         cfg = dataclasses.replace(cfg, encrypt_key=key)
     opt.consent(trust_model)
-    results = export_model(cfg)
+    report = export(cfg)
     if as_json:
-        opt.print_json([r.to_dict() for r in results])
+        opt.print_json([r.to_dict() for r in report])
         return
-    sizes = {(r.format, r.precision): r.manifest["file_size"] for r in results}
-    for r in results:
+    sizes = {(r.format, r.precision): r.manifest["file_size"] for r in report}
+    for r in report:
         m = r.manifest
         ratio = ""
         if r.precision == "fp16" and (r.format, "fp32") in sizes:

@@ -1,23 +1,48 @@
-"""Build each network, trace it to every requested format, stage and commit the files."""
+"""Build each network, trace it to every requested format, stage and commit the files;
+one ``ExportResult`` per written artefact."""
 from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.fileio import atomic_path, sha256
 
 
-def write_all(cfg, source, jobs: list) -> list:
+@dataclass
+class ExportResult:
+    """One written artefact."""
+
+    format: str
+    precision: str
+    path: str
+    manifest_path: str
+    manifest: dict
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "precision": self.precision, "path": self.path,
+                "manifest_path": self.manifest_path, "manifest": self.manifest}
+
+
+def format_module(name: str):
+    """The writer module of a format: MINDIR, AIR or ONNX."""
+    from . import air, mindir, onnx
+
+    return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
+
+
+def write_all(cfg, trained, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
     from amptool.checkpoint import read_checkpoint
     from amptool.models import model_copy
 
-    params = read_checkpoint(source.checkpoint)
-    ckpt_facts = {"path": str(source.checkpoint.resolve()), "sha256": sha256(source.checkpoint)}
+    params = read_checkpoint(trained.checkpoint)
+    ckpt_facts = {"path": str(trained.checkpoint.resolve()),
+                  "sha256": sha256(trained.checkpoint)}
     results = []
-    copy = model_copy(source.spec, Path(jobs[0][2]).parent) if jobs else None
+    copy = model_copy(trained.spec, Path(jobs[0][2]).parent) if jobs else None
     kept_dir = copy[0].parent if copy else None
     made_dir = kept_dir is not None and not kept_dir.exists()
     try:
@@ -25,7 +50,7 @@ def write_all(cfg, source, jobs: list) -> list:
             if copy:  # the artefacts' folder carries the model file they were made from
                 kept_dir.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(atomic_path(copy[0])).write_bytes(copy[1])
-            _stage(cfg, source, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
+            _stage(cfg, trained, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
                    results)
     except BaseException:
         if made_dir and not any(kept_dir.iterdir()):
@@ -34,28 +59,26 @@ def write_all(cfg, source, jobs: list) -> list:
     return results
 
 
-def _stage(cfg, source, jobs, params, ckpt_facts, kept: dict, stack, results: list) -> None:
+def _stage(cfg, trained, jobs, params, ckpt_facts, kept: dict, stack, results: list) -> None:
     """Trace each job into a staged temp file with its manifest (``kept``: the model file
     facts to record)."""
     from amptool.artefact.manifest import manifest_path
     from amptool.policy import export_policy
 
-    from .api import ExportResult
-
     for precision in dict.fromkeys(p for p, _, _ in jobs):
-        policy = export_policy(source.policy) if precision == "fp16" else None
-        net = _build(source, params, precision, policy, cfg.io_dtype)
+        policy = export_policy(trained.policy) if precision == "fp16" else None
+        net = _build(trained, params, precision, policy, cfg.io_dtype)
         for prec, fmt, path in jobs:
             if prec != precision:
                 continue
             tmp = stack.enter_context(atomic_path(path))
             started = time.perf_counter()
             # the ONNX writer rewrites the network it traces: give it its own copy
-            traced = _build(source, params, precision, policy, cfg.io_dtype) \
+            traced = _build(trained, params, precision, policy, cfg.io_dtype) \
                 if fmt == "ONNX" else net
-            _trace(traced, source, cfg, fmt, precision, tmp, path)
+            _trace(traced, trained, cfg, fmt, precision, tmp, path)
             seconds = time.perf_counter() - started
-            manifest = _manifest(cfg, source, fmt, precision, policy, tmp, ckpt_facts)
+            manifest = _manifest(cfg, trained, fmt, precision, policy, tmp, ckpt_facts)
             manifest["model"].update(kept)
             manifest["export_seconds"] = round(seconds, 4)
             mtmp = stack.enter_context(atomic_path(manifest_path(path)))
@@ -64,18 +87,18 @@ def _stage(cfg, source, jobs, params, ckpt_facts, kept: dict, stack, results: li
                                         manifest))
 
 
-def _build(source, params, precision, policy, io_dtype):
+def _build(trained, params, precision, policy, io_dtype):
     from .graph import build_network
 
-    net, _ = build_network(source.spec, params, precision, policy, io_dtype,
-                           f"checkpoint {source.checkpoint}")
+    net, _ = build_network(trained.spec, params, precision, policy, io_dtype,
+                           f"checkpoint {trained.checkpoint}")
     return net
 
 
-def _trace(net, source, cfg, fmt, precision, tmp: Path, target: Path) -> None:
+def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> None:
     """Write ``fmt`` into the staged ``tmp`` for ``target``; failures name ``target``."""
     try:
-        _write_format(net, source, cfg, fmt, precision, tmp)
+        _write_format(net, trained, cfg, fmt, precision, tmp)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}",
                          "free some space, raise the file size limit or write elsewhere") from None
@@ -85,12 +108,11 @@ def _trace(net, source, cfg, fmt, precision, tmp: Path, target: Path) -> None:
         raise UsageError(exc.problem.replace(str(tmp), str(target)), exc.fix) from None
 
 
-def _write_format(net, source, cfg, fmt, precision, tmp: Path) -> None:
-    from .api import format_module
+def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> None:
     from .graph import example_inputs
 
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
-    inputs = example_inputs(source.spec, cfg.batch_size, cfg.dynamic_batch, io_dtype)
+    inputs = example_inputs(trained.spec, cfg.batch_size, cfg.dynamic_batch, io_dtype)
     module = format_module(fmt)
     key = cfg.encrypt_key if fmt in ("MINDIR", "AIR") else None
     try:
@@ -101,34 +123,34 @@ def _write_format(net, source, cfg, fmt, precision, tmp: Path) -> None:
         fix = ("export with a fixed batch (drop --dynamic-batch), or check that the model "
                "traces in GRAPH_MODE" if cfg.dynamic_batch else
                "check that the model traces in GRAPH_MODE; try another --format")
-        raise UsageError(f"{fmt} export of {source.spec.name} ({precision}) failed: "
+        raise UsageError(f"{fmt} export of {trained.spec.name} ({precision}) failed: "
                          f"{first_line(exc)}", fix) from None
     if not tmp.is_file():
-        raise UsageError(f"MindSpore wrote no {fmt} file for {source.spec.name}",
+        raise UsageError(f"MindSpore wrote no {fmt} file for {trained.spec.name}",
                          "check free disk space and retry")
 
 
-def _manifest(cfg, source, fmt, precision, policy, tmp: Path, ckpt_facts: dict) -> dict:
+def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict) -> dict:
     from amptool.artefact import reader
     from amptool.policy import make_policy
 
     from .manifest import build_manifest
 
     key = cfg.encrypt_key if fmt == "MINDIR" else None
-    facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(source)
+    facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
     effective = policy if policy is not None else make_policy("O0")
-    spec = source.spec
+    spec = trained.spec
     return build_manifest(
         fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
-        policy=effective.to_dict(), source_policy=source.policy.to_dict(), facts=facts,
+        policy=effective.to_dict(), source_policy=trained.policy.to_dict(), facts=facts,
         file_size=tmp.stat().st_size, sha256=sha256(tmp), checkpoint=ckpt_facts,
         model=spec.describe(),
-        preprocess=source.preprocess, data=source.data, val_fraction=source.val_fraction,
+        preprocess=trained.preprocess, data=trained.data, val_fraction=trained.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},
         encrypted=key is not None)
 
 
-def _air_facts(source) -> dict:
+def _air_facts(trained) -> dict:
     """AIR files are not parsed here: describe the traced inputs only."""
     return {"inputs": [], "outputs": [], "weights": {}}
 

@@ -57,11 +57,12 @@ def parity_command(
     cfg = build_parity_config(artefacts, flags, thresholds, config, key_file)
     if save_outputs is None and cfg.save_outputs:
         opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
-    from amptool.parity.compare import check_parity
+    from amptool.parity.compare import parity
 
     opt.consent(trust_model)
-    report = check_parity(cfg)
-    emit_report(report, json_out, junit, plot, "json" if as_json else "quiet" if quiet else "")
+    report = parity(cfg)
+    emit_report(report.to_dict(), json_out, junit, plot,
+                "json" if as_json else "quiet" if quiet else "")
 
 
 def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:

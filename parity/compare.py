@@ -1,7 +1,7 @@
-"""``check_parity``: run a reference and candidates on the same real inputs and judge them.
+"""``parity``: run a reference and candidates on the same real inputs and judge them.
 
-The library returns a report (a JSON-ready dict); it never prints or exits. A breach of
-any threshold makes ``report["passed"]`` false: there is no warn-only mode.
+The library returns a ``ParityReport`` (``to_dict()``: the JSON-ready report); it never
+prints or exits. A breach of any threshold makes ``passed`` false: there is no warn-only mode.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from amptool.parity.inputs import (
     run_batched,
     save_golden,
 )
-from amptool.parity.sources import Source, open_source
+from amptool.parity.report import ParityReport
+from amptool.parity.sides import Side, open_side
 
 FP16_MAX = 65504.0
 ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
@@ -68,8 +69,9 @@ def check_config(cfg: ParityConfig) -> None:
         raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
 
 
-def check_parity(cfg: ParityConfig) -> dict:
-    """Compare every candidate with the reference; return the report.
+def parity(cfg: ParityConfig) -> ParityReport:
+    """Compare every candidate with the reference on real inputs (a breach is a report whose
+    ``passed`` is False, not an exception).
 
     Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
     """
@@ -87,15 +89,15 @@ def check_parity(cfg: ParityConfig) -> dict:
         ms.set_context(mode=previous)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
-    return report
+    return ParityReport.from_dict(report)
 
 
 @dataclass
-class _Run:
+class _Baseline:
     """What every candidate of one check is judged against."""
 
     cfg: ParityConfig
-    ref: Source
+    ref: Side
     inputs: InputSet
     ref_out: list
     names: list
@@ -114,14 +116,14 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
     if cfg.load_outputs:
         ref, golden_in, golden_out = load_golden(cfg.load_outputs)
     else:
-        ref = open_source(cfg.reference, cfg.user_model(), cfg.ckpt, cfg.key)
-    cands = [open_source(c, cfg.user_model(), cfg.ckpt, cfg.key) for c in cfg.candidates]
+        ref = open_side(cfg.reference, cfg.user_model(), cfg.ckpt, cfg.key)
+    cands = [open_side(c, cfg.user_model(), cfg.ckpt, cfg.key) for c in cfg.candidates]
     for cand in cands:
         check_compatible(ref, cand)
     names = output_names(ref)
     check_output_tables(cfg.file_thresholds, names)
     inputs, ref_out = _reference_outputs(cfg, ref, cands, golden_in, golden_out)
-    run = _Run(cfg, ref, inputs, ref_out, names, reference_notes(ref_out, names))
+    run = _Baseline(cfg, ref, inputs, ref_out, names, reference_notes(ref_out, names))
     if fn is not None:
         from amptool.parity.task import evaluate
 
@@ -134,7 +136,7 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
             "candidates": results, "golden_saved": cfg.save_outputs or None}
 
 
-def _reference_outputs(cfg: ParityConfig, ref: Source, cands: list, golden_inputs,
+def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
                        golden_out) -> tuple:
     """(InputSet, the reference's outputs): run the reference, or take stored outputs."""
     if golden_out is None:
@@ -152,7 +154,7 @@ def _reference_outputs(cfg: ParityConfig, ref: Source, cands: list, golden_input
     return golden_inputs, golden_out
 
 
-def output_names(src: Source) -> list:
+def output_names(src: Side) -> list:
     return [str(o.get("name") or f"output{i}") for i, o in enumerate(src.outputs)]
 
 
@@ -170,7 +172,7 @@ def reference_notes(ref_out: list, names: list) -> list:
     return notes
 
 
-def fp16_faithful(cand: Source) -> Optional[bool]:
+def fp16_faithful(cand: Side) -> Optional[bool]:
     """Whether an fp16 candidate computes in fp16 here; None for other candidates."""
     if cand.precision != "fp16":
         return None
@@ -196,8 +198,8 @@ def label_fp16_fidelity(results: list, device: str) -> None:
                                    "fix": "judge fp16 safety by the fp16 MindIR's verdict"})
 
 
-def check_compatible(ref: Source, cand: Source) -> None:
-    """Refuse two sources whose inputs or outputs cannot match (batch sizes may differ)."""
+def check_compatible(ref: Side, cand: Side) -> None:
+    """Refuse two sides whose inputs or outputs cannot match (batch sizes may differ)."""
     for what in ("inputs", "outputs"):
         a, b = getattr(ref, what), getattr(cand, what)
         if len(a) != len(b):
@@ -212,10 +214,10 @@ def check_compatible(ref: Source, cand: Source) -> None:
                                  f"reference {ref.path} {sx}", "compare artefacts of the same model")
 
 
-def _data_spec(cfg: ParityConfig, sources: list) -> str:
+def _data_spec(cfg: ParityConfig, sides: list) -> str:
     if cfg.data:
         return cfg.data
-    for src in sources:
+    for src in sides:
         if src.data:
             kind, _, arg = src.data.partition(":")
             if not arg or Path(arg).exists():
@@ -223,29 +225,29 @@ def _data_spec(cfg: ParityConfig, sources: list) -> str:
     return DEFAULT_DATA
 
 
-def make_inputs(cfg: ParityConfig, ref: Source, cands: list) -> InputSet:
-    sources = [ref] + cands
+def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
+    sides = [ref] + cands
     if cfg.inputs:
         return load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
-    val = cfg.val_fraction or next((s.val_fraction for s in sources if s.val_fraction), 0.2)
-    prep = next((s.preprocess for s in sources if s.preprocess), None)
-    model_ref = next((s.model_ref for s in sources if s.model_ref), None)
+    val = cfg.val_fraction or next((s.val_fraction for s in sides if s.val_fraction), 0.2)
+    prep = next((s.preprocess for s in sides if s.preprocess), None)
+    model_ref = next((s.model_ref for s in sides if s.model_ref), None)
     if prep is None and model_ref is not None:  # inputs that are not images
         from amptool.parity.inputs import load_signature_inputs
 
-        spec = _data_spec(cfg, sources)
+        spec = _data_spec(cfg, sides)
         spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
         return load_signature_inputs(spec, model_ref, val, cfg.samples)
     if prep is None:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")
-    classes = next((s.num_classes for s in sources if s.num_classes), None)
+    classes = next((s.num_classes for s in sides if s.num_classes), None)
     if classes is None:
         raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
-    return load_data_inputs(_data_spec(cfg, sources), prep, classes, val, cfg.samples)
+    return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples)
 
 
-def _judge(run: _Run, cand: Source) -> dict:
+def _judge(run: _Baseline, cand: Side) -> dict:
     cfg, ref, inputs = run.cfg, run.ref, run.inputs
     th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds)
     fed = inputs.for_preprocess(cand.preprocess)
@@ -272,7 +274,7 @@ def _judge(run: _Run, cand: Source) -> dict:
     return result
 
 
-def _judge_output(run: _Run, cand: Source, index: int, r, c) -> dict:
+def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     name = run.names[index] if index < len(run.names) else f"output{index}"
     th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
                             run.cfg.thresholds, output=(index, name))
@@ -287,7 +289,7 @@ def _judge_output(run: _Run, cand: Source, index: int, r, c) -> dict:
             "thresholds": th.to_dict()}
 
 
-def _preprocess_findings(ref: Source, cand: Source, inputs: InputSet) -> list:
+def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> list:
     if inputs.raw is None or not ref.preprocess or not cand.preprocess:
         return []
     a, b = ref.preprocess, cand.preprocess
@@ -338,25 +340,3 @@ def _layer_culprit(layer: dict) -> dict:
            else "look at the operations feeding it in its parent's construct")
     return {"kind": "layer", "where": where, "origin": origin, "message": text, "fix": fix}
 
-
-@dataclass
-class ParityReport:
-    """A parity verdict: ``passed`` and one entry per candidate, with every metric."""
-
-    passed: bool
-    reference: dict
-    candidates: list
-    inputs: dict
-    report: dict = field(repr=False, default_factory=dict)
-    """The whole report, as ``amptool parity --json-out`` writes it."""
-
-    def to_dict(self) -> dict:
-        return dict(self.report)
-
-
-def parity(cfg: ParityConfig) -> ParityReport:
-    """Compare the candidates with the reference on real inputs (a breach is a report whose
-    ``passed`` is False, not an exception)."""
-    report = check_parity(cfg)
-    return ParityReport(report["passed"], report["reference"], report["candidates"],
-                        report["inputs"], report)

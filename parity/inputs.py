@@ -1,9 +1,9 @@
 """Inputs for a comparison, batched runs, and golden outputs files.
 
-Real samples (``--data``) are kept as raw images in [0, 1] and standardized per source,
-as that source's manifest says: an artefact that expects other preprocessing gets what
+Real samples (``--data``) are kept as raw images in [0, 1] and standardized per side,
+as that side's manifest says: an artefact that expects other preprocessing gets what
 it expects, and a disagreement shows up as a numerical difference, not a silent match.
-Given inputs (``--inputs FILE.npz``) are fed as they are to every source.
+Given inputs (``--inputs FILE.npz``) are fed as they are to every side.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ DEFAULT_DATA = "digits"
 
 @dataclass
 class InputSet:
-    """What is fed to every source, before each source's own preprocessing."""
+    """What is fed to every side, before each side's own preprocessing."""
 
     raw: Optional[np.ndarray]
     """Images in [0, 1], (N, C, H, W), when the inputs come from a data source."""
@@ -36,7 +36,7 @@ class InputSet:
         return len(self.raw) if self.raw is not None else len(self.given[0])
 
     def for_preprocess(self, preprocess: Optional[dict]) -> list:
-        """The arrays a source with this preprocessing is fed."""
+        """The arrays a side with this preprocessing is fed."""
         prep = preprocess or self.fallback_preprocess
         if self.raw is not None and prep is not None:
             return [((self.raw - prep["mean"]) / prep["std"]).astype(np.float32)]
@@ -159,8 +159,8 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
 
 def load_golden(path: str):
-    """(Source standing for the stored reference, its InputSet, its outputs)."""
-    from amptool.parity.sources import Source
+    """(Side standing for the stored reference, its InputSet, its outputs)."""
+    from amptool.parity.sides import Side
 
     fix = "make it with 'amptool parity REFERENCE --save-outputs FILE'"
     bad = f"--load-outputs {path} is not a golden outputs file"
@@ -177,13 +177,13 @@ def load_golden(path: str):
     from amptool.trust import recorded_reference
 
     named = meta.get("model")  # a file's word: vetted before any of its code runs
-    src = Source(path=f"{path} (golden of {meta['reference']})", kind="golden",
-                 format=meta["format"], precision=meta["precision"],
-                 preprocess=meta["preprocess"], model=named,
-                 model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
-                 if isinstance(named, str) and named else None,
-                 num_classes=meta.get("num_classes"),
-                 golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
+    src = Side(path=f"{path} (golden of {meta['reference']})", kind="golden",
+               format=meta["format"], precision=meta["precision"],
+               preprocess=meta["preprocess"], model=named,
+               model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
+               if isinstance(named, str) and named else None,
+               num_classes=meta.get("num_classes"),
+               golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
     inputs = InputSet(arrays.get("raw"), fed, arrays.get("labels"),
                       f"golden {meta['description']}", meta["preprocess"])
     return src, inputs, outputs

@@ -10,7 +10,7 @@ from pathlib import Path
 from amptool.errors import UsageError
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet
-from amptool.parity.sources import Source, source_weights
+from amptool.parity.sides import Side, side_weights
 
 
 def _checkpoint_weights(path: str, cache: dict) -> dict:
@@ -21,9 +21,9 @@ def _checkpoint_weights(path: str, cache: dict) -> dict:
     return cache[path]
 
 
-def _weights_of(src: Source, fallback: list, cache: dict) -> tuple:
-    """(name -> array, description) of the weights a source computes with."""
-    stored = source_weights(src) if src.kind != "golden" else None
+def _weights_of(src: Side, fallback: list, cache: dict) -> tuple:
+    """(name -> array, description) of the weights a side computes with."""
+    stored = side_weights(src) if src.kind != "golden" else None
     if stored is not None:
         return stored, f"{src.path} ({'checkpoint' if src.kind == 'checkpoint' else 'stored weights'})"
     for ckpt in [src.checkpoint] + fallback:
@@ -33,7 +33,7 @@ def _weights_of(src: Source, fallback: list, cache: dict) -> tuple:
                      "is known", "pass --ckpt FILE (the checkpoint it was exported from)")
 
 
-def _policy_of(cand: Source):
+def _policy_of(cand: Side):
     from amptool.policy import make_policy, policy_for, policy_from_dict
 
     if cand.precision == "fp32":
@@ -43,7 +43,7 @@ def _policy_of(cand: Source):
     return policy_for()
 
 
-def localize_candidate(cfg: ParityConfig, ref: Source, cand: Source, inputs: InputSet,
+def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet,
                        th, probes: dict, result: dict) -> None:
     """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate."""
     from amptool.parity.layers import LayerProbe

@@ -1,7 +1,10 @@
-"""Parity reports: a readable table, JSON, JUnit XML (for CI systems) and a failure line."""
+"""Parity reports: the typed report, a readable table, JSON, JUnit XML (for CI systems) and
+a failure line."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Optional
 from xml.etree import ElementTree as ET
 
 from amptool.fileio import jsonable, write_json, write_text
@@ -10,6 +13,77 @@ INFO_METRICS = ("max_abs", "max_abs_scaled", "ref_absmax", "max_rel", "mean_abs"
                 "cosine", "rel_l2", "outside_frac", "nonfinite", "top1_agree",
                 "top1_agree_clear", "near_tie_flips", "tie_tol", "ref_acc", "cand_acc",
                 "acc_drop", "acc_drop_clear", "task_ref", "task_cand", "task_drop")
+
+
+@dataclass(frozen=True)
+class CandidateVerdict:
+    """One candidate's verdict and the figures of its first output."""
+
+    path: str
+    passed: bool
+    caveat: Optional[str]
+    """Why the verdict says nothing of fp16 safety (fp16 not exercised), or None."""
+    culprit: Optional[dict]
+    """The most specific explanation of a failure (kind, where, message, fix), or None."""
+    metrics: dict
+    """The first output's metrics (cosine, max_abs, ref_acc, cand_acc, ...)."""
+
+    @property
+    def accuracy(self) -> Optional[float]:
+        """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
+        return self.metrics.get("cand_acc")
+
+    @property
+    def cosine(self) -> Optional[float]:
+        return self.metrics.get("cosine")
+
+    @property
+    def max_abs(self) -> Optional[float]:
+        return self.metrics.get("max_abs")
+
+
+@dataclass
+class ParityReport:
+    """A parity verdict: ``passed`` and one entry per candidate, with every metric."""
+
+    passed: bool
+    reference: dict
+    candidates: list
+    inputs: dict
+    report: dict = field(repr=False, default_factory=dict)
+    """The whole report, as ``amptool parity --json-out`` writes it."""
+
+    @classmethod
+    def from_dict(cls, report: dict) -> "ParityReport":
+        return cls(report["passed"], report["reference"], report["candidates"],
+                   report["inputs"], report)
+
+    def to_dict(self) -> dict:
+        return dict(self.report)
+
+    @property
+    def samples(self) -> int:
+        """Inputs every candidate was judged on."""
+        return self.inputs["samples"]
+
+    @property
+    def reference_accuracy(self) -> Optional[float]:
+        """The reference's top-1 accuracy on the labels (None without labels or candidates)."""
+        return next((o["metrics"].get("ref_acc") for c in self.candidates
+                     for o in c["outputs"]), None)
+
+    def verdict(self, path: str) -> Optional[CandidateVerdict]:
+        """The verdict on the candidate at ``path`` (None: no such candidate)."""
+        cand = next((c for c in self.candidates if c["path"] == path), None)
+        if cand is None:
+            return None
+        return CandidateVerdict(cand["path"], cand["passed"], cand.get("caveat"),
+                                cand.get("culprit"), cand["outputs"][0]["metrics"])
+
+    def culprits(self) -> list:
+        """Each failed candidate's culprit, with the candidate's path as ``artefact``."""
+        return [dict(c["culprit"], artefact=c["path"]) for c in self.candidates
+                if c.get("culprit")]
 
 
 def fmt(value) -> str:
@@ -136,41 +210,6 @@ def failure_line(report: dict) -> str:
 
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
-
-
-def _fixed(value, digits: int = 4) -> str:
-    """Fixed decimals for a summary column; '-' when absent."""
-    if isinstance(value, float) and math.isfinite(value):
-        return f"{value:.{digits}f}"
-    return fmt(value)
-
-
-def format_pipeline(summary: dict) -> str:
-    """The ``amptool run`` summary: artefacts, sizes, accuracy, parity verdict."""
-    train = summary["train"]
-    model = summary["config"]["train"]["model"]
-    lines = [f"trained   {model} {train['policy']} on {train['device']}: "
-             f"val acc {_fixed(train['val_acc'])}, {train['steps']} steps, "
-             f"{train['overflow_steps']} overflow steps skipped",
-             "",
-             f"{'format':<7} {'precision':<9} {'size':>11} {'vs fp32':>8} {'accuracy':>9} "
-             f"{'cosine':>10} {'parity':<9} artefact"]
-    for row in summary["artefacts"]:
-        ratio = f"{row['size_ratio']:.3f}" if row.get("size_ratio") else "-"
-        lines.append(f"{row['format']:<7} {row['precision']:<9} {row['size']:>11,} {ratio:>8} "
-                     f"{_fixed(row['accuracy']):>9} {_fixed(row.get('cosine'), 6):>10} "
-                     f"{row['verdict']:<9} {row['path']}")
-    parity = summary["parity"]
-    lines.append("")
-    for row in summary["artefacts"]:
-        if row.get("caveat"):
-            lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
-    for culprit in parity["culprits"]:
-        lines.append(f"culprit in {_base(culprit['artefact'])}: {culprit['message']}")
-    stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["seconds_by_stage"].items())
-    lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
-                 f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
-    return "\n".join(lines)
 
 
 def write_report_json(path: str, report: dict) -> None:

@@ -47,14 +47,14 @@ class Runs:
     def get(self, name: str) -> Path:
         if name not in self.cache:
             from amptool.train.config import TrainConfig
-            from amptool.train.loop import train_model
+            from amptool.train.run import run_training
 
             out = self.root / name
             policy = ""
             if name in POLICIES:
                 policy = str(self.root / f"{name}_policy.json")
                 Path(policy).write_text(json.dumps(POLICIES[name]))
-            self.summaries[name] = train_model(TrainConfig(
+            self.summaries[name] = run_training(TrainConfig(
                 model=name, epochs=1, out=str(out), policy=policy, batch_size=64, lr=0.003))
             self.cache[name] = out
         return self.cache[name]

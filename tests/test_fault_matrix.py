@@ -304,13 +304,13 @@ def _copy_artefact(art: Path, name: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def kit(sample_runs, tmp_path_factory) -> dict:
     """Everything the cases read: a trained run, its artefacts and the broken copies."""
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
     from amptool.fileio import sha256
 
     root = tmp_path_factory.mktemp("faults")
     run = sample_runs.get("simplecnn")
     art = root / "art"
-    export_model(ExportConfig(run=str(run), formats=("MINDIR", "ONNX"), out=str(art)))
+    export(ExportConfig(run=str(run), formats=("MINDIR", "ONNX"), out=str(art)))
     files = root / "files"
     files.mkdir()
     (files / "models.py").write_text(MODELS)
@@ -473,11 +473,11 @@ def test_a_trusted_package_runs_without_consent(kit, tmp_path):
 def test_export_run_takes_the_model_the_user_names(kit, tmp_path):
     """The way out the refusal names: ``--model`` replaces the run's model, so the run's
     weights export without its recorded file ever running."""
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
-    results = export_model(ExportConfig(run=str(kit["foreign_run"]), model="simplecnn",
-                                        formats=("MINDIR",), precision="fp32",
-                                        out=str(tmp_path / "art")))
+    results = export(ExportConfig(run=str(kit["foreign_run"]), model="simplecnn",
+                                  formats=("MINDIR",), precision="fp32",
+                                  out=str(tmp_path / "art")))
     assert [Path(r.path).name for r in results] == ["simplecnn_fp32.mindir"]
     assert not (kit["evil"].parent / "EXECUTED").exists()
 

@@ -1,4 +1,4 @@
-"""``amptool train``: flags and config file into a TrainConfig, then ``train_model``."""
+"""``amptool train``: flags and config file into a TrainConfig, then ``run_training``."""
 from __future__ import annotations
 
 from typing import Optional

@@ -1,11 +1,15 @@
-"""``train_model``: the whole training run, reported through a callback, never printed."""
+"""``train_model``: one process's training run, reported through a callback, never printed.
+
+The stage's entry, ``run.run_training``, calls it in its own process; each msrun worker
+(``worker.py``) calls it in its own.
+"""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -13,22 +17,23 @@ import numpy as np
 
 from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import check_out_dir, ensure_out_dir, write_text
+from amptool.fileio import check_out_dir, ensure_out_dir
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
 from .config import AUTO, TrainConfig, check_config
-from .overflow import auto_policy, forward_overflow
+from .metrics_log import loss_at, trim_after
+from .overflow import (
+    auto_policy,
+    check_skipped,
+    check_updates,
+    forward_overflow,
+    forward_overflowed,
+)
+from .state import RunState
 from .summary import Evaluator, TrainSummary, versions, weights_digest
 
 Callback = Optional[Callable[[dict], None]]
-
-
-FORWARD_STEPS = 10
-"""A run whose first this-many steps all overflow in the forward pass stops there."""
-MIN_UPDATED = 0.1
-"""An epoch ends the run as diverged when fewer than this share of its steps so far
-updated the weights (the rest overflowed and were skipped)."""
 
 
 def resolve_policy(cfg: TrainConfig):
@@ -47,35 +52,30 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
     try:
-        return _Run(cfg, on_event or (lambda event: None), rank, world).train()
+        return _TrainingRun(cfg, on_event or (lambda event: None), rank, world).train()
     finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
         recycle = getattr(sys.modules.get("mindspore"), "ms_memory_recycle", None)
         if recycle is not None:  # None: MindSpore was never imported, nothing to free
             recycle()
 
 
-class _Run:
-    """One training run: the set-up objects and the progress counters."""
+class _TrainingRun:
+    """One training run: its set-up objects, and its counters in ``state``."""
 
     def __init__(self, cfg: TrainConfig, emit, rank: int, world: int):
-        from amptool.device import import_mindspore, resolve_device, set_device
-
-        ms = import_mindspore()
-        from mindspore import nn
-
-        from amptool import checkpoint as ckpt
         from amptool.data import load_model_data
+        from amptool.device import import_mindspore, resolve_device, set_device
         from amptool.feed import check_workers
         from amptool.models import resolve_model
         from amptool.policy import check_dtype_on_device
-        from amptool.precision import apply_policy
 
-        from .engine import TrainStep, make_optimizer, parse_loss_scale
-
-        self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
-        self.device = resolve_device(cfg.device)
+        from .engine import parse_loss_scale
         from .sink import resolve_sink_size
 
+        ms = import_mindspore()
+        self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
+        self.lead = rank == 0
+        self.device = resolve_device(cfg.device)
         self.sink = resolve_sink_size(cfg.sink_size, self.device, cfg.log_every)
         self.policy = resolve_policy(cfg)
         check_dtype_on_device(self.policy, self.device)
@@ -91,30 +91,39 @@ class _Run:
         self.augment = augmenting(cfg.augment, cfg.seed, self.data)
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
-        self.auto = auto_policy(self) if cfg.policy == AUTO else None
-        amp_net = apply_policy(self.net, self.policy)
-        self.optimizer = make_optimizer(cfg.optimizer, self.net.trainable_params(), cfg.lr)
-        self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
-                                 reducer=world if world > 1 else None)
-        self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
-        self.evaluator = Evaluator(amp_net)
-        # cells start in inference mode: train mode, so BatchNorm updates its statistics
-        # and Dropout drops, in the step graph compiled next
-        self.trainer.step.set_train(True)
-        self.lead = rank == 0
-        self.epoch = self.step = self.overflow = self.consecutive = 0
-        self.overflow_before = 0  # skipped steps of the run before this process's counters
-        self.window = (0.0, 0)  # (time of the last read-back, samples since)
+        self.auto = None  # the range pass's report with --policy auto
+        if cfg.policy == AUTO:
+            self.policy, self.auto = auto_policy(cfg, self.data, self.net, self.policy)
+        self.build_step()
+        self.state = RunState()
         self.stream = None  # the training data pipeline, read on across epochs
-        self.best_acc, self.val_acc, self.loss = -1.0, 0.0, float("nan")
-        self.timed_samples, self.timed_seconds = 0, 0.0
-        self.forward_bad, self.info = 0, None
-        self.first_batch_tries = None  # tries of the first batch (dynamic scale, fresh run)
+        self.info = None  # run.json's content, once written
         # the output folder last: a mistake found above leaves nothing behind
         self.created_out = not Path(cfg.out).exists()
         self.out = ensure_out_dir(cfg.out)
         self.run_dir = RunDir(self.out)
         self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
+
+    def build_step(self) -> None:
+        """The network under the policy, its optimizer, the loss-scaled step, the state a
+        checkpoint holds and the evaluator."""
+        from mindspore import nn
+
+        from amptool import checkpoint as ckpt
+        from amptool.precision import apply_policy
+
+        from .engine import TrainStep, make_optimizer
+
+        amp_net = apply_policy(self.net, self.policy)
+        self.optimizer = make_optimizer(self.cfg.optimizer, self.net.trainable_params(),
+                                        self.cfg.lr)
+        self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
+                                 reducer=self.world if self.world > 1 else None)
+        self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
+        self.evaluator = Evaluator(amp_net)
+        # cells start in inference mode: train mode, so BatchNorm updates its statistics
+        # and Dropout drops, in the step graph compiled next
+        self.trainer.step.set_train(True)
 
     def restore(self) -> None:
         from amptool import checkpoint as ckpt
@@ -129,32 +138,18 @@ class _Run:
         if saved != self.cfg.optimizer:
             raise UsageError(f"--resume: {self.last_path.name} holds {saved} state, not "
                              f"{self.cfg.optimizer}", f"resume with --optimizer {saved}")
-        self.epoch, self.step = int(meta.get("epoch", 0)), int(meta.get("step", 0))
-        if self.epoch > self.cfg.epochs:
-            raise UsageError(f"--resume: {self.last_path.name} already holds {self.epoch} epochs, "
-                             f"more than --epochs {self.cfg.epochs}",
-                             f"pass --epochs {self.epoch} or more (--epochs is the total)")
+        state = self.state
+        state.epoch, state.step = int(meta.get("epoch", 0)), int(meta.get("step", 0))
+        if state.epoch > self.cfg.epochs:
+            raise UsageError(f"--resume: {self.last_path.name} already holds {state.epoch} "
+                             f"epochs, more than --epochs {self.cfg.epochs}",
+                             f"pass --epochs {state.epoch} or more (--epochs is the total)")
         # accuracies are stored as float32: back to the exact fraction of the split
         n = len(self.data.val_idx)
         best, val = float(meta.get("best_acc", -1.0)), float(meta.get("val_acc", 0.0))
-        self.best_acc = round(best * n) / n if n and best >= 0 else best
-        self.val_acc = round(val * n) / n if n else val
-        self.overflow = self.overflow_before = int(meta.get("overflow", 0))
-
-    def trim_metrics(self) -> None:
-        """Drop metric lines written after the checkpoint (an interrupted epoch's steps)."""
-        path = self.out / "metrics.jsonl"
-        if not path.is_file():
-            return
-        kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:  # a line cut short by the interruption
-                continue
-            if row.get("step", 0) <= self.step:  # step and epoch lines both carry a step
-                kept.append(line)
-        write_text(path, "".join(k + "\n" for k in kept))
+        state.best_acc = round(best * n) / n if n and best >= 0 else best
+        state.val_acc = round(val * n) / n if n else val
+        state.overflow = state.overflow_before = int(meta.get("overflow", 0))
 
     def run_info(self) -> dict:
         cfg, spec, data = self.cfg, self.spec, self.data
@@ -172,7 +167,7 @@ class _Run:
         cfg = self.cfg
         if cfg.resume:
             self.restore()
-            if self.epoch >= cfg.epochs:
+            if self.state.epoch >= cfg.epochs:
                 return self.finished()
         info = self.info = self.run_info()
         if self.auto is not None:
@@ -188,7 +183,7 @@ class _Run:
                 save_policy(self.policy, self.out / self.auto["file"], force=True, notes=notes)
             self.run_dir.write(info)
         if cfg.resume and self.lead:
-            self.trim_metrics()
+            trim_after(self.out / "metrics.jsonl", self.state.step)
         metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
                         encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
         if self.data.skipped:
@@ -196,19 +191,19 @@ class _Run:
 
             self.emit({"kind": "warning", "message": skipped_note(
                 self.data.skipped, len(self.data.skipped) + len(self.data.labels))})
-        self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.epoch,
+        self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.state.epoch,
                    "steps_per_epoch": len(self.data.train_idx) // (cfg.batch_size * self.world),
                    "device": self.device, "policy": self.policy.describe(),
                    "loss_scale": self.loss_scale.kind})
         t_start = time.perf_counter()
         try:
-            for epoch in range(self.epoch, cfg.epochs):
+            for epoch in range(self.state.epoch, cfg.epochs):
                 self.train_epoch(epoch, metrics)
                 self.end_epoch(epoch, metrics)
         except BaseException:
             if metrics:
                 metrics.close()
-            if self.lead and not cfg.resume and self.step == 0:
+            if self.lead and not cfg.resume and self.state.step == 0:
                 self.discard()  # the network failed before its first step: nothing to keep
             raise
         finally:
@@ -228,31 +223,17 @@ class _Run:
         """A resumed run whose checkpoint already holds ``cfg.epochs`` epochs: nothing is
         trained and nothing rewritten; the summary is the run's own (checkpoint figures,
         and the loss, throughput and time run.json recorded when it finished)."""
-        self.loss = self.logged_loss()
+        self.state.loss = loss_at(self.out / "metrics.jsonl", self.state.step)
         summary = self.summary(0.0)
         previous = (self.run_dir.read_optional().get("summary") if self.lead else None) or {}
-        if previous.get("steps") == self.step:
+        if previous.get("steps") == self.state.step:
             for name in ("final_loss", "samples_per_s", "seconds"):
                 if isinstance(previous.get(name), (int, float)):
                     setattr(summary, name, previous[name])
         summary.extra["already_finished"] = True
-        self.emit({"kind": "finished", "epochs": self.epoch, "out": str(self.out)})
+        self.emit({"kind": "finished", "epochs": self.state.epoch, "out": str(self.out)})
         self.emit({"kind": "end", "summary": summary.to_dict()})
         return summary
-
-    def logged_loss(self) -> float:
-        """The loss metrics.jsonl holds for the checkpoint's last step (NaN when none)."""
-        path = self.out / "metrics.jsonl"
-        loss = float("nan")
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if row.get("step") == self.step and "loss" in row:
-                    loss = float(row["loss"])
-        return loss
 
     def discard(self) -> None:
         """Remove what this fresh run wrote: the folder it created, else its run.json and
@@ -270,26 +251,37 @@ class _Run:
         host call runs ``sink`` steps on the device and is read back."""
         import mindspore as ms
 
-        cfg, data = self.cfg, self.data
         if self.sink:
-            from .sink import sink_epoch
-
-            return sink_epoch(self, epoch, metrics, self.epoch_order(epoch))
+            return self.sink_epoch(epoch, metrics)
+        cfg, data, state = self.cfg, self.data, self.state
         if self.stream is None or self.stream.next_epoch != epoch:  # one pipeline a run
             if self.stream is not None:
                 self.stream.close()
             self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs, self.augment)
         steps = self.stream.epochs.steps
-        self.window = (time.perf_counter(), 0)
+        state.open_window(time.perf_counter())
         for i, (inputs, labels) in enumerate(self.stream.epoch(epoch)):
             tensors = [ms.Tensor(a) for a in inputs] + [ms.Tensor(labels)]
             loss, finite = self.trainer.step(*tensors)
-            if self.step == 0 and self.loss_scale.kind == "dynamic":
+            if state.step == 0 and self.loss_scale.kind == "dynamic":
                 loss, finite = self.settle_scale(tensors, loss, finite)
-            self.step += 1
-            self.window = (self.window[0], self.window[1] + len(labels) * self.world)
-            if i == 0 or self.step % cfg.log_every == 0 or i == steps - 1:
+            state.advance(1, len(labels) * self.world)
+            if i == 0 or state.step % cfg.log_every == 0 or i == steps - 1:
                 self.log_step(epoch, loss, finite, metrics, i > 0, lambda batch=inputs: batch)
+
+    def sink_epoch(self, epoch: int, metrics) -> None:
+        """One epoch through ``mindspore.data_sink``: each host call's advance is counted,
+        then read back."""
+        from .sink import sink_calls
+
+        order = self.epoch_order(epoch)
+        pipeline = self.data.train_pipeline(order, self.augment, epoch)
+        self.state.open_window(time.perf_counter())
+        for call in sink_calls(self.trainer.step, pipeline, order, self.sink,
+                               self.cfg.batch_size * self.world):
+            self.state.advance(call.steps, call.samples)
+            batch = partial(self.data.train_inputs, call.first, self.augment, epoch)
+            self.log_step(epoch, call.loss, call.finite, metrics, call.index > 0, batch)
 
     def settle_scale(self, tensors: list, loss, finite) -> tuple:
         """The run's first batch is tried again while its gradients overflow and its loss is
@@ -310,7 +302,7 @@ class _Run:
         if tries > 1:
             overflowed = not bool(finite.asnumpy())
             self.trainer.set_skip_counters(int(overflowed), tries if overflowed else 0)
-        self.first_batch_tries = tries
+        self.state.first_batch_tries = tries
         return loss, finite
 
     def epoch_order(self, epoch: int) -> list:
@@ -325,21 +317,16 @@ class _Run:
         report it and check for divergence; ``timed``: the window since the last read
         counts towards throughput (not the epoch's first, which holds compilation and the
         pipeline's start); ``inputs()`` gives the last batch's inputs for forensics."""
-        self.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
-        skipped, self.consecutive, self.forward_bad = self.trainer.counters()
-        now = time.perf_counter()
-        start, samples = self.window
-        dt = now - start
-        if timed:
-            self.timed_samples += samples
-            self.timed_seconds += dt
-        window_skipped = skipped - (self.overflow - self.overflow_before)
-        self.overflow = self.overflow_before + skipped
-        record = {"step": self.step, "epoch": epoch + 1, "loss": self.loss,
+        state = self.state
+        state.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
+        skipped, state.consecutive, state.forward_bad = self.trainer.counters()
+        samples, dt = state.close_window(time.perf_counter(), timed)
+        window_skipped = skipped - (state.overflow - state.overflow_before)
+        state.overflow = state.overflow_before + skipped
+        record = {"step": state.step, "epoch": epoch + 1, "loss": state.loss,
                   "loss_scale": self.trainer.scale_value(), "overflow": not ok,
                   "skipped": window_skipped, "lr": self.cfg.lr,
                   "samples_per_s": samples / dt if dt > 0 else None}
-        self.window = (now, 0)
         if metrics:
             metrics.write(json.dumps(record) + "\n")
         self.emit({"kind": "step", **record})
@@ -348,66 +335,53 @@ class _Run:
     def check_divergence(self, ok: bool, skipped: int, inputs) -> None:
         """After a logged step: ``skipped`` steps of its window overflowed; the device's
         counters (``consecutive``, ``forward_bad``) say how many in a row up to it."""
-        if self.forward_bad and ((self.forward_bad == self.step >= FORWARD_STEPS)
-                                 or self.consecutive >= self.cfg.max_skipped):
-            forward_overflow(self, inputs())
-        if self.loss_scale.kind == "none" and (skipped or not np.isfinite(self.loss)):
-            what = (f"loss became {self.loss}" if not np.isfinite(self.loss) else
-                    f"{skipped} step(s) had non-finite gradients")
-            raise DivergedError(f"{what} by step {self.step} with loss scaling off",
-                                f"last good checkpoint kept in {self.out}; use --loss-scale "
-                                "dynamic or a lower --lr")
-        if self.consecutive >= self.cfg.max_skipped:
-            tries = (" (the first batch's tries, each at a halved scale)"
-                     if self.step == 1 and (self.first_batch_tries or 0) > 1 else "")
-            raise DivergedError(f"{self.consecutive} consecutive overflow steps skipped by step "
-                                f"{self.step}{tries}, --max-skipped is {self.cfg.max_skipped} (loss "
-                                f"scale {self.trainer.scale_value():g})",
-                                f"last good checkpoint kept in {self.out}; lower --lr or use "
-                                "a policy that keeps the overflowing layers in fp32")
+        if forward_overflowed(self.state, self.cfg.max_skipped):
+            self.stop_forward_overflow(inputs())
+        check_skipped(self.state, self.loss_scale.kind, self.cfg.max_skipped,
+                      self.trainer.scale_value, skipped, self.out)
+
+    def stop_forward_overflow(self, inputs: list) -> None:
+        """The loss itself is not finite: record the forensics in run.json and stop."""
+        forensics, problem, fix = forward_overflow(self.spec, self.net, self.policy, inputs,
+                                                   self.state.forward_bad, self.state.step)
+        if self.lead and self.info is not None:
+            self.info["forensics"] = forensics
+            self.run_dir.write(self.info)
+        kept = f"last good checkpoint kept in {self.out}" if self.last_path.is_file() else \
+            "no checkpoint had been written yet"
+        raise DivergedError(problem, f"{fix}; {kept}")
 
     def end_epoch(self, epoch: int, metrics) -> None:
         from amptool import checkpoint as ckpt
 
-        cfg = self.cfg
-        updated = self.step - self.overflow
-        # a dynamic scale backs off one factor per skipped step: judge only after it could
-        # have reached 1 from its initial value
-        scale = self.loss_scale
-        backoff = (math.ceil(math.log(max(scale.init, 1.0), max(scale.factor, 2)))
-                   if scale.kind == "dynamic" else 0)
-        if self.step > backoff and updated < max(1.0, MIN_UPDATED * self.step):
-            raise DivergedError(f"only {updated} of {self.step} steps updated the weights: the "
-                                f"others overflowed and were skipped (loss scale "
-                                f"{self.trainer.scale_value():g})",
-                                "lower --lr, or keep the overflowing cells in fp32 (--policy auto)"
-                                + ("; last good checkpoint kept in " + str(self.out)
-                                   if self.last_path.is_file() else ""))
-        self.val_acc = self.evaluator.accuracy(self.data)
-        improved = self.val_acc > self.best_acc
-        self.best_acc = max(self.best_acc, self.val_acc)
-        meta = {"epoch": epoch + 1, "step": self.step, "best_acc": self.best_acc,
-                "val_acc": self.val_acc, "overflow": self.overflow, "model": self.spec.name,
+        cfg, state = self.cfg, self.state
+        check_updates(state, self.loss_scale, self.trainer.scale_value,
+                      str(self.out) if self.last_path.is_file() else "")
+        state.val_acc = self.evaluator.accuracy(self.data)
+        improved = state.val_acc > state.best_acc
+        state.best_acc = max(state.best_acc, state.val_acc)
+        meta = {"epoch": epoch + 1, "step": state.step, "best_acc": state.best_acc,
+                "val_acc": state.val_acc, "overflow": state.overflow, "model": self.spec.name,
                 "optimizer": cfg.optimizer}
         if self.lead:
             ckpt.write_checkpoint(self.last_path, self.items, meta, cfg.ckpt_format)
             if improved:
                 ckpt.write_checkpoint(self.run_dir.checkpoint_path("best", cfg.ckpt_format),
                                       self.items, meta, cfg.ckpt_format)
-            metrics.write(json.dumps({"epoch": epoch + 1, "val_acc": self.val_acc,
-                                      "best_acc": self.best_acc, "step": self.step}) + "\n")
+            metrics.write(json.dumps({"epoch": epoch + 1, "val_acc": state.val_acc,
+                                      "best_acc": state.best_acc, "step": state.step}) + "\n")
             metrics.flush()
-        self.emit({"kind": "epoch", "epoch": epoch + 1, "val_acc": self.val_acc,
-                   "best_acc": self.best_acc, "loss": self.loss})
+        self.emit({"kind": "epoch", "epoch": epoch + 1, "val_acc": state.val_acc,
+                   "best_acc": state.best_acc, "loss": state.loss})
 
     def summary(self, seconds: float) -> TrainSummary:
-        rate = self.timed_samples / self.timed_seconds if self.timed_seconds else 0.0
+        state = self.state
+        tries = state.first_batch_tries
         return TrainSummary(
-            val_acc=self.val_acc, best_acc=self.best_acc, steps=self.step,
-            overflow_steps=self.overflow, loss_scale=self.trainer.scale_value(),
-            samples_per_s=rate, final_loss=self.loss, epochs=self.cfg.epochs, workers=self.world,
-            seconds=seconds, out=str(self.out),
+            val_acc=state.val_acc, best_acc=state.best_acc, steps=state.step,
+            overflow_steps=state.overflow, loss_scale=self.trainer.scale_value(),
+            samples_per_s=state.samples_per_s(), final_loss=state.loss, epochs=self.cfg.epochs,
+            workers=self.world, seconds=seconds, out=str(self.out),
             extra={"model": self.spec.name, "policy": self.policy.describe(),
                    "device": self.device, "weights_sha256": weights_digest(self.net),
-                   **({"first_batch_tries": self.first_batch_tries}
-                      if self.first_batch_tries is not None else {})})
+                   **({"first_batch_tries": tries} if tries is not None else {})})

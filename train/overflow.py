@@ -1,5 +1,10 @@
-"""``--policy auto`` and forward-overflow forensics for a training run (``loop._Run``)."""
+"""Overflow in a training run: the ``--policy auto`` range pass, the rules that stop a run
+as diverged, and forward-overflow forensics. Each function returns what it found or raises;
+the run (``loop._TrainingRun``) applies it."""
 from __future__ import annotations
+
+import math
+from typing import Callable
 
 import numpy as np
 
@@ -7,30 +12,36 @@ from amptool.errors import DivergedError
 
 AUTO_BATCHES = 2
 """Training batches the range pass of ``--policy auto`` runs over."""
+FORWARD_STEPS = 10
+"""A run whose first this-many steps all overflow in the forward pass stops there."""
+MIN_UPDATED = 0.1
+"""An epoch ends the run as diverged when fewer than this share of its steps so far
+updated the weights (the rest overflowed and were skipped)."""
 
 
-def auto_policy(run) -> dict:
+def auto_policy(cfg, data, net, base) -> tuple:
     """``--policy auto``: one range pass of the freshly built fp32 network over the first
     training batches (unaugmented, in one call), batch normalizations on those batches'
     statistics as a step normalizes with its batch's, the cells the level keeps in fp32
     kept so in the fp16 probe; its candidates (outputs fp16 cannot hold, cells that break
-    when computing in fp16) join the policy's fp32 cells unless it keeps them already."""
+    when computing in fp16) join the fp32 cells of the ``base`` policy unless it keeps them
+    already. Returns (the policy to train under, the range pass's report for run.json)."""
     from amptool.data import epoch_batches
     from amptool.policy import make_policy
     from amptool.precision import cell_origins
 
-    cfg, data, base = run.cfg, run.data, run.policy
     positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
                                                      cfg.seed, 0), range(AUTO_BATCHES))]
     found = []
     if base.dtype == "float16":  # bfloat16 has fp32's range: nothing to keep
         joined = data.train_inputs(np.concatenate(positions))  # one eager call
-        found = auto_candidates(run.net, joined, base, cfg.range_safety)
+        found = auto_candidates(net, joined, base, cfg.range_safety)
     cells = list(base.fp32_cells) + [r.path for r in found]
-    run.policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
-    where = cell_origins(run.net, [r.path for r in found])
-    return {"safety": cfg.range_safety, "batches": len(positions), "file": "policy.auto.toml",
-            "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
+    policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
+    where = cell_origins(net, [r.path for r in found])
+    return policy, {"safety": cfg.range_safety, "batches": len(positions),
+                    "file": "policy.auto.toml",
+                    "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
 
 
 def auto_candidates(net, inputs: list, base, safety: float) -> list:
@@ -45,36 +56,75 @@ def auto_candidates(net, inputs: list, base, safety: float) -> list:
     return outside_policy(net, range_candidates(ranges, safety=safety), base)
 
 
-def forward_overflow(run, inputs: list) -> None:
+def forward_overflowed(state, max_skipped: int) -> bool:
+    """Whether the loss itself stopped being finite: the first ``FORWARD_STEPS`` steps, or
+    ``max_skipped`` in a row, all overflowed in the forward pass (``state``: a ``RunState``)."""
+    return bool(state.forward_bad) and ((state.forward_bad == state.step >= FORWARD_STEPS)
+                                        or state.consecutive >= max_skipped)
+
+
+def check_skipped(state, scale_kind: str, max_skipped: int, scale_value: Callable[[], float],
+                  skipped: int, out) -> None:
+    """After a logged step: ``skipped`` steps of its window overflowed; stop the run when
+    loss scaling is off and the loss or gradients are not finite, or when ``max_skipped``
+    steps in a row were skipped (``scale_value()``: the loss scale now)."""
+    if scale_kind == "none" and (skipped or not np.isfinite(state.loss)):
+        what = (f"loss became {state.loss}" if not np.isfinite(state.loss) else
+                f"{skipped} step(s) had non-finite gradients")
+        raise DivergedError(f"{what} by step {state.step} with loss scaling off",
+                            f"last good checkpoint kept in {out}; use --loss-scale "
+                            "dynamic or a lower --lr")
+    if state.consecutive >= max_skipped:
+        tries = (" (the first batch's tries, each at a halved scale)"
+                 if state.step == 1 and (state.first_batch_tries or 0) > 1 else "")
+        raise DivergedError(f"{state.consecutive} consecutive overflow steps skipped by step "
+                            f"{state.step}{tries}, --max-skipped is {max_skipped} (loss "
+                            f"scale {scale_value():g})",
+                            f"last good checkpoint kept in {out}; lower --lr or use "
+                            "a policy that keeps the overflowing layers in fp32")
+
+
+def check_updates(state, loss_scale, scale_value: Callable[[], float], kept: str) -> None:
+    """At an epoch's end: stop a run fewer than ``MIN_UPDATED`` of whose steps so far
+    updated the weights (``kept``: where the last good checkpoint is, or "")."""
+    updated = state.step - state.overflow
+    # a dynamic scale backs off one factor per skipped step: judge only after it could
+    # have reached 1 from its initial value
+    backoff = (math.ceil(math.log(max(loss_scale.init, 1.0), max(loss_scale.factor, 2)))
+               if loss_scale.kind == "dynamic" else 0)
+    if state.step > backoff and updated < max(1.0, MIN_UPDATED * state.step):
+        raise DivergedError(f"only {updated} of {state.step} steps updated the weights: the "
+                            f"others overflowed and were skipped (loss scale "
+                            f"{scale_value():g})",
+                            "lower --lr, or keep the overflowing cells in fp32 (--policy auto)"
+                            + ("; last good checkpoint kept in " + kept if kept else ""))
+
+
+def forward_overflow(spec, net, policy, inputs: list, bad: int, step: int) -> tuple:
     """The loss itself is not finite (the forward pass overflowed, which no loss scale
     can fix): name the first cell whose low-precision output is not finite while its
-    fp32 output is, record it in run.json and stop."""
+    fp32 output is. Returns (the forensics for run.json, the problem, the fix); ``bad``
+    steps in a row up to ``step`` overflowed."""
     from amptool.checkpoint import load_into_net
     from amptool.precision import apply_policy
     from amptool.ranges import first_overflow
 
-    weights = {p.name: p for p in run.net.get_parameters()}
-    fp32, low = run.spec.build(), run.spec.build()
-    for net in (fp32, low):
-        load_into_net(net, weights, "the training weights")
-    culprit = first_overflow(fp32, low, apply_policy(low, run.policy), inputs,
-                             batch_stats=True)
-    steps = f"{run.forward_bad} consecutive steps to step {run.step}"
+    weights = {p.name: p for p in net.get_parameters()}
+    fp32, low = spec.build(), spec.build()
+    for built in (fp32, low):
+        load_into_net(built, weights, "the training weights")
+    culprit = first_overflow(fp32, low, apply_policy(low, policy), inputs, batch_stats=True)
+    steps = f"{bad} consecutive steps to step {step}"
     if culprit is None:
         problem = (f"the loss is not finite in the forward pass ({steps}), and no cell's "
-                   f"{run.policy.dtype} output is where its fp32 output is finite")
+                   f"{policy.dtype} output is where its fp32 output is finite")
         fix = "check the data and the loss for non-finite values"
     else:
         problem = (f"the loss is not finite in the forward pass ({steps}): cell "
                    f"{culprit['path']} ({culprit['type']}) gives non-finite "
-                   f"{run.policy.dtype} outputs where its fp32 outputs reach "
+                   f"{policy.dtype} outputs where its fp32 outputs reach "
                    f"{culprit['fp32_max']:.4g}")
         fix = (f"keep it in fp32 (--policy auto, or fp32_cells = [\"{culprit['path']}\"] "
                f"in a --policy file)")
-    if run.lead and run.info is not None:
-        run.info["forensics"] = {"kind": "forward_overflow", "step": run.step,
-                                 "steps": run.forward_bad, "culprit": culprit}
-        run.run_dir.write(run.info)
-    kept = f"last good checkpoint kept in {run.out}" if run.last_path.is_file() else \
-        "no checkpoint had been written yet"
-    raise DivergedError(problem, f"{fix}; {kept}")
+    forensics = {"kind": "forward_overflow", "step": step, "steps": bad, "culprit": culprit}
+    return forensics, problem, fix

@@ -1,7 +1,7 @@
 """``run_training``: the one entry to training, in one process or across msrun workers.
 
-The CLI and the Python API both come through here, so a resumed run merges the previous
-run's settings the same way from either.
+The CLI, the Python API and the pipeline all come through here, so a resumed run merges
+the previous run's settings the same way from each.
 """
 from __future__ import annotations
 

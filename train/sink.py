@@ -8,8 +8,8 @@ update and the skip counters all live on the device, and each host call is one r
 """
 from __future__ import annotations
 
-import time
-from typing import Optional
+from dataclasses import dataclass
+from typing import Iterator, Optional
 
 from amptool.errors import UsageError
 
@@ -40,18 +40,33 @@ def epoch_sink_size(size: int, steps: int) -> int:
     return size
 
 
-def sink_epoch(run, epoch: int, metrics, order: list) -> None:
-    """One epoch of ``run`` (train/loop.py's ``_Run``) through ``mindspore.data_sink``."""
+@dataclass(frozen=True)
+class SinkCall:
+    """What one host call of a sunk epoch advanced, and its results to read back."""
+
+    index: int
+    """The call's place in the epoch (0: the first, which compiles)."""
+    steps: int
+    """Steps the call ran on the device."""
+    samples: int
+    """Samples those steps trained on, over every worker."""
+    loss: object
+    """The last step's loss (a device tensor)."""
+    finite: object
+    """Whether the last step's gradients were finite (a device tensor)."""
+    first: object
+    """Positions of the call's first batch in the training split (for forensics)."""
+
+
+def sink_calls(step, data, order: list, size: int, batch_samples: int) -> Iterator[SinkCall]:
+    """Run the epoch whose batches are ``order`` through ``mindspore.data_sink`` (``step``:
+    the compiled training step; ``data``: its pipeline over ``order``), ``size`` steps or
+    fewer a host call; yield what each call advanced (``batch_samples``: samples a step
+    trains on over every worker)."""
     import mindspore as ms
 
-    size = epoch_sink_size(run.sink, len(order))
-    data = run.data.train_pipeline(order, run.augment, epoch)
-    sunk = ms.data_sink(run.trainer.step, data, sink_size=size)
-    run.window = (time.perf_counter(), 0)
+    size = epoch_sink_size(size, len(order))
+    sunk = ms.data_sink(step, data, sink_size=size)
     for call in range(len(order) // size):
         loss, finite = sunk()
-        run.step += size
-        run.window = (run.window[0], run.window[1] + size * run.cfg.batch_size * run.world)
-        first = order[call * size]
-        run.log_step(epoch, loss, finite, metrics, call > 0,
-                     lambda first=first: run.data.train_inputs(first, run.augment, epoch))
+        yield SinkCall(call, size, size * batch_samples, loss, finite, order[call * size])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import platform
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -32,6 +33,16 @@ class TrainSummary:
         d = dict(self.__dict__)
         d.update(d.pop("extra"))
         return d
+
+    @property
+    def policy(self) -> Optional[str]:
+        """The policy the run trained under, as ``Policy.describe()`` words it."""
+        return self.extra.get("policy")
+
+    @property
+    def device(self) -> Optional[str]:
+        """The device the run trained on."""
+        return self.extra.get("device")
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainSummary":

@@ -59,7 +59,7 @@ def run_command(
 
     from .config import read_config_file
     from .errors import CheckFailed
-    from .pipeline import build_pipeline_config, run_pipeline
+    from .pipeline import build_pipeline_config, format_summary, run_pipeline
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
@@ -68,18 +68,16 @@ def run_command(
                  samples=samples, per_layer=per_layer or None)
     file_values = read_config_file(config) if config else {}
     cfg = build_pipeline_config(file_values, flags, source=f"config {config}")
-    summary = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if quiet or as_json:  # progress lines were off: still say what was skipped
-        for message in summary.get("warnings", []):
+        for message in result.warnings:
             _stage_printer({"kind": "warning", "message": message})
     if as_json:
-        opt.print_json(summary)
+        opt.print_json(result.to_dict())
     else:
-        from amptool.parity.report import format_pipeline
-
-        typer.echo(format_pipeline(summary))
-    if not summary["passed"]:
-        culprits = summary["parity"]["culprits"]
+        typer.echo(format_summary(result))
+    if not result.passed:
+        culprits = result.culprits
         why = "; ".join(f"{Path(c['artefact']).name}: {c['message']}" for c in culprits)
         fix = next((c["fix"] for c in culprits if c.get("fix")), "")
         raise CheckFailed(f"parity failed{' for ' + why if why else ''}",

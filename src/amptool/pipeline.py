@@ -1,13 +1,17 @@
 """``run_pipeline``: train -> export MINDIR (and ONNX) fp32 + fp16 -> parity -> summary.
 
+Each stage runs through its one entry (``train.run.run_training``, ``export.api.export``,
+``parity.compare.parity``) and is read through its typed result.
+
 Layout of ``out``: ``train/`` (the training run), ``export/`` (artefacts and manifests),
 ``parity.json`` and ``parity.xml`` (the parity report as JSON and JUnit), ``summary.json``.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -44,6 +48,28 @@ class PipelineConfig:
         base = self.train if self.train is not None else TrainConfig()
         return dataclasses.replace(base, out=str(Path(self.out) / "train"), resume=False,
                                    workers=1)
+
+
+@dataclass
+class PipelineResult:
+    """What ``amptool run`` reports: training, artefacts and the parity verdict."""
+
+    passed: bool
+    summary: dict = field(repr=False, default_factory=dict)
+    """summary.json's content."""
+
+    @property
+    def warnings(self) -> list:
+        """What was skipped on the way (e.g. ONNX with ``--onnx auto``), one line each."""
+        return list(self.summary.get("warnings", []))
+
+    @property
+    def culprits(self) -> list:
+        """Each failed artefact's culprit (message, fix), with its path as ``artefact``."""
+        return list(self.summary["parity"]["culprits"])
+
+    def to_dict(self) -> dict:
+        return dict(self.summary)
 
 
 PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer")
@@ -89,22 +115,23 @@ def check_config(cfg: PipelineConfig) -> tuple:
     return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
 
 
-def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]] = None) -> dict:
-    """Run every stage; return the summary (``summary["passed"]`` is the parity verdict)."""
+def run_pipeline(cfg: PipelineConfig,
+                 on_event: Optional[Callable[[dict], None]] = None) -> PipelineResult:
+    """Run every stage; return the result (``passed`` is the parity verdict)."""
     emit = on_event or (lambda event: None)
     formats = check_config(cfg)
     from amptool.fileio import ensure_out_dir, write_json
-    from amptool.parity.compare import check_parity
+    from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import write_junit, write_report_json
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     out = ensure_out_dir(cfg.out)
     times = {}
     t0 = time.perf_counter()
     emit({"kind": "stage", "stage": "train"})
     train_cfg = cfg.train_config()
-    train = train_model(train_cfg, on_event=on_event)
+    train = run_training(train_cfg, on_event=on_event)
     times["train"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     emit({"kind": "stage", "stage": "export", "formats": list(formats)})
@@ -113,33 +140,33 @@ def run_pipeline(cfg: PipelineConfig, on_event: Optional[Callable[[dict], None]]
     t2 = time.perf_counter()
     emit({"kind": "stage", "stage": "parity"})
     ref, cands = order_artefacts(results)
-    report = check_parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
-                                       samples=cfg.samples, per_layer=cfg.per_layer,
-                                       device=train_cfg.device))
+    report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
+                                 samples=cfg.samples, per_layer=cfg.per_layer,
+                                 device=train_cfg.device))
     times["parity"] = time.perf_counter() - t2
-    write_report_json(str(out / "parity.json"), report)
-    write_junit(str(out / "parity.xml"), report)
-    summary = summarize(cfg, train.to_dict(), ref, cands, report, times)
+    write_report_json(str(out / "parity.json"), report.to_dict())
+    write_junit(str(out / "parity.xml"), report.to_dict())
+    summary = summarize(cfg, train, ref, cands, report, times)
     summary["warnings"] = warnings
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     write_json(out / "summary.json", summary)
-    return summary
+    return PipelineResult(report.passed, summary)
 
 
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,
                      emit: Callable[[dict], None]) -> tuple:
     """(artefacts, warnings): MINDIR fp32 + fp16, then ONNX when asked. With ``--onnx auto`` an
     ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning."""
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
     from amptool.export.onnx import OnnxUnsupported
 
     common = {"run": str(out / "train"), "precision": "both", "out": str(out / "export"),
               "force": True, "device": device, "dynamic_batch": True}
-    results = list(export_model(ExportConfig(formats=("MINDIR",), **common)))
+    results = list(export(ExportConfig(formats=("MINDIR",), **common)).artefacts)
     if "ONNX" not in formats:
         return results, []
     try:
-        results += export_model(ExportConfig(formats=("ONNX",), **common))
+        results += export(ExportConfig(formats=("ONNX",), **common)).artefacts
     except OnnxUnsupported as exc:
         if cfg.onnx == "on":
             raise
@@ -156,36 +183,73 @@ def order_artefacts(results: list) -> tuple:
     return ref, [r for r in results if r is not ref]
 
 
-def summarize(cfg, train: dict, ref, cands: list, report: dict, times: dict) -> dict:
-    by_path = {c["path"]: c for c in report["candidates"]}
+def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
+    """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
+    with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
     rows = [_row(ref, None, None)]
     sizes = {(r.format, r.precision): Path(r.path).stat().st_size for r in [ref] + cands}
     for cand in cands:
-        rows.append(_row(cand, by_path.get(cand.path), sizes.get((cand.format, "fp32"))))
-    ref_acc = next((o["metrics"].get("ref_acc") for c in report["candidates"]
-                    for o in c["outputs"]), None)
-    rows[0]["accuracy"] = ref_acc
-    return {"passed": report["passed"], "config": cfg.to_dict(), "out": cfg.out,
-            "train": {k: train.get(k) for k in ("val_acc", "best_acc", "steps", "overflow_steps",
-                                                "loss_scale", "policy", "device", "seconds")},
-            "artefacts": rows, "parity": {"passed": report["passed"],
-                                          "samples": report["inputs"]["samples"],
-                                          "culprits": [dict(c["culprit"], artefact=c["path"])
-                                                       for c in report["candidates"]
-                                                       if c.get("culprit")]},
+        rows.append(_row(cand, report.verdict(cand.path), sizes.get((cand.format, "fp32"))))
+    rows[0]["accuracy"] = report.reference_accuracy
+    return {"passed": report.passed, "config": cfg.to_dict(), "out": cfg.out,
+            "train": {"val_acc": train.val_acc, "best_acc": train.best_acc, "steps": train.steps,
+                      "overflow_steps": train.overflow_steps, "loss_scale": train.loss_scale,
+                      "policy": train.policy, "device": train.device, "seconds": train.seconds},
+            "artefacts": rows, "parity": {"passed": report.passed, "samples": report.samples,
+                                          "culprits": report.culprits()},
             "seconds_by_stage": {k: round(v, 2) for k, v in times.items()}}
 
 
-def _row(result, judged: Optional[dict], fp32_size: Optional[int]) -> dict:
+def _row(result, verdict, fp32_size: Optional[int]) -> dict:
+    """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
+    reference)."""
     size = Path(result.path).stat().st_size
     row = {"format": result.format, "precision": result.precision, "path": result.path,
            "size": size, "size_ratio": round(size / fp32_size, 4) if fp32_size else None,
            "accuracy": None, "verdict": "reference"}
-    if judged is not None:
-        metrics = judged["outputs"][0]["metrics"]
-        row["accuracy"] = metrics.get("cand_acc")
-        row["cosine"] = metrics.get("cosine")
-        row["max_abs"] = metrics.get("max_abs")
-        row["verdict"] = ("PASS" if judged["passed"] else "FAIL") + "*" * bool(judged.get("caveat"))
-        row["caveat"] = judged.get("caveat")
+    if verdict is not None:
+        row["accuracy"] = verdict.accuracy
+        row["cosine"] = verdict.cosine
+        row["max_abs"] = verdict.max_abs
+        row["verdict"] = ("PASS" if verdict.passed else "FAIL") + "*" * bool(verdict.caveat)
+        row["caveat"] = verdict.caveat
     return row
+
+
+def format_summary(result: PipelineResult) -> str:
+    """The ``amptool run`` summary: artefacts, sizes, accuracy, parity verdict."""
+    summary = result.summary
+    train = summary["train"]
+    model = summary["config"]["train"]["model"]
+    lines = [f"trained   {model} {train['policy']} on {train['device']}: "
+             f"val acc {_fixed(train['val_acc'])}, {train['steps']} steps, "
+             f"{train['overflow_steps']} overflow steps skipped",
+             "",
+             f"{'format':<7} {'precision':<9} {'size':>11} {'vs fp32':>8} {'accuracy':>9} "
+             f"{'cosine':>10} {'parity':<9} artefact"]
+    for row in summary["artefacts"]:
+        ratio = f"{row['size_ratio']:.3f}" if row.get("size_ratio") else "-"
+        lines.append(f"{row['format']:<7} {row['precision']:<9} {row['size']:>11,} {ratio:>8} "
+                     f"{_fixed(row['accuracy']):>9} {_fixed(row.get('cosine'), 6):>10} "
+                     f"{row['verdict']:<9} {row['path']}")
+    parity = summary["parity"]
+    lines.append("")
+    for row in summary["artefacts"]:
+        if row.get("caveat"):
+            lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
+    for culprit in parity["culprits"]:
+        name = culprit["artefact"].rsplit("/", 1)[-1]
+        lines.append(f"culprit in {name}: {culprit['message']}")
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["seconds_by_stage"].items())
+    lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
+                 f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
+    return "\n".join(lines)
+
+
+def _fixed(value, digits: int = 4) -> str:
+    """Fixed decimals for a summary column; '-' when absent."""
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.{digits}f}"
+    from amptool.parity.report import fmt
+
+    return fmt(value)

@@ -8,10 +8,10 @@ import pytest
 def trap_run(tmp_path_factory):
     """trapmlp trained in fp32: healthy in fp32, its cell `norm` overflows fp16."""
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     out = tmp_path_factory.mktemp("trap")
-    summary = train_model(TrainConfig(model="trapmlp", amp_level="O0", epochs=2, out=str(out)))
+    summary = run_training(TrainConfig(model="trapmlp", amp_level="O0", epochs=2, out=str(out)))
     assert summary.val_acc > 0.8
     return out
 
@@ -20,8 +20,8 @@ def trap_run(tmp_path_factory):
 def cnn_run(tmp_path_factory):
     """simplecnn trained with O2 and dynamic loss scaling for one epoch."""
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     out = tmp_path_factory.mktemp("cnn")
-    train_model(TrainConfig(model="simplecnn", epochs=1, out=str(out)))
+    run_training(TrainConfig(model="simplecnn", epochs=1, out=str(out)))
     return out

@@ -197,10 +197,10 @@ def test_a_cell_whose_sub_cells_are_all_kept_is_kept(mode):
 def planted_run(tmp_path_factory):
     """The planted network trained in fp32 for one epoch on the bundled digits."""
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     out = tmp_path_factory.mktemp("planted")
-    summary = train_model(TrainConfig(model=PLANTED, amp_level="O0", epochs=1, out=str(out)))
+    summary = run_training(TrainConfig(model=PLANTED, amp_level="O0", epochs=1, out=str(out)))
     assert summary.val_acc > 0.5
     return out
 
@@ -219,9 +219,9 @@ def _reference(run, samples):
     import mindspore as ms
 
     from amptool.checkpoint import build_with_weights
-    from amptool.convert.source import load_source
+    from amptool.convert.subject import load_subject
 
-    src = load_source(str(run), None, None, None, samples)
+    src = load_subject(str(run), None, None, None, samples)
     return build_with_weights(src.spec, src.weights, "ckpt")(ms.Tensor(src.x)).asnumpy()
 
 

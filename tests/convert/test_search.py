@@ -152,11 +152,11 @@ def test_found_policy_passes_and_all_fp16_fails_on_a_fresh_network(trap_run, tra
 
     from amptool.checkpoint import build_with_weights
     from amptool.convert.search import judge
-    from amptool.convert.source import load_source
+    from amptool.convert.subject import load_subject
     from amptool.metrics import FP16_VS_FP32
     from amptool.precision import apply_policy
 
-    src = load_source(str(trap_run), None, None, None, 128)
+    src = load_subject(str(trap_run), None, None, None, 128)
     x = ms.Tensor(src.x)
     ref = build_with_weights(src.spec, src.weights, "ckpt")(x).asnumpy()
     for policy, expect in ((make_policy("O3"), False), (load_policy(trap_search[0]), True)):

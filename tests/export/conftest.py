@@ -24,9 +24,9 @@ class Exports:
 
     def get(self, name: str) -> dict:
         if name not in self.cache:
-            from amptool.export.api import ExportConfig, export_model
+            from amptool.export.api import ExportConfig, export
 
-            results = export_model(ExportConfig(
+            results = export(ExportConfig(
                 run=str(self.runs.get(name)), formats=("MINDIR", "ONNX"), dynamic_batch=True,
                 out=str(self.root / name)))
             self.cache[name] = {(r.format, r.precision): r for r in results}

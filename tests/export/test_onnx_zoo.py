@@ -114,10 +114,10 @@ def _seeded_checkpoint(factory, path: Path) -> Path:
 
 
 def _export(factory, tmp_path, dynamic: bool):
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
     ckpt = _seeded_checkpoint(factory, tmp_path / f"{factory.__name__}.ckpt")
-    results = export_model(ExportConfig(
+    results = export(ExportConfig(
         ckpt=str(ckpt), model=f"{HERE}:{factory.__name__}", data="none",
         formats=("MINDIR", "ONNX"), precision="both", dynamic_batch=dynamic, batch_size=2,
         out=str(tmp_path / "out")))
@@ -179,7 +179,7 @@ def test_pipeline_skips_onnx_with_one_warning_when_an_operator_is_unsupported(tm
     events = []
     train = TrainConfig(model=f"{HERE}:erf_net", data="synthetic", epochs=1, batch_size=64)
     summary = run_pipeline(PipelineConfig(train=train, out=str(tmp_path / "pipe"), samples=32),
-                           on_event=events.append)
+                           on_event=events.append).to_dict()
     warnings = [e["message"] for e in events if e["kind"] == "warning"]
     assert len(warnings) == 1 and "ONNX skipped" in warnings[0] and "Erf" in warnings[0]
     assert summary["warnings"] == warnings

@@ -96,10 +96,10 @@ def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
 
 def test_planted_fp16_fault_is_caught(runs, references, tmp_path):
     """trapmlp exported with plain O2 (its unsafe cell in fp16) fails the fp16 checks."""
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
-    results = export_model(ExportConfig(run=str(runs.get("trapmlp")), precision="fp16",
-                                        amp_level="O2", dynamic_batch=True, out=str(tmp_path)))
+    results = export(ExportConfig(run=str(runs.get("trapmlp")), precision="fp16",
+                                  amp_level="O2", dynamic_batch=True, out=str(tmp_path)))
     x, _, ref = references("trapmlp")
     out = load_runner(results[0].path).run([x])[0]
     assert results[0].manifest["policy"]["fp32_cells"] == []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from amptool.export.api import ExportConfig, export_model
+from amptool.export.api import ExportConfig, export
 
 from .user_models import save_init_checkpoint, wide_mlp
 
@@ -18,8 +18,8 @@ HERE = Path(__file__).parent
 @pytest.mark.parametrize("fmt", ["MINDIR", "ONNX"])
 def test_large_model_halves(fmt, tmp_path):
     ckpt = save_init_checkpoint(wide_mlp, tmp_path / "wide.ckpt")
-    results = export_model(ExportConfig(ckpt=str(ckpt), model=f"{HERE / 'user_models.py'}:wide_mlp",
-                                        formats=(fmt,), out=str(tmp_path / "out"), data="none"))
+    results = export(ExportConfig(ckpt=str(ckpt), model=f"{HERE / 'user_models.py'}:wide_mlp",
+                                  formats=(fmt,), out=str(tmp_path / "out"), data="none"))
     by = {r.precision: r for r in results}
     s32, s16 = (os.path.getsize(by[p].path) for p in ("fp32", "fp16"))
     assert s32 > 1_000_000

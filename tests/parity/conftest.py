@@ -15,19 +15,19 @@ import pytest
 
 
 def _export(run=None, ckpt=None, model=None, out=None, formats=("MINDIR",)):
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
-    results = export_model(ExportConfig(run=str(run or ""), ckpt=str(ckpt or ""),
-                                        model=model or "", formats=formats, out=str(out),
-                                        force=True))
+    results = export(ExportConfig(run=str(run or ""), ckpt=str(ckpt or ""),
+                                  model=model or "", formats=formats, out=str(out),
+                                  force=True))
     return {(r.format, r.precision): r.path for r in results}
 
 
 def _train(model, out, amp_level="O2"):
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
-    train_model(TrainConfig(model=model, amp_level=amp_level, epochs=1, out=str(out)))
+    run_training(TrainConfig(model=model, amp_level=amp_level, epochs=1, out=str(out)))
     return out
 
 

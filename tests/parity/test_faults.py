@@ -103,16 +103,16 @@ def test_healthy_trained_simplecnn_passes_every_format(simplecnn, tmp_path):
 
 def test_healthy_seeded_sample_models_pass(seeded_export):
     """LeNet-5, the BatchNorm ResNet and the LayerNorm/softmax transformer, fp16 vs fp32."""
-    from amptool.parity.compare import check_parity
+    from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
 
     for name in ("lenet5", "resnet", "transformer"):
         paths = seeded_export(name)
-        report = check_parity(ParityConfig(reference=paths["mindir_fp32"],
-                                           candidates=(paths["mindir_fp16"],), samples=64,
-                                           per_layer=True, layer_samples=4))
-        cand = report["candidates"][0]
-        assert report["passed"], (name, cand["outputs"][0]["checks"])
+        report = parity(ParityConfig(reference=paths["mindir_fp32"],
+                                     candidates=(paths["mindir_fp16"],), samples=64,
+                                     per_layer=True, layer_samples=4))
+        cand = report.candidates[0]
+        assert report.passed, (name, cand["outputs"][0]["checks"])
         assert cand["per_layer"]["first_flagged"] is None, name
         kept = {r["path"]: r["dtype"] for r in cand["per_layer"]["rows"]}
         if name == "resnet":

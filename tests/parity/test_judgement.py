@@ -166,7 +166,7 @@ def two_heads(tmp_path_factory):
     import onnx
     from onnx import numpy_helper
 
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
     from amptool.fileio import sha256
     from amptool.models import resolve_model
 
@@ -175,9 +175,9 @@ def two_heads(tmp_path_factory):
     model = f"{root / 'two.py'}:twoheads"
     ms.set_seed(0)
     ms.save_checkpoint(resolve_model(model).build(), str(root / "two.ckpt"))
-    results = export_model(ExportConfig(ckpt=str(root / "two.ckpt"), model=model,
-                                        formats=("ONNX",), precision="fp32",
-                                        out=str(root / "export"), force=True))
+    results = export(ExportConfig(ckpt=str(root / "two.ckpt"), model=model,
+                                  formats=("ONNX",), precision="fp32",
+                                  out=str(root / "export"), force=True))
     good = Path(results[0].path)
     bad = root / "faulty" / good.name
     bad.parent.mkdir()
@@ -229,10 +229,10 @@ def test_fp16_onnx_pass_is_labelled_beside_the_mindir_fail(trap, tmp_path):
     """trapmlp's fp16 graph overflows in true fp16 (MindIR); onnxruntime's CPU provider
     computes it in fp32 and passes it: the label must say so and name the MindIR's FAIL."""
     pytest.importorskip("onnxruntime")
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
-    results = export_model(ExportConfig(run=trap["run"], formats=("ONNX",), precision="fp16",
-                                        out=str(tmp_path / "onnx"), force=True))
+    results = export(ExportConfig(run=trap["run"], formats=("ONNX",), precision="fp16",
+                                  out=str(tmp_path / "onnx"), force=True))
     onnx_fp16 = results[0].path
     js, xml = tmp_path / "r.json", tmp_path / "r.xml"
     result = _parity(trap["mindir_fp32"], trap["mindir_fp16"], onnx_fp16, "--samples", 64,

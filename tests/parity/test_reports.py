@@ -177,13 +177,13 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
 def test_encrypted_artefacts_with_a_key_file(simplecnn, tmp_path):
     import secrets
 
-    from amptool.export.api import ExportConfig, export_model
+    from amptool.export.api import ExportConfig, export
 
     key = tmp_path / "key.hex"
     key.write_text(secrets.token_hex(16))
-    results = export_model(ExportConfig(run=simplecnn["run"], formats=("MINDIR",),
-                                        out=str(tmp_path / "enc"),
-                                        encrypt_key=bytes.fromhex(key.read_text())))
+    results = export(ExportConfig(run=simplecnn["run"], formats=("MINDIR",),
+                                  out=str(tmp_path / "enc"),
+                                  encrypt_key=bytes.fromhex(key.read_text())))
     paths = {r.precision: r.path for r in results}
     locked = _parity(paths["fp32"], paths["fp16"], "--samples", 16)
     assert locked.exit_code == 2 and "encrypted" in _error_line(locked)

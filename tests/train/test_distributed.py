@@ -143,12 +143,12 @@ def two_workers(planted):
 
 @pytest.fixture(scope="module")
 def one_process(planted):
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     base, model, data = planted
     out = base / "one"
-    summary = train_model(TrainConfig(model=model, data=data, epochs=1, batch_size=2 * BATCH,
-                                      log_every=1, out=str(out)))
+    summary = run_training(TrainConfig(model=model, data=data, epochs=1, batch_size=2 * BATCH,
+                                       log_every=1, out=str(out)))
     return out, summary
 
 

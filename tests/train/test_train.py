@@ -6,7 +6,7 @@ import pytest
 
 from amptool.errors import DivergedError, UsageError
 from amptool.train.config import TrainConfig
-from amptool.train.loop import train_model
+from amptool.train.run import run_training
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
 
@@ -28,7 +28,7 @@ def runs(tmp_path_factory):
     result = {}
     for level, epochs in (("O0", 3), ("O1", 2), ("O2", 3), ("O3", 2)):
         out = base / level
-        summary = train_model(TrainConfig(amp_level=level, epochs=epochs, out=str(out)))
+        summary = run_training(TrainConfig(amp_level=level, epochs=epochs, out=str(out)))
         result[level] = (out, summary)
     return result
 
@@ -66,8 +66,8 @@ def test_o2_really_computes_in_fp16(runs):
 def test_resume_matches_uninterrupted_run(runs, tmp_path):
     full_out, full = runs["O2"]
     out = tmp_path / "resumed"
-    train_model(TrainConfig(amp_level="O2", epochs=2, out=str(out)))
-    resumed = train_model(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
+    run_training(TrainConfig(amp_level="O2", epochs=2, out=str(out)))
+    resumed = run_training(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
     assert resumed.steps == full.steps
     a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
     assert set(a) == set(b)
@@ -99,7 +99,7 @@ def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, tmp_path)
     finally:
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    resumed = train_model(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
+    resumed = run_training(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
     assert resumed.steps == full.steps
     a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
     for name in a:
@@ -119,7 +119,7 @@ def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path):
     """A scale far too large overflows the first batch: the batch is tried again at each
     halved scale until it updates, instead of the run skipping its first ~20 steps (a later
     batch may still overflow once at the settled scale)."""
-    summary = train_model(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40))
+    summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40))
     tries = summary.extra["first_batch_tries"]
     assert 10 < tries < 40 and summary.overflow_steps <= 2
     first = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
@@ -133,19 +133,19 @@ def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path):
 def test_first_batch_tries_stop_at_max_skipped_and_only_with_a_dynamic_scale(tmp_path):
     with pytest.raises(DivergedError, match=r"3 consecutive overflow steps skipped by step 1 "
                        r"\(the first batch's tries"):
-        train_model(TrainConfig(epochs=1, out=str(tmp_path / "tries"), scale_init=2.0 ** 40,
-                                max_skipped=3))
+        run_training(TrainConfig(epochs=1, out=str(tmp_path / "tries"), scale_init=2.0 ** 40,
+                                 max_skipped=3))
     assert not (tmp_path / "tries" / "last.ckpt").exists()
-    static = train_model(TrainConfig(epochs=1, out=str(tmp_path / "static"),
-                                     loss_scale="static:1024"))
+    static = run_training(TrainConfig(epochs=1, out=str(tmp_path / "static"),
+                                      loss_scale="static:1024"))
     assert "first_batch_tries" not in static.extra
 
 
 def test_forced_overflow_is_counted(tmp_path):
     """A scale that grows after every clean step overflows again and again: each such step
     is skipped and counted."""
-    summary = train_model(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
-                                      scale_window=1))
+    summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
+                                       scale_window=1))
     assert summary.overflow_steps >= 10
     assert summary.loss_scale <= 2.0 ** 30
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -157,8 +157,8 @@ def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path):
     """The device counts skipped steps between read-backs: the run, its counts and its
     weights are those of a run read back on every step."""
     kwargs = dict(epochs=1, scale_init=2.0 ** 40, scale_window=1, optimizer="sgd", lr=0.01)
-    every = train_model(TrainConfig(out=str(tmp_path / "every"), log_every=1, **kwargs))
-    tenth = train_model(TrainConfig(out=str(tmp_path / "tenth"), **kwargs))
+    every = run_training(TrainConfig(out=str(tmp_path / "every"), log_every=1, **kwargs))
+    tenth = run_training(TrainConfig(out=str(tmp_path / "tenth"), **kwargs))
     assert tenth.extra["weights_sha256"] == every.extra["weights_sha256"]
     assert tenth.overflow_steps == every.overflow_steps >= 10
     per_step = [json.loads(line) for line in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
@@ -184,16 +184,16 @@ def test_other_samples_train(model, sample_runs):
 
 
 def test_safetensors_checkpoints_and_resume(tmp_path):
-    train_model(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors"))
+    run_training(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors"))
     assert (tmp_path / "last.safetensors").is_file() and (tmp_path / "best.safetensors").is_file()
-    resumed = train_model(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
-                                      resume=True))
+    resumed = run_training(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
+                                       resume=True))
     assert resumed.steps == 88
     with pytest.raises(UsageError, match="already holds 2 epochs, more than --epochs 1"):
-        train_model(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors",
-                                resume=True))
-    again = train_model(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
-                                    resume=True))
+        run_training(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors",
+                                 resume=True))
+    again = run_training(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
+                                     resume=True))
     assert again.extra["already_finished"] and again.steps == 88
     assert again.val_acc == resumed.val_acc and again.best_acc == resumed.best_acc
     assert again.final_loss == resumed.final_loss

@@ -15,7 +15,7 @@ from amptool.errors import UsageError
 
 
 @dataclass
-class EvalSource:
+class SearchSubject:
     """A model spec, its fp32 weights and one batch of held-out inputs with labels."""
 
     spec: object
@@ -26,9 +26,9 @@ class EvalSource:
     data: str
 
 
-def load_source(run: Optional[str], ckpt: Optional[str], model: Optional[str],
-                data: Optional[str], samples: Optional[int], model_args: Optional[dict] = None,
-                input_spec: Optional[str] = None) -> EvalSource:
+def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
+                 data: Optional[str], samples: Optional[int], model_args: Optional[dict] = None,
+                 input_spec: Optional[str] = None) -> SearchSubject:
     """Resolve ``--run`` or ``--ckpt --model`` into weights and held-out inputs."""
     from amptool.trained import from_checkpoint, from_run
 
@@ -47,5 +47,5 @@ def load_source(run: Optional[str], ckpt: Optional[str], model: Optional[str],
         raise UsageError(f"model {trained.model_ref} takes {len(inputs)} inputs; the search runs "
                          "on single-input networks", "search a single-input network")
     x = inputs[0]
-    return EvalSource(trained.spec, trained.fp32_weights(), x, y, str(trained.checkpoint),
+    return SearchSubject(trained.spec, trained.fp32_weights(), x, y, str(trained.checkpoint),
                       data or trained.data or "digits")

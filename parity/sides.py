@@ -1,6 +1,6 @@
 """What parity compares: exported artefacts, a checkpoint run eagerly in fp32, golden outputs.
 
-Each is opened into a ``Source``: something that runs (``runner.run(inputs) -> outputs``)
+Each is opened into a ``Side``: something that runs (``runner.run(inputs) -> outputs``)
 plus what its manifest (or the run folder's run.json) says about the model, its inputs'
 preprocessing, its precision and policy, and where its weights come from.
 """
@@ -17,7 +17,7 @@ from amptool.rundir import RunDir, is_checkpoint_file
 
 
 @dataclass
-class Source:
+class Side:
     """One side of a comparison."""
 
     path: str
@@ -33,7 +33,7 @@ class Source:
     manifest: Optional[dict] = None
     """The artefact's manifest, when one sits beside it."""
     preprocess: Optional[dict] = None
-    """How raw images become this source's inputs."""
+    """How raw images become this side's inputs."""
     model: Optional[str] = None
     """Model name or file.py:factory (for per-layer localization)."""
     model_ref: Optional[dict] = None
@@ -104,7 +104,7 @@ class EagerRunner:
         return [o.asnumpy().astype(np.float32) for o in outs]
 
 
-def open_source(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Source:
+def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Side:
     """An artefact, a checkpoint file or a training run folder; ``model`` is a reference the
     user named, over any the files record."""
     p = Path(path)
@@ -115,7 +115,7 @@ def open_source(path: str, model: Optional[dict] = None, ckpt: str = "", key=Non
     return _open_artefact(p, model, ckpt, key)
 
 
-def _open_checkpoint(p: Path, model: Optional[dict]) -> Source:
+def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
     from amptool.checkpoint import numpy_weights, read_checkpoint
 
     if p.is_dir():
@@ -131,16 +131,16 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Source:
     data = info.get("data", {})
     params = read_checkpoint(ckpt)
     runner = EagerRunner(ref, params, f"checkpoint {ckpt}")
-    src = Source(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
-                 runner=runner, preprocess=data.get("preprocess"), model=ref["model"],
-                 model_ref=ref, num_classes=runner.spec.num_classes,
-                 checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
-                 val_fraction=data.get("val_fraction"))
+    src = Side(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
+               runner=runner, preprocess=data.get("preprocess"), model=ref["model"],
+               model_ref=ref, num_classes=runner.spec.num_classes,
+               checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
+               val_fraction=data.get("val_fraction"))
     src.cache["weights"] = numpy_weights(params)
     return src
 
 
-def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Source:
+def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
     from amptool.artefact.manifest import manifest_path
     from amptool.artefact.runners import load_runner
     from amptool.fileio import sha256
@@ -157,21 +157,21 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Source:
     ck = manifest.get("checkpoint") or {}
     out_shape = runner.outputs[0]["shape"] if runner.outputs else []
     num_classes = mdl.get("num_classes") or (out_shape[1] if len(out_shape) == 2 else None)
-    return Source(path=str(p), kind="artefact", format=runner.format,
-                  precision=runner.precision or manifest.get("precision"), runner=runner,
-                  manifest=runner.manifest, preprocess=manifest.get("preprocess"),
-                  model=(model or {}).get("model") or mdl.get("spec") or mdl.get("name"),
-                  num_classes=num_classes, model_ref=dict(model) if model else (recorded_reference(
-                      {"model": mdl.get("spec") or mdl.get("name"), "model_args": mdl.get("args"),
-                       "input_spec": mdl.get("input_spec")}, mdl, manifest_path(p), p.parent)
-                      if mdl else None),
-                  checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
-                  data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
-                  encrypted=bool(manifest.get("encrypted")))
+    return Side(path=str(p), kind="artefact", format=runner.format,
+                precision=runner.precision or manifest.get("precision"), runner=runner,
+                manifest=runner.manifest, preprocess=manifest.get("preprocess"),
+                model=(model or {}).get("model") or mdl.get("spec") or mdl.get("name"),
+                num_classes=num_classes, model_ref=dict(model) if model else (recorded_reference(
+                    {"model": mdl.get("spec") or mdl.get("name"), "model_args": mdl.get("args"),
+                     "input_spec": mdl.get("input_spec")}, mdl, manifest_path(p), p.parent)
+                    if mdl else None),
+                checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
+                data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
+                encrypted=bool(manifest.get("encrypted")))
 
 
-def source_weights(src: Source) -> Optional[dict]:
-    """The weights a source computes with, where they can be read (cached on the source)."""
+def side_weights(src: Side) -> Optional[dict]:
+    """The weights a side computes with, where they can be read (cached on the side)."""
     if "weights" not in src.cache:
         from amptool.artefact import stored_weights
 

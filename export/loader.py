@@ -1,4 +1,4 @@
-"""Where an export's model, weights, policy and preprocessing come from.
+"""The trained model an export is made of: model, weights, policy and preprocessing.
 
 ``--run DIR`` reads all of it from the training run (``run.json`` and ``best``/``last``
 checkpoint), with ``--model`` (and its ``--model-arg``/``--input-spec``) in place of the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 
-def open_export_source(cfg):
+def load_trained(cfg):
     """The ``TrainedModel`` an ``ExportConfig`` names, with its policy overrides applied."""
     from amptool.policy import policy_for
     from amptool.trained import from_checkpoint, from_run
