@@ -117,12 +117,9 @@ _register_subcommands()
 def main() -> None:
     """The ``amptool`` console script. SIGTERM stops a command like Ctrl+C: staged files
     are removed and it exits 130 with one line."""
-    import signal
+    from .interrupts import stop_on_signals
 
-    def _terminated(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _terminated)
+    stop_on_signals()
     app()
 
 
