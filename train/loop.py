@@ -1,6 +1,7 @@
 """``train_model``: the whole training run, reported through a callback, never printed."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -13,11 +14,11 @@ import numpy as np
 
 from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import check_out_dir, ensure_out_dir, write_text
+from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir, write_text
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
-from .config import AUTO, TrainConfig, check_config
+from .config import AUTO, TrainConfig, check_config, claim_out_folder, replace_run
 from .overflow import auto_policy, forward_overflow
 from .summary import Evaluator, TrainSummary, versions, weights_digest
 
@@ -39,15 +40,22 @@ def resolve_policy(cfg: TrainConfig):
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
                 world: int = 1) -> TrainSummary:
-    """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``."""
+    """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``,
+    held as this process's for the run (one worker of several: its launcher holds it)."""
     check_config(cfg)
     check_out_dir(cfg.out)  # before the model, the data and a range pass take their time
     last_path = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
     if cfg.resume and not last_path.is_file():
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
+    emit = on_event or (lambda event: None)
+    created = not Path(cfg.out).exists()
     try:
-        return _Run(cfg, on_event or (lambda event: None), rank, world).train()
+        with output_dir(cfg.out) if world == 1 else contextlib.nullcontext():
+            replaced = claim_out_folder(cfg) if world == 1 else []
+            run = _Run(cfg, emit, rank, world, created)
+            replace_run(cfg, replaced, emit)
+            return run.train()
     finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
         recycle = getattr(sys.modules.get("mindspore"), "ms_memory_recycle", None)
         if recycle is not None:  # None: MindSpore was never imported, nothing to free
@@ -57,7 +65,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
 class _Run:
     """One training run: the set-up objects and the progress counters."""
 
-    def __init__(self, cfg: TrainConfig, emit, rank: int, world: int):
+    def __init__(self, cfg: TrainConfig, emit, rank: int, world: int, created_out: bool):
         from amptool.device import import_mindspore, resolve_device, set_device
 
         ms = import_mindspore()
@@ -111,7 +119,7 @@ class _Run:
         self.forward_bad, self.info = 0, None
         self.first_batch_tries = None  # tries of the first batch (dynamic scale, fresh run)
         # the output folder last: a mistake found above leaves nothing behind
-        self.created_out = not Path(cfg.out).exists()
+        self.created_out = created_out
         self.out = ensure_out_dir(cfg.out)
         self.run_dir = RunDir(self.out)
         self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
@@ -189,8 +197,8 @@ class _Run:
             self.run_dir.write(info)
         if cfg.resume and self.lead:
             self.trim_metrics()
-        metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
-                        encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
+        metrics = (LineLog(self.out / "metrics.jsonl", append=cfg.resume) if self.lead
+                   else None)  # whole lines, each written at once: tail -f works
         if self.data.skipped:
             from amptool.sources import skipped_note
 
@@ -355,16 +363,19 @@ class _Run:
             what = (f"loss became {self.loss}" if not np.isfinite(self.loss) else
                     f"{skipped} step(s) had non-finite gradients")
             raise DivergedError(f"{what} by step {self.step} with loss scaling off",
-                                f"last good checkpoint kept in {self.out}; use --loss-scale "
-                                "dynamic or a lower --lr")
+                                f"{self.kept()}use --loss-scale dynamic or a lower --lr")
         if self.consecutive >= self.cfg.max_skipped:
             tries = (" (the first batch's tries, each at a halved scale)"
                      if self.step == 1 and (self.first_batch_tries or 0) > 1 else "")
             raise DivergedError(f"{self.consecutive} consecutive overflow steps skipped by step "
                                 f"{self.step}{tries}, --max-skipped is {self.cfg.max_skipped} (loss "
                                 f"scale {self.trainer.scale_value():g})",
-                                f"last good checkpoint kept in {self.out}; lower --lr or use "
-                                "a policy that keeps the overflowing layers in fp32")
+                                f"{self.kept()}lower --lr or use a policy that keeps the "
+                                "overflowing layers in fp32")
+
+    def kept(self) -> str:
+        """``last good checkpoint kept in OUT; `` when one was written, else nothing."""
+        return f"last good checkpoint kept in {self.out}; " if self.last_path.is_file() else ""
 
     def end_epoch(self, epoch: int, metrics) -> None:
         from amptool import checkpoint as ckpt
