@@ -1,11 +1,13 @@
 """Ctrl+C and SIGTERM stay Python's while MindSpore runs.
 
 MindSpore installs C signal handlers of its own over the ones Python set: its data engine a
-SIGTERM handler when a pipeline with parallel workers starts (measured on 2.10: a SIGTERM
-then ends ``amptool train`` with exit 0 and nothing said), its runtime a SIGINT handler
-around graph runs (Ctrl+C then ends it as killed by SIGTERM, 143). ``keep_handlers`` puts
-Python's handlers back; the data feed calls it at every batch, so an interrupt unwinds as ``KeyboardInterrupt``: staged files are removed,
-written checkpoints stay, and the command line reports it in one line (exit 130).
+SIGTERM handler whenever a pipeline's threads start (measured on 2.10: a SIGTERM then ends
+``amptool train`` at once, with exit 0 or 143 and nothing said), its runtime a SIGINT
+handler around graph runs (Ctrl+C then ends it as killed by SIGTERM, 143). The command line
+puts its own back within ``GUARD_PERIOD`` whenever they are replaced (``stop_on_signals``);
+the data feed calls ``keep_handlers`` at every batch, for library users too. An interrupt
+then unwinds as ``KeyboardInterrupt``: staged files are removed, written checkpoints stay,
+and the command line reports it in one line (exit 130).
 """
 from __future__ import annotations
 
