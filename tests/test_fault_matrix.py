@@ -176,6 +176,13 @@ CASES = {
                                         "{out}"], 2, "list.json", ["{out}"]),
     "train-config-is-a-folder": Case(["train", "--config", "{files}", "--out", "{out}"], 2,
                                      "config", ["{out}"]),
+    "train-into-a-trained-run": Case(["train", "--epochs", "1", "--out", "{trained}", "-q"], 2,
+                                     "{trained} already holds a trained run (run.json, "
+                                     "best.ckpt, last.ckpt); pass --resume to continue it, "
+                                     "--overwrite to replace it, or another --out"),
+    "train-diverges-before-a-checkpoint": Case(["train", "--loss-scale", "static:1e30",
+                                                "--max-skipped", "3", "--epochs", "1", "--out",
+                                                "{out}", "-q"], 1, "--max-skipped is 3"),
     # --- export ---
     "export-missing-run": Case(["export", "--run", "{files}/nowhere", "--out", "{out}"], 2,
                                "does not exist", ["{out}"]),
@@ -260,6 +267,9 @@ CASES = {
                                                   2, "not a JSON object"),
     "run-config-not-a-mapping": Case(["run", "--config", "{files}/list.json", "--out", "{out}",
                                       "-q"], 2, "list.json", ["{out}"]),
+    "run-into-a-finished-pipeline": Case(["run", "--epochs", "1", "--out", "{pipeline}", "-q"],
+                                         2, "{pipeline} already holds a pipeline run "
+                                         "(summary.json); pass --overwrite to replace it"),
 }
 
 
@@ -363,9 +373,15 @@ def kit(sample_runs, tmp_path_factory) -> dict:
     (nondict / "run.json").write_text("[]\n")
     ro = root / "readonly"
     ro.mkdir()
+    trained = root / "trained"  # a trained run that a new run must not replace unasked
+    shutil.copytree(run, trained)
+    pipeline = root / "pipeline"  # what a finished `amptool run` leaves
+    pipeline.mkdir()
+    (pipeline / "summary.json").write_text("{}\n")
     return {"root": root, "run": run, "art": art, "files": files, "tampered": tampered.parent,
             "foreign_run": foreign_run, "foreign_art": foreign_art.parent, "nondict": nondict,
-            "ro": ro, "evil": evil, "crafted": crafted, "pkg_run": pkg_run}
+            "ro": ro, "evil": evil, "crafted": crafted, "pkg_run": pkg_run,
+            "trained": trained, "pipeline": pipeline}
 
 
 def _crafted_run(root: Path, files: Path) -> Path:
@@ -515,3 +531,115 @@ def test_a_kill_during_export_leaves_no_half_written_file(kit, tmp_path):
     assert done.returncode == 0, done.stderr
     assert not list(out.glob(".amptool-tmp-*"))
     assert len(list(out.glob("*.mindir"))) == 2 and len(list(out.glob("*.onnx"))) == 2
+
+
+def test_a_refused_run_touches_nothing(outcomes, kit):
+    """Training into a trained run without --resume or --overwrite leaves it as it was;
+    a run stopped before its first checkpoint claims none."""
+    from amptool.fileio import sha256
+
+    for name in ("run.json", "best.ckpt", "last.ckpt", "metrics.jsonl"):
+        assert sha256(kit["trained"] / name) == sha256(kit["run"] / name), name
+    assert sorted(p.name for p in kit["pipeline"].iterdir()) == ["summary.json"]
+    stopped = outcomes["train-diverges-before-a-checkpoint"]
+    assert not (stopped["out"] / "last.ckpt").exists()
+    assert "checkpoint" not in stopped["stderr"], stopped["stderr"]
+
+
+def _train(kit, *args) -> list:
+    """A short run of a one-layer network with the default data workers (digits: 22 steps an
+    epoch), as a command line."""
+    return [sys.executable, "-m", "amptool", "train", "--model", f"{kit['files']}/models.py:good",
+            "--batch-size", "64", *args]
+
+
+def _wait_for(path: Path, proc, seconds: float = 120) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _steps(path: Path) -> list:
+    """The steps of a metrics.jsonl, each line read as the JSON object it must be."""
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def _run(cmd: list, cwd: Path) -> tuple:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_two_writers_at_once(kit, tmp_path):
+    """The second writer into a folder is refused (exit 2, one line naming the first) before
+    it touches anything; the first finishes as if alone."""
+    out = tmp_path / "run"
+    first = subprocess.Popen(_train(kit, "--epochs", "1", "--out", str(out), "-q"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(out / ".amptool.lock", first)
+    code, stdout, stderr = _amptool(["train", "--epochs", "1", "--out", str(out), "-q"], tmp_path)
+    assert code == 2 and stdout == "", stderr
+    assert stderr == (f"amptool: error: output folder {out} is in use by pid {first.pid} "
+                      f"(amptool {' '.join(first.args[3:])}); wait for it to end, or write to "
+                      "another --out\n")
+    stdout, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0 and stdout.startswith("done:"), stderr
+    assert _steps(out / "metrics.jsonl") == [1, 10, 20, 22, 22]
+    assert sorted(p.name for p in out.iterdir()) == ["best.ckpt", "last.ckpt", "metrics.jsonl",
+                                                    "model", "run.json"]
+
+
+def test_a_killed_holder_holds_nobody_up(kit, tmp_path):
+    """A writer killed with SIGKILL leaves its lock file behind, locked by nobody: the next
+    run proceeds; what the killed run wrote is a trained run only --overwrite replaces."""
+    out = tmp_path / "run"
+    holder = subprocess.Popen(_train(kit, "--epochs", "50", "--out", str(out), "-q"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(out / "last.ckpt", holder)
+    holder.kill()
+    holder.communicate(timeout=60)
+    assert (out / ".amptool.lock").exists()
+    code, stdout, stderr = _run(_train(kit, "--epochs", "1", "--out", str(out)), tmp_path)
+    assert code == 2 and "already holds a trained run (run.json, best.ckpt, last.ckpt)" in stderr
+    code, stdout, stderr = _run(_train(kit, "--epochs", "1", "--out", str(out), "--overwrite"),
+                                tmp_path)
+    assert code == 0, stderr
+    assert stdout.splitlines()[0] == (f"overwriting the run in {out}: run.json, best.ckpt, "
+                                      "last.ckpt replaced")
+    assert not (out / ".amptool.lock").exists()
+    assert _steps(out / "metrics.jsonl") == [1, 10, 20, 22, 22]
+
+
+@pytest.fixture(scope="module")
+def stopped(kit) -> dict:
+    """Runs with the default data workers stopped by SIGTERM and by SIGINT once their first
+    checkpoint is written, side by side."""
+
+    def stop(sig):
+        out = kit["root"] / "stopped" / sig.name
+        proc = subprocess.Popen(_train(kit, "--epochs", "50", "--out", str(out), "-q"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        written = _wait_for(out / "last.ckpt", proc)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+        return {"written": written, "code": proc.returncode, "stdout": stdout,
+                "stderr": stderr, "out": out}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(("SIGTERM", "SIGINT"), pool.map(stop, (signal.SIGTERM, signal.SIGINT))))
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stopped_run_exits_130_and_keeps_its_checkpoint(stopped, sig):
+    from amptool.checkpoint import meta_of, read_checkpoint
+
+    result = stopped[sig]
+    assert result["written"], result["stderr"]
+    assert result["code"] == 130, result["stderr"]
+    assert result["stderr"] == "amptool: error: interrupted\n" and result["stdout"] == ""
+    out = result["out"]
+    assert not list(out.rglob(".amptool-*")) and not (out / ".amptool.lock").exists()
+    assert meta_of(read_checkpoint(out / "last.ckpt"))["epoch"] >= 1
+    _steps(out / "metrics.jsonl")

@@ -33,6 +33,7 @@ def train_command(
     val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. \\[default: 0.2]"),
     ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. \\[default: ckpt]"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the trained run --out holds (refused without this or --resume)."),
     config: opt.ConfigOption = None,
     workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
     sink_size: Optional[int] = typer.Option(None, help="Steps per host call through MindSpore's data sinking (Ascend and GPU only; refused on CPU). \\[default: --log-every on Ascend/GPU, off on CPU]"),
@@ -64,7 +65,7 @@ def train_command(
                  optimizer=optimizer, seed=seed, device=device, out=str(out) if out else None,
                  val_fraction=val_fraction, ckpt_format=ckpt_format, workers=workers,
                  data_workers=data_workers, augment=augment, sink_size=sink_size,
-                 resume=resume or None)
+                 resume=resume or None, overwrite=overwrite or None)
     command_flags = dict(nodes=nodes, node_rank=node_rank, master_addr=master_addr,
                          master_port=master_port, start_timeout=start_timeout,
                          quiet=quiet or None, json=as_json or None)
@@ -130,6 +131,9 @@ class _Reporter:
             typer.echo(f"amptool: warning: {event['message']}", err=True)
         if self.quiet:
             return
+        if kind == "overwrite":
+            self._say(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
+                      "replaced")
         if kind == "launch":
             self._say(f"launching {event['workers']} workers through msrun (port {event['port']}),"
                       f" logs in {event['logs']}")

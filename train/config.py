@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from amptool.data import parse_augment
@@ -63,6 +64,9 @@ class TrainConfig:
     """Checkpoint format: ckpt or safetensors."""
     resume: bool = False
     """Continue from ``last`` in ``out`` (weights, optimizer, loss scale, epoch, data order)."""
+    overwrite: bool = False
+    """Replace the trained run ``out`` holds (its run.json, checkpoints and metrics are
+    removed once the new run is set up); without it or ``resume`` such a folder is refused."""
     workers: int = 1
     """Data-parallel workers launched on this host through msrun."""
     sink_size: Optional[int] = None
@@ -108,6 +112,9 @@ def check_config(cfg: TrainConfig) -> None:
         parse_augment(cfg.augment)
     except UsageError as exc:
         problems.append(exc.problem)
+    if cfg.resume and cfg.overwrite:
+        problems.append("resume continues the run in the output folder and overwrite replaces "
+                        "it: pass one of them")
     if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
         problems.append("model_args must be a mapping of keyword arguments "
                         f"(got {cfg.model_args!r})")
@@ -196,3 +203,33 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
 
         changes["model"] = vet_recorded(run_dir.model_reference())["model"]
     return replace(cfg, **changes) if changes else cfg
+
+
+def claim_out_folder(cfg: TrainConfig) -> list:
+    """The files of the trained run in ``cfg.out`` (run.json, checkpoints) that a new run
+    replaces: a UsageError when there are some and neither ``cfg.resume`` continues that run
+    nor ``cfg.overwrite`` replaces it; empty when resuming or nothing is there. Called with
+    the folder held (``fileio.output_dir``), before the run's set-up."""
+    from amptool.rundir import RunDir
+
+    found = RunDir(cfg.out).trained_files()
+    if not found or cfg.resume:
+        return []
+    if not cfg.overwrite:
+        raise UsageError(f"{cfg.out} already holds a trained run "
+                         f"({', '.join(p.name for p in found)})",
+                         "pass --resume to continue it, --overwrite to replace it, or "
+                         "another --out")
+    return found
+
+
+def replace_run(cfg: TrainConfig, found: list, emit) -> None:
+    """Remove the replaced run's ``found`` files and its metrics (the new run rewrites the
+    rest: its model copy, its auto policy) and say so in one ``overwrite`` event; called
+    once the new run's set-up succeeded, so a mistake found there leaves the old run whole.
+    Nothing when ``found`` is empty."""
+    if not found:
+        return
+    for path in found + [Path(cfg.out) / "metrics.jsonl"]:
+        path.unlink(missing_ok=True)
+    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found]})

@@ -5,6 +5,7 @@ The stage's entry, ``run.run_training``, calls it in its own process; each msrun
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -17,11 +18,11 @@ import numpy as np
 
 from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import check_out_dir, ensure_out_dir
+from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
-from .config import AUTO, TrainConfig, check_config
+from .config import AUTO, TrainConfig, check_config, claim_out_folder, replace_run
 from .metrics_log import loss_at, trim_after
 from .overflow import (
     auto_policy,
@@ -44,15 +45,22 @@ def resolve_policy(cfg: TrainConfig):
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
                 world: int = 1) -> TrainSummary:
-    """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``."""
+    """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``,
+    held as this process's for the run (one worker of several: its launcher holds it)."""
     check_config(cfg)
     check_out_dir(cfg.out)  # before the model, the data and a range pass take their time
     last_path = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
     if cfg.resume and not last_path.is_file():
         raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
+    emit = on_event or (lambda event: None)
+    created = not Path(cfg.out).exists()
     try:
-        return _TrainingRun(cfg, on_event or (lambda event: None), rank, world).train()
+        with output_dir(cfg.out) if world == 1 else contextlib.nullcontext():
+            replaced = claim_out_folder(cfg) if world == 1 else []
+            run = _TrainingRun(cfg, emit, rank, world, created)
+            replace_run(cfg, replaced, emit)
+            return run.train()
     finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
         recycle = getattr(sys.modules.get("mindspore"), "ms_memory_recycle", None)
         if recycle is not None:  # None: MindSpore was never imported, nothing to free
@@ -62,7 +70,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
 class _TrainingRun:
     """One training run: its set-up objects, and its counters in ``state``."""
 
-    def __init__(self, cfg: TrainConfig, emit, rank: int, world: int):
+    def __init__(self, cfg: TrainConfig, emit, rank: int, world: int, created_out: bool):
         from amptool.data import load_model_data
         from amptool.device import import_mindspore, resolve_device, set_device
         from amptool.feed import check_workers
@@ -99,7 +107,7 @@ class _TrainingRun:
         self.stream = None  # the training data pipeline, read on across epochs
         self.info = None  # run.json's content, once written
         # the output folder last: a mistake found above leaves nothing behind
-        self.created_out = not Path(cfg.out).exists()
+        self.created_out = created_out
         self.out = ensure_out_dir(cfg.out)
         self.run_dir = RunDir(self.out)
         self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
@@ -184,8 +192,8 @@ class _TrainingRun:
             self.run_dir.write(info)
         if cfg.resume and self.lead:
             trim_after(self.out / "metrics.jsonl", self.state.step)
-        metrics = (open(self.out / "metrics.jsonl", "a" if cfg.resume else "w", buffering=1,
-                        encoding="utf-8") if self.lead else None)  # line-buffered: tail -f works
+        metrics = (LineLog(self.out / "metrics.jsonl", append=cfg.resume) if self.lead
+                   else None)  # whole lines, each written at once: tail -f works
         if self.data.skipped:
             from amptool.sources import skipped_note
 
@@ -338,7 +346,7 @@ class _TrainingRun:
         if forward_overflowed(self.state, self.cfg.max_skipped):
             self.stop_forward_overflow(inputs())
         check_skipped(self.state, self.loss_scale.kind, self.cfg.max_skipped,
-                      self.trainer.scale_value, skipped, self.out)
+                      self.trainer.scale_value, skipped, self.kept())
 
     def stop_forward_overflow(self, inputs: list) -> None:
         """The loss itself is not finite: record the forensics in run.json and stop."""
@@ -350,6 +358,10 @@ class _TrainingRun:
         kept = f"last good checkpoint kept in {self.out}" if self.last_path.is_file() else \
             "no checkpoint had been written yet"
         raise DivergedError(problem, f"{fix}; {kept}")
+
+    def kept(self) -> str:
+        """``last good checkpoint kept in OUT; `` when one was written, else nothing."""
+        return f"last good checkpoint kept in {self.out}; " if self.last_path.is_file() else ""
 
     def end_epoch(self, epoch: int, metrics) -> None:
         from amptool import checkpoint as ckpt

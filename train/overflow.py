@@ -64,24 +64,24 @@ def forward_overflowed(state, max_skipped: int) -> bool:
 
 
 def check_skipped(state, scale_kind: str, max_skipped: int, scale_value: Callable[[], float],
-                  skipped: int, out) -> None:
+                  skipped: int, kept: str) -> None:
     """After a logged step: ``skipped`` steps of its window overflowed; stop the run when
     loss scaling is off and the loss or gradients are not finite, or when ``max_skipped``
-    steps in a row were skipped (``scale_value()``: the loss scale now)."""
+    steps in a row were skipped (``scale_value()``: the loss scale now; ``kept``: "last
+    good checkpoint kept in OUT; " when one was written, else "")."""
     if scale_kind == "none" and (skipped or not np.isfinite(state.loss)):
         what = (f"loss became {state.loss}" if not np.isfinite(state.loss) else
                 f"{skipped} step(s) had non-finite gradients")
         raise DivergedError(f"{what} by step {state.step} with loss scaling off",
-                            f"last good checkpoint kept in {out}; use --loss-scale "
-                            "dynamic or a lower --lr")
+                            f"{kept}use --loss-scale dynamic or a lower --lr")
     if state.consecutive >= max_skipped:
         tries = (" (the first batch's tries, each at a halved scale)"
                  if state.step == 1 and (state.first_batch_tries or 0) > 1 else "")
         raise DivergedError(f"{state.consecutive} consecutive overflow steps skipped by step "
                             f"{state.step}{tries}, --max-skipped is {max_skipped} (loss "
                             f"scale {scale_value():g})",
-                            f"last good checkpoint kept in {out}; lower --lr or use "
-                            "a policy that keeps the overflowing layers in fp32")
+                            f"{kept}lower --lr or use a policy that keeps the overflowing "
+                            "layers in fp32")
 
 
 def check_updates(state, loss_scale, scale_value: Callable[[], float], kept: str) -> None:

@@ -20,12 +20,18 @@ def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable
     cfg = merge_previous(cfg, explicit)
     launch = launch or LaunchOptions()
     if cfg.workers > 1 or launch.nodes > 1:
+        from amptool.fileio import output_dir
+
+        from .config import check_config, claim_out_folder, replace_run
         from .launch import launch_workers
 
-        summary = launch_workers(cfg, nodes=launch.nodes, node_rank=launch.node_rank,
-                                 master_addr=launch.master_addr, master_port=launch.master_port,
-                                 quiet=launch.quiet, on_event=on_event,
-                                 start_timeout=launch.start_timeout)
+        check_config(cfg)
+        with output_dir(cfg.out):  # the launcher holds the folder for its workers
+            replace_run(cfg, claim_out_folder(cfg), on_event or (lambda event: None))
+            summary = launch_workers(cfg, nodes=launch.nodes, node_rank=launch.node_rank,
+                                     master_addr=launch.master_addr,
+                                     master_port=launch.master_port, quiet=launch.quiet,
+                                     on_event=on_event, start_timeout=launch.start_timeout)
         return TrainSummary.from_dict(summary)
     from .loop import train_model
 

@@ -50,6 +50,7 @@ def run_command(
     onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. \\[default: auto]"),
     samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. \\[default: all]"),
     per_layer: bool = typer.Option(False, "--per-layer", help="Add per-layer localization to the parity report."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out holds (refused without it)."),
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
@@ -65,7 +66,7 @@ def run_command(
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
                  policy=_s(policy), range_safety=range_safety, epochs=epochs, batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
-                 samples=samples, per_layer=per_layer or None)
+                 samples=samples, per_layer=per_layer or None, overwrite=overwrite or None)
     file_values = read_config_file(config) if config else {}
     cfg = build_pipeline_config(file_values, flags, source=f"config {config}")
     result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
@@ -94,6 +95,9 @@ def _stage_printer(event: dict) -> None:
         typer.echo(f"== {event['stage']}{extra}")
     elif event["kind"] == "warning":
         typer.echo(f"amptool: warning: {event['message']}", err=True)
+    elif event["kind"] == "overwrite":
+        typer.echo(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
+                   "replaced")
     elif event["kind"] == "epoch":
         typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} val acc {event['val_acc']:.4f}")
 
@@ -115,12 +119,9 @@ _register_subcommands()
 def main() -> None:
     """The ``amptool`` console script. SIGTERM stops a command like Ctrl+C: staged files
     are removed and it exits 130 with one line."""
-    import signal
+    from .interrupts import stop_on_signals
 
-    def _terminated(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _terminated)
+    stop_on_signals()
     app()
 
 

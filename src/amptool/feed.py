@@ -300,11 +300,14 @@ def _read(data, rows, index_batches) -> Iterator:
     """(inputs, labels) of every batch of the pipeline ``data`` (of ``rows`` in
     ``index_batches``); an amptool error raised in a worker comes out as itself, a file
     that cannot be decoded as one usage error naming it."""
+    from .interrupts import keep_handlers
+
     done = 0
     _RAISED.clear()
     iterator = data.create_tuple_iterator(output_numpy=True, num_epochs=1)
     try:
         for parts in iterator:
+            keep_handlers()  # the data engine's SIGTERM handler replaced Python's
             yield list(parts[:-1]), parts[-1]
             done += 1
     except RuntimeError as exc:

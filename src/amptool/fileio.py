@@ -1,13 +1,17 @@
-"""Atomic file writing: a temp file in the target folder, then ``os.replace``."""
+"""Atomic file writing (a temp file in the target folder, then ``os.replace``), output folders
+held by one writer at a time, and line logs written a whole line at a time."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
 import os
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -50,18 +54,140 @@ def ensure_out_dir(path: str | os.PathLike) -> Path:
     return out
 
 
+LOCK_NAME = ".amptool.lock"
+"""The lock file of a folder a command is writing (see ``output_dir``)."""
+
+_HELD: dict = {}
+"""Folders this process holds (resolved path -> how many ``output_dir`` calls hold it)."""
+
+
 @contextlib.contextmanager
 def output_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """``ensure_out_dir``; when the body fails, the folder is removed again if this call
-    created it and no file was written into it."""
+    """``ensure_out_dir``, held by this process until the body ends, however it ends: a
+    second writer gets a UsageError naming the holder before it writes anything. The lock
+    is ``flock`` on ``LOCK_NAME`` in the folder (removed on release); the kernel drops it
+    when its holder dies, so a killed command's lock holds nobody up. Nested calls on one
+    folder in one process share the lock. When the body fails, the folder is removed again
+    if this call created it and no file was written into it."""
     created = not Path(path).exists()
     out = ensure_out_dir(path)
+    key = out.resolve()
+    fd, held = None, False
     try:
+        if key not in _HELD:
+            fd = _lock(out)
+        _HELD[key] = _HELD.get(key, 0) + 1
+        held = True
         yield out
     except BaseException:
-        if created and not any(p.is_file() for p in out.rglob("*")):
+        if held:
+            _release(key, out, fd)
+            held = False
+        if created and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
             shutil.rmtree(out, ignore_errors=True)
         raise
+    finally:
+        if held:
+            _release(key, out, fd)
+
+
+def _lock(out: Path):
+    """An open descriptor of ``out``'s lock file, locked, naming this process; None where
+    the system has no ``flock``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux or macOS
+        return None
+    path = out / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise UsageError(f"output folder {out} is in use by {holder}",
+                             "wait for it to end, or write to another --out") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed that file as it let go: lock the one there now
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+          "command": _command_line()}
+    os.ftruncate(fd, 0)
+    os.write(fd, (json.dumps(me) + "\n").encode())
+    return fd
+
+
+def _release(key: Path, out: Path, fd) -> None:
+    if _HELD.get(key, 0) > 1:
+        _HELD[key] -= 1
+        return
+    _HELD.pop(key, None)
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        if os.stat(out / LOCK_NAME).st_ino == os.fstat(fd).st_ino:
+            os.unlink(out / LOCK_NAME)
+    os.close(fd)
+
+
+def _holder(fd) -> str:
+    """``pid N (command)`` from a lock file (the host too when it is another)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode())
+        pid, command, host = int(info["pid"]), str(info["command"]), str(info["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+    where = "" if host == socket.gethostname() else f" on {host}"
+    return f"pid {pid}{where} ({command})"
+
+
+def _command_line() -> str:
+    import shlex
+    import sys
+
+    argv = list(sys.argv)
+    if argv and Path(argv[0]).name in ("amptool", "__main__.py"):
+        argv[0] = "amptool"
+    return shlex.join(argv)[:300]
+
+
+class LineLog:
+    """A file written a whole line at a time: each ``write`` is one ``os.write`` on an
+    ``O_APPEND`` descriptor, and a write cut short (a full disk) is taken back, so the file
+    holds whole lines whatever happens."""
+
+    def __init__(self, path: str | os.PathLike, append: bool = True):
+        self.path = str(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
+        self.fd = os.open(self.path, flags, 0o666)
+
+    @property
+    def closed(self) -> bool:
+        return self.fd is None
+
+    def write(self, line: str) -> None:
+        data = line.encode("utf-8")
+        end = os.lseek(self.fd, 0, os.SEEK_END)
+        try:
+            done = os.write(self.fd, data)
+        except OSError:
+            os.ftruncate(self.fd, end)
+            raise
+        if done != len(data):
+            os.ftruncate(self.fd, end)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+
+    def flush(self) -> None:
+        """Nothing to do: every line is written when given."""
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 @contextlib.contextmanager

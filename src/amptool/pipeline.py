@@ -36,18 +36,22 @@ class PipelineConfig:
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
     """Add per-layer localization to the parity report."""
+    overwrite: bool = False
+    """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
+    without it such a folder is refused."""
 
     def to_dict(self) -> dict:
         train = self.train_config()
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
-                "samples": self.samples, "per_layer": self.per_layer}
+                "samples": self.samples, "per_layer": self.per_layer,
+                "overwrite": self.overwrite}
 
     def train_config(self):
         from amptool.train.config import TrainConfig
 
         base = self.train if self.train is not None else TrainConfig()
         return dataclasses.replace(base, out=str(Path(self.out) / "train"), resume=False,
-                                   workers=1)
+                                   overwrite=self.overwrite, workers=1)
 
 
 @dataclass
@@ -72,8 +76,8 @@ class PipelineResult:
         return dict(self.summary)
 
 
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer")
-_NOT_IN_PIPELINE = ("out", "resume", "workers")
+PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite")
+_NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 
 def build_pipeline_config(file_values: dict, flags: dict, source: str) -> PipelineConfig:
@@ -117,21 +121,47 @@ def check_config(cfg: PipelineConfig) -> tuple:
 
 def run_pipeline(cfg: PipelineConfig,
                  on_event: Optional[Callable[[dict], None]] = None) -> PipelineResult:
-    """Run every stage; return the result (``passed`` is the parity verdict)."""
+    """Run every stage, with ``cfg.out`` held by this process; return the result
+    (``passed`` is the parity verdict)."""
     emit = on_event or (lambda event: None)
     formats = check_config(cfg)
-    from amptool.fileio import ensure_out_dir, write_json
+    from amptool.fileio import output_dir
+
+    with output_dir(cfg.out) as out:
+        claim_out_folder(cfg, out, emit)
+        return _run_stages(cfg, out, formats, emit, on_event)
+
+
+def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None]) -> None:
+    """Refuse a folder that holds a pipeline run (a trained run in train/, or summary.json)
+    unless ``cfg.overwrite``; with it, say in one ``overwrite`` event what is replaced."""
+    from amptool.rundir import RunDir
+
+    found = [p.relative_to(out) for p in RunDir(out / "train").trained_files()]
+    found += [Path(n) for n in ("summary.json", "parity.json") if (out / n).is_file()]
+    if not found:
+        return
+    names = ", ".join(str(p) for p in found)
+    if not cfg.overwrite:
+        raise UsageError(f"{cfg.out} already holds a pipeline run ({names})",
+                         "pass --overwrite to replace it, or another --out")
+    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [str(p) for p in found]})
+
+
+def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
+                on_event: Optional[Callable[[dict], None]]) -> PipelineResult:
+    from amptool.fileio import write_json
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import write_junit, write_report_json
     from amptool.train.run import run_training
 
-    out = ensure_out_dir(cfg.out)
     times = {}
     t0 = time.perf_counter()
     emit({"kind": "stage", "stage": "train"})
     train_cfg = cfg.train_config()
-    train = run_training(train_cfg, on_event=on_event)
+    said = (lambda e: e["kind"] != "overwrite" and on_event(e)) if on_event else None  # noqa: E731
+    train = run_training(train_cfg, on_event=said)  # the pipeline said what it replaces
     times["train"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     emit({"kind": "stage", "stage": "export", "formats": list(formats)})

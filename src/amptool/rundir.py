@@ -81,6 +81,12 @@ class RunDir:
 
         write_json(self.info_path, info)
 
+    def trained_files(self) -> list:
+        """The files that make this folder a trained run: run.json and any best/last
+        checkpoint (empty for a new folder)."""
+        names = ["run.json"] + [f"{w}{s}" for w in CHECKPOINTS for s in CKPT_SUFFIXES]
+        return [self.path / n for n in names if (self.path / n).is_file()]
+
     def checkpoint_path(self, which: str, fmt: str = "ckpt") -> Path:
         """Where ``which`` (best or last) is written in format ``fmt``."""
         return self.path / f"{which}.{'safetensors' if fmt == 'safetensors' else 'ckpt'}"

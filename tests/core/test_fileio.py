@@ -168,3 +168,49 @@ def test_check_out_dir_refuses_without_creating_anything(tmp_path):
         check_out_dir(tmp_path / "f")
     with pytest.raises(UsageError, match=r"cannot create output folder .*/f/sub: .*/f is a file"):
         check_out_dir(tmp_path / "f" / "sub")
+
+
+def test_an_output_folder_has_one_writer(tmp_path):
+    """A folder held by another process is refused with its holder named; a lock file left
+    by a dead one is taken over; the lock file goes when the holder lets go."""
+    import fcntl
+
+    from amptool.fileio import LOCK_NAME, output_dir
+
+    out = tmp_path / "run"
+    out.mkdir()
+    other = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT)  # another open file: another holder
+    os.write(other, json.dumps({"pid": 4242, "host": os.uname().nodename, "started": 0,
+                                "command": "amptool train --out run"}).encode())
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(UsageError) as err, output_dir(out):
+        pass
+    assert str(err.value) == (f"output folder {out} is in use by pid 4242 (amptool train --out "
+                              "run); wait for it to end, or write to another --out")
+    os.close(other)  # as when its holder dies: the file stays, locked by nobody
+    with output_dir(out) as held, output_dir(out):  # nested in one process: one lock
+        assert json.loads((held / LOCK_NAME).read_text())["pid"] == os.getpid()
+    assert list(out.iterdir()) == []
+
+
+def test_a_failed_body_removes_the_folder_it_created(tmp_path):
+    from amptool.fileio import output_dir
+
+    with pytest.raises(Boom), output_dir(tmp_path / "new"):
+        raise Boom
+    assert not (tmp_path / "new").exists()
+
+
+def test_line_log_appends_whole_lines(tmp_path):
+    from amptool.fileio import LineLog
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n')
+    log = LineLog(path)
+    log.write('{"step": 2}\n')
+    log.close()
+    assert log.closed
+    fresh = LineLog(path, append=False)
+    fresh.write('{"step": 1}\n')
+    fresh.close()
+    assert path.read_text() == '{"step": 1}\n'

@@ -70,3 +70,23 @@ def test_pipeline_mistakes_fail_before_any_work(tmp_path):
         assert result.exit_code == 2, result.output
         assert message in result.output
     assert not out.exists()
+
+
+def test_pipeline_into_a_finished_run_needs_overwrite(tmp_path):
+    """A folder holding a pipeline run is refused before any work; --overwrite names what
+    it replaces (the run itself is the fault matrix's and the tests above)."""
+    from amptool.pipeline import PipelineConfig, claim_out_folder
+
+    out = tmp_path / "done"
+    (out / "train").mkdir(parents=True)
+    for name in ("train/run.json", "train/last.ckpt", "summary.json"):
+        (out / name).write_text("{}\n")
+    result = runner.invoke(app, ["run", "--epochs", "1", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert (f"{out} already holds a pipeline run (train/run.json, train/last.ckpt, "
+            "summary.json); pass --overwrite to replace it, or another --out") in result.output
+    events = []
+    claim_out_folder(PipelineConfig(out=str(out), overwrite=True), out, events.append)
+    assert events == [{"kind": "overwrite", "out": str(out),
+                       "replaced": ["train/run.json", "train/last.ckpt", "summary.json"]}]
+    assert PipelineConfig(out=str(out), overwrite=True).train_config().overwrite

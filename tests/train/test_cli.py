@@ -82,6 +82,7 @@ def test_model_file_factory(tmp_path, out):
                           "--quiet", "--json")
     assert code == 0, output
     assert json.loads(output)["val_acc"] > 0.5
+    out = tmp_path / "next"  # a fresh folder: the trained run in the first is not replaced
     assert_one_line_error(*invoke("train", "--model", f"{good}:broken", "--out", out),
                           "not an nn.Cell")
     assert_one_line_error(*invoke("train", "--model", f"{good}:undeclared", "--out", out),
