@@ -1,0 +1,129 @@
+"""Real users' networks (mindcv, ``pretrained=False``) through the flow a user runs:
+briefly trained with ``amptool.train``, exported with ``amptool.export`` (MINDIR and ONNX,
+fp32 and fp16), gated with ``amptool.parity``.
+
+A verdict must pass, or the report must say why it cannot be trusted: a reference whose
+outputs are the same for every input (a network whose BatchNorm statistics are still
+their initial values gives that) carries the degenerate-reference finding, checked here
+against the stored reference outputs themselves.
+
+The checks of one network; each ``test_<network>.py`` runs them on its network (``NAMES``).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .conftest import SAMPLES, ZOO
+
+pytestmark = pytest.mark.slow  # trains and exports real networks
+
+PAIRS = {(f, p) for f in ("MINDIR", "ONNX") for p in ("fp32", "fp16")}
+
+
+def _golden(flow) -> tuple:
+    """(inputs fed to the fp32 MindIR, its outputs) as parity stored them."""
+    with np.load(flow.golden) as z:
+        return z["input_0"], z["output_0"]
+
+
+def _degenerate(out: np.ndarray) -> bool:
+    """NaN/Inf, or (nearly) the same output for every input: nothing a verdict can rest on."""
+    out = out.astype(np.float64)
+    if not np.isfinite(out).all():
+        return True
+    return float(out.std(axis=0).max()) < 1e-6 * (1.0 + float(np.abs(out).max()))
+
+
+def _kinds(candidate: dict) -> set:
+    return {f["kind"] for f in candidate["findings"]}
+
+
+def test_training_records_the_zoo_reference(name, zoo_flows):
+    flow = zoo_flows(name)
+    zoo = ZOO[name]
+    train = SAMPLES - round(SAMPLES * 0.2)
+    assert flow.summary.steps == train // 32
+    run = json.loads((flow.root / "train" / "run.json").read_text())
+    assert run["model"]["spec"] == zoo.model and run["model"]["args"] == zoo.args
+    assert run["model"]["input_shape"] == [3, zoo.size, zoo.size]
+    assert run["data"]["train_samples"] == train
+    assert run["data"]["preprocess"]["height"] == zoo.size  # 8x8 digits resized by amptool
+
+
+def test_export_writes_mindir_and_onnx_in_both_precisions(name, zoo_flows):
+    artefacts = zoo_flows(name).artefacts
+    assert set(artefacts) == PAIRS
+    for (fmt, precision), result in artefacts.items():
+        path = Path(result.path)
+        assert path.is_file() and Path(result.manifest_path).is_file()
+        manifest = json.loads(Path(result.manifest_path).read_text())
+        assert (manifest["format"], manifest["precision"]) == (fmt, precision)
+        assert manifest["file_size"] == os.path.getsize(path)
+        assert manifest["model"]["args"] == ZOO[name].args
+    p32 = artefacts[("MINDIR", "fp32")].manifest["params"]
+    p16 = artefacts[("MINDIR", "fp16")].manifest["params"]
+    assert p16["count"] == p32["count"] and set(p32["dtypes"]) == {"float32"}
+    # fp16 weights, only normalization layers kept fp32: a little over half the bytes
+    assert p32["bytes"] / 2 <= p16["bytes"] <= 0.52 * p32["bytes"], (p16, p32)
+
+
+def test_fp16_mindir_passes_or_the_report_says_why(name, zoo_flows):
+    flow = zoo_flows(name)
+    _, ref = _golden(flow)
+    candidate = flow.fp16.candidates[0]
+    assert flow.fp16.inputs["samples"] == len(ref) == SAMPLES - 128
+    if _degenerate(ref):
+        assert "degenerate_reference" in _kinds(candidate), candidate["findings"]
+        return
+    assert "degenerate_reference" not in _kinds(candidate), candidate["findings"]
+    assert flow.fp16.passed, [o["checks"] for o in candidate["outputs"]]
+    assert candidate["fp16_faithful"] is True
+    assert candidate["outputs"][0]["metrics"]["cosine"] >= 0.99
+
+
+def test_onnx_matches_the_fp32_mindir(name, zoo_flows):
+    import onnxruntime as ort
+
+    from ..export.conftest import FP32_REL, scaled_max_abs
+
+    flow = zoo_flows(name)
+    x, ref = _golden(flow)
+    fp32, fp16 = flow.onnx.candidates
+    assert (fp32["precision"], fp16["precision"]) == ("fp32", "fp16")
+    assert fp32["passed"], [o["checks"] for o in fp32["outputs"]]
+    assert ("degenerate_reference" in _kinds(fp32)) == _degenerate(ref)
+    # onnxruntime's CPU provider computes fp16 nodes in fp32: labelled, not taken as fp16 proof
+    assert fp16["fp16_faithful"] is False and "fp16_emulated" in _kinds(fp16)
+    # the same fp32 ONNX file run here directly, against the stored MindIR outputs
+    path = flow.artefacts[("ONNX", "fp32")].path
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    batch = session.get_inputs()[0].shape[0]
+    chunk = batch if isinstance(batch, int) else len(x)
+    outs = [session.run(None, {session.get_inputs()[0].name: x[i:i + chunk]})[0]
+            for i in range(0, len(x), chunk)]
+    assert scaled_max_abs(np.concatenate(outs), ref) <= FP32_REL
+
+
+def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
+    """The range pass of ``--policy auto`` (batch normalizations on the batch's statistics,
+    the O2 level's fp32 cells kept in the probe) keeps no cell of these networks."""
+    import mindspore as ms
+
+    from amptool.data import load_model_data
+    from amptool.models import resolve_model
+    from amptool.policy import policy_for
+    from amptool.ranges import SAFETY
+    from amptool.train.overflow import auto_candidates
+
+    zoo = ZOO[name]
+    spec = resolve_model(zoo.model, zoo.args, zoo.input_spec)
+    ms.set_seed(0)
+    net = spec.build()
+    x = load_model_data("digits", spec).train_inputs(np.arange(64))
+    found = auto_candidates(net, x, policy_for(None, "O2"), SAFETY)
+    assert found == [], [(r.path, r.out_max, r.local_error) for r in found]
