@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import json
 import os
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,11 +15,14 @@ import pytest
 
 os.environ.setdefault("GLOG_v", "3")
 
-# Model code the tests name is trusted in a store of this process's own (inherited by the
-# amptool processes the tests start), never in the user's.
-_STORE_DIR = tempfile.mkdtemp(prefix="amptool-test-trust-")
-os.environ["AMPTOOL_TRUST_STORE"] = str(Path(_STORE_DIR) / "trusted.json")
-atexit.register(shutil.rmtree, _STORE_DIR, True)
+# Model code the tests name is trusted in a store of the test session's own (shared by
+# the xdist workers, which reuse each other's runs, and inherited by the amptool processes
+# the tests start), never in the user's.
+if "AMPTOOL_TEST_TRUST_STORE" not in os.environ:  # the first process of the session
+    _STORE_DIR = tempfile.mkdtemp(prefix="amptool-test-trust-")
+    os.environ["AMPTOOL_TEST_TRUST_STORE"] = str(Path(_STORE_DIR) / "trusted.json")
+    atexit.register(shutil.rmtree, _STORE_DIR, True)
+os.environ["AMPTOOL_TRUST_STORE"] = os.environ["AMPTOOL_TEST_TRUST_STORE"]
 
 
 def _device_present(name: str) -> bool:
@@ -25,42 +31,131 @@ def _device_present(name: str) -> bool:
     return name in available_devices()
 
 
+ORDER = ("zoo", "train", "export", "parity", "convert", "", "core")
+"""Folders in the order their modules are handed to the workers ("" for the files in
+tests/ itself): the longest modules (the zoo's networks, training) first, the quick ones
+last, so that both workers finish together (with ``--no-loadscope-reorder``)."""
+
+
+def _rank(item) -> int:
+    parts = item.path.relative_to(Path(__file__).parent).parts
+    folder = parts[0] if len(parts) > 1 else ""
+    return ORDER.index(folder) if folder in ORDER else len(ORDER)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for marker, device in (("ascend", "Ascend"), ("gpu", "GPU")):
             if marker in item.keywords and not _device_present(device):
                 item.add_marker(pytest.mark.skip(reason=f"needs a {device} device"))
+    items.sort(key=_rank)  # stable: a module's tests keep their order
 
 
 # The planted fp16-unsafe cell of trapmlp stays fp32 in its training (and so export) policy.
 POLICIES = {"trapmlp": {"level": "O2", "fp32_cells": ["norm"]}}
 
 
-class Runs:
-    """Trains each sample model once (1 epoch) on demand."""
+class Shared:
+    """Things built once per test session and shared by every xdist worker: the first
+    worker to ask builds one under a file lock, the others wait for it and read its result."""
 
     def __init__(self, root: Path):
         self.root = root
-        self.cache: dict = {}
-        self.summaries: dict = {}
+        self.memo: dict = {}
 
-    def get(self, name: str) -> Path:
-        if name not in self.cache:
-            from amptool.train.config import TrainConfig
-            from amptool.train.run import run_training
+    def get(self, key: str, make):
+        """``make(folder)``'s (picklable) result; ``folder`` is the thing's own, empty at first."""
+        if key not in self.memo:
+            folder, result = self.root / key, self.root / f"{key}.pickle"
+            with _locked(self.root / f"{key}.lock"):
+                if not result.is_file():
+                    shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
+                    folder.mkdir(parents=True)
+                    result.write_bytes(pickle.dumps(make(folder)))
+                self.memo[key] = pickle.loads(result.read_bytes())
+        return self.memo[key]
 
-            out = self.root / name
-            policy = ""
-            if name in POLICIES:
-                policy = str(self.root / f"{name}_policy.json")
-                Path(policy).write_text(json.dumps(POLICIES[name]))
-            self.summaries[name] = run_training(TrainConfig(
-                model=name, epochs=1, out=str(out), policy=policy, batch_size=64, lr=0.003))
-            self.cache[name] = out
-        return self.cache[name]
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
-def sample_runs(tmp_path_factory) -> Runs:
+def shared(tmp_path_factory) -> Shared:
+    """A folder every worker of this session sees (under xdist each worker's base
+    temporary folder sits in the session's own; alone, the process's own folder)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    root = base / "shared"
+    root.mkdir(exist_ok=True)
+    return Shared(root)
+
+
+def train_shared(shared: Shared, key: str, policy: dict | None = None, **config):
+    """(run folder, TrainSummary) of ``TrainConfig(**config)``, trained once per session;
+    ``policy``, if given, is written to a policy file the run is given."""
+    def make(out: Path):
+        from amptool.train.config import TrainConfig
+        from amptool.train.run import run_training
+
+        if policy is not None:
+            path = shared.root / f"train-{key}.policy.json"
+            path.write_text(json.dumps(policy))
+            config["policy"] = str(path)
+        return out, run_training(TrainConfig(out=str(out), **config))
+
+    return shared.get(f"train-{key}", make)
+
+
+@pytest.fixture(scope="session")
+def trained(shared):
+    """``trained(key, **TrainConfig fields) -> (run folder, summary)``, once per session."""
+    return lambda key, **config: train_shared(shared, key, **config)
+
+
+class Runs:
+    """Trains each sample model once (1 epoch) on demand."""
+
+    def __init__(self, shared: Shared):
+        self.shared = shared
+        self.summaries: dict = {}
+
+    def get(self, name: str) -> Path:
+        if name == "simplecnn":  # the default configuration, which convert and parity train
+            out, self.summaries[name] = train_shared(self.shared, "simplecnn-O2",
+                                                     model="simplecnn", epochs=1)
+            return out
+        out, self.summaries[name] = train_shared(self.shared, f"sample-{name}", model=name,
+                                                 policy=POLICIES.get(name), epochs=1,
+                                                 batch_size=64, lr=0.003)
+        return out
+
+
+@pytest.fixture(scope="session")
+def sample_runs(shared) -> Runs:
     """One short training run per sample model, shared by every test that needs one."""
-    return Runs(tmp_path_factory.mktemp("runs"))
+    return Runs(shared)
+
+
+@pytest.fixture(scope="session")
+def simplecnn_export(sample_runs, shared) -> dict:
+    """(format, precision) -> path: the simplecnn run exported to MINDIR (and ONNX where
+    onnx is installed) in fp32 and fp16, fixed batch, all in one folder."""
+    def make(out: Path) -> dict:
+        from amptool.export.api import ExportConfig, export
+        from amptool.hostinfo import onnx_available
+
+        formats = ("MINDIR", "ONNX") if onnx_available() else ("MINDIR",)
+        results = export(ExportConfig(run=str(sample_runs.get("simplecnn")),
+                                            formats=formats, out=str(out)))
+        return {(r.format, r.precision): r.path for r in results}
+
+    return shared.get("export-simplecnn-fixed", make)
+

@@ -312,15 +312,13 @@ def _copy_artefact(art: Path, name: str, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kit(sample_runs, tmp_path_factory) -> dict:
+def kit(sample_runs, simplecnn_export, tmp_path_factory) -> dict:
     """Everything the cases read: a trained run, its artefacts and the broken copies."""
-    from amptool.export.api import ExportConfig, export
     from amptool.fileio import sha256
 
     root = tmp_path_factory.mktemp("faults")
     run = sample_runs.get("simplecnn")
-    art = root / "art"
-    export(ExportConfig(run=str(run), formats=("MINDIR", "ONNX"), out=str(art)))
+    art = Path(simplecnn_export[("ONNX", "fp32")]).parent  # the session's, only read here
     files = root / "files"
     files.mkdir()
     (files / "models.py").write_text(MODELS)
@@ -390,12 +388,12 @@ def _crafted_run(root: Path, files: Path) -> Path:
     match the edited copy."""
     from amptool.fileio import sha256
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import train_model
+    from amptool.train.run import run_training
 
     run, ours = root / "crafted_run", os.environ["AMPTOOL_TRUST_STORE"]
     os.environ["AMPTOOL_TRUST_STORE"] = str(root / "foreign_store.json")
     try:
-        train_model(TrainConfig(model=f"{files}/models.py:good", epochs=1, out=str(run),
+        run_training(TrainConfig(model=f"{files}/models.py:good", epochs=1, out=str(run),
                                 batch_size=64))
     finally:
         os.environ["AMPTOOL_TRUST_STORE"] = ours

@@ -5,23 +5,15 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def trap_run(tmp_path_factory):
+def trap_run(trained):
     """trapmlp trained in fp32: healthy in fp32, its cell `norm` overflows fp16."""
-    from amptool.train.config import TrainConfig
-    from amptool.train.run import run_training
-
-    out = tmp_path_factory.mktemp("trap")
-    summary = run_training(TrainConfig(model="trapmlp", amp_level="O0", epochs=2, out=str(out)))
+    out, summary = trained("trapmlp-O0", model="trapmlp", amp_level="O0", epochs=2)
     assert summary.val_acc > 0.8
     return out
 
 
 @pytest.fixture(scope="session")
-def cnn_run(tmp_path_factory):
+def cnn_run(trained):
     """simplecnn trained with O2 and dynamic loss scaling for one epoch."""
-    from amptool.train.config import TrainConfig
-    from amptool.train.run import run_training
-
-    out = tmp_path_factory.mktemp("cnn")
-    run_training(TrainConfig(model="simplecnn", epochs=1, out=str(out)))
+    out, _ = trained("simplecnn-O2", model="simplecnn", epochs=1)
     return out

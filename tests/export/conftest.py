@@ -19,23 +19,24 @@ def runs(sample_runs):
 class Exports:
     """Exports each trained model once: MINDIR + ONNX, fp32 + fp16, dynamic batch."""
 
-    def __init__(self, runs, root: Path):
-        self.runs, self.root, self.cache = runs, root, {}
+    def __init__(self, runs, shared):
+        self.runs, self.shared = runs, shared
 
     def get(self, name: str) -> dict:
-        if name not in self.cache:
+        def make(out: Path) -> dict:
             from amptool.export.api import ExportConfig, export
 
             results = export(ExportConfig(
                 run=str(self.runs.get(name)), formats=("MINDIR", "ONNX"), dynamic_batch=True,
-                out=str(self.root / name)))
-            self.cache[name] = {(r.format, r.precision): r for r in results}
-        return self.cache[name]
+                out=str(out)))
+            return {(r.format, r.precision): r for r in results}
+
+        return self.shared.get(f"export-{name}", make)
 
 
 @pytest.fixture(scope="session")
-def exports(runs, tmp_path_factory) -> Exports:
-    return Exports(runs, tmp_path_factory.mktemp("exports"))
+def exports(runs, shared) -> Exports:
+    return Exports(runs, shared)
 
 
 def reference(run_dir: Path, samples: int | None = None):

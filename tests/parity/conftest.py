@@ -23,14 +23,6 @@ def _export(run=None, ckpt=None, model=None, out=None, formats=("MINDIR",)):
     return {(r.format, r.precision): r.path for r in results}
 
 
-def _train(model, out, amp_level="O2"):
-    from amptool.train.config import TrainConfig
-    from amptool.train.run import run_training
-
-    run_training(TrainConfig(model=model, amp_level=amp_level, epochs=1, out=str(out)))
-    return out
-
-
 def copy_artefact(src: str, dst_dir: Path, name: str) -> Path:
     dst_dir.mkdir(parents=True, exist_ok=True)
     dst = dst_dir / name
@@ -72,59 +64,47 @@ def renormalize(src: str, dst_dir: Path, mean: float = 0.0, std: float = 1.0) ->
 
 
 @pytest.fixture(scope="session")
-def parity_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("parity")
-
-
-@pytest.fixture(scope="session")
-def simplecnn(parity_dir):
+def simplecnn(sample_runs, simplecnn_export):
     """A trained SimpleCNN (O2, 1 epoch) exported to MINDIR (and ONNX) fp32 + fp16."""
-    from amptool.hostinfo import onnx_available
-
-    run = _train("simplecnn", parity_dir / "simplecnn")
-    formats = ("MINDIR", "ONNX") if onnx_available() else ("MINDIR",)
-    paths = _export(run=run, out=parity_dir / "simplecnn_export", formats=formats)
-    return {"run": str(run), **{f"{f.lower()}_{p}": v for (f, p), v in paths.items()}}
+    run = sample_runs.get("simplecnn")
+    return {"run": str(run), **{f"{f.lower()}_{p}": v for (f, p), v in simplecnn_export.items()}}
 
 
 @pytest.fixture(scope="session")
-def trap(parity_dir):
+def trap(trained, shared):
     """trapmlp trained in fp32: healthy in fp32, its fp16 graph collapses at cell 'norm'."""
-    run = _train("trapmlp", parity_dir / "trap", amp_level="O0")
-    paths = _export(run=run, out=parity_dir / "trap_export")
+    run, _ = trained("trapmlp-O0", model="trapmlp", amp_level="O0", epochs=2)  # convert's too
+    paths = shared.get("parity-trap", lambda out: _export(run=run, out=out))
     return {"run": str(run), "mindir_fp32": paths[("MINDIR", "fp32")],
             "mindir_fp16": paths[("MINDIR", "fp16")]}
 
 
 @pytest.fixture(scope="session")
-def corrupted_fp16(simplecnn, parity_dir):
-    return str(corrupt_mindir_weight(simplecnn["mindir_fp16"], parity_dir / "corrupted",
-                                     "conv.weight"))
+def corrupted_fp16(simplecnn, shared):
+    return shared.get("parity-corrupted", lambda out: str(corrupt_mindir_weight(
+        simplecnn["mindir_fp16"], out, "conv.weight")))
 
 
 @pytest.fixture(scope="session")
-def renormalized_fp16(simplecnn, parity_dir):
-    return str(renormalize(simplecnn["mindir_fp16"], parity_dir / "renormalized"))
+def renormalized_fp16(simplecnn, shared):
+    return shared.get("parity-renormalized", lambda out: str(renormalize(
+        simplecnn["mindir_fp16"], out)))
 
 
 @pytest.fixture(scope="session")
-def seeded_export(parity_dir):
+def seeded_export(shared):
     """name -> MINDIR fp32/fp16 of a seeded, untrained sample model (exported once)."""
-    cache = {}
+    def make(name, out):
+        from amptool.device import import_mindspore, resolve_device, set_device
+        from amptool.models import sample_spec
 
-    def get(name):
-        if name not in cache:
-            from amptool.device import import_mindspore, resolve_device, set_device
-            from amptool.models import sample_spec
+        ms = import_mindspore()
+        set_device(resolve_device("auto"))
+        ms.set_seed(0)
+        ckpt = out / f"seeded_{name}.ckpt"
+        ms.save_checkpoint(sample_spec(name).build(), str(ckpt))
+        paths = _export(ckpt=ckpt, model=name, out=out / "export")
+        return {"ckpt": str(ckpt), "mindir_fp32": paths[("MINDIR", "fp32")],
+                "mindir_fp16": paths[("MINDIR", "fp16")]}
 
-            ms = import_mindspore()
-            set_device(resolve_device("auto"))
-            ms.set_seed(0)
-            ckpt = parity_dir / f"seeded_{name}.ckpt"
-            ms.save_checkpoint(sample_spec(name).build(), str(ckpt))
-            paths = _export(ckpt=ckpt, model=name, out=parity_dir / f"seeded_{name}")
-            cache[name] = {"ckpt": str(ckpt), "mindir_fp32": paths[("MINDIR", "fp32")],
-                           "mindir_fp16": paths[("MINDIR", "fp16")]}
-        return cache[name]
-
-    return get
+    return lambda name: shared.get(f"parity-seeded-{name}", lambda out: make(name, out))

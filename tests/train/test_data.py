@@ -419,7 +419,7 @@ def test_a_run_leaves_no_pipeline_workers_behind(tmp_path, monkeypatch):
 
     before = settled(0)
     for i in range(2):
-        amptool.train(TrainConfig(epochs=2, data_workers=2, out=str(tmp_path / f"run{i}")))
+        amptool.train(TrainConfig(epochs=1, data_workers=2, out=str(tmp_path / f"run{i}")))
         assert settled(before) <= before
     assert len(recycled) == 2
     with pytest.raises(UsageError, match="nothing.npz"):

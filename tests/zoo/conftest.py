@@ -92,16 +92,17 @@ def run_flow(zoo: ZooModel, root: Path, data: Path) -> Flow:
     return flow
 
 
+def pytest_generate_tests(metafunc):
+    """Each test module names the networks it checks (``NAMES``): one module per network,
+    so the networks' flows run side by side on the test workers."""
+    if "name" in metafunc.fixturenames:
+        metafunc.parametrize("name", metafunc.module.NAMES)
+
+
 @pytest.fixture(scope="session")
-def zoo_flows(tmp_path_factory):
+def zoo_flows(shared):
     """name -> Flow, each network trained, exported and checked once per session."""
-    root = tmp_path_factory.mktemp("zoo")
-    data = digits_file(root / "digits.npz")
-    cache = {}
+    def make(name: str, root: Path) -> Flow:
+        return run_flow(ZOO[name], root, digits_file(root / "digits.npz"))
 
-    def get(name: str) -> Flow:
-        if name not in cache:
-            cache[name] = run_flow(ZOO[name], root / name, data)
-        return cache[name]
-
-    return get
+    return lambda name: shared.get(f"zoo-{name}", lambda root: make(name, root))

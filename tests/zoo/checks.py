@@ -6,6 +6,8 @@ A verdict must pass, or the report must say why it cannot be trusted: a referenc
 outputs are the same for every input (a network whose BatchNorm statistics are still
 their initial values gives that) carries the degenerate-reference finding, checked here
 against the stored reference outputs themselves.
+
+The checks of one network; each ``test_<network>.py`` runs them on its network (``NAMES``).
 """
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from .conftest import SAMPLES, ZOO
 
 pytestmark = pytest.mark.slow  # trains and exports real networks
 
-NAMES = sorted(ZOO)
 PAIRS = {(f, p) for f in ("MINDIR", "ONNX") for p in ("fp32", "fp16")}
 
 
@@ -42,7 +43,6 @@ def _kinds(candidate: dict) -> set:
     return {f["kind"] for f in candidate["findings"]}
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_training_records_the_zoo_reference(name, zoo_flows):
     flow = zoo_flows(name)
     zoo = ZOO[name]
@@ -55,7 +55,6 @@ def test_training_records_the_zoo_reference(name, zoo_flows):
     assert run["data"]["preprocess"]["height"] == zoo.size  # 8x8 digits resized by amptool
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_export_writes_mindir_and_onnx_in_both_precisions(name, zoo_flows):
     artefacts = zoo_flows(name).artefacts
     assert set(artefacts) == PAIRS
@@ -73,7 +72,6 @@ def test_export_writes_mindir_and_onnx_in_both_precisions(name, zoo_flows):
     assert p32["bytes"] / 2 <= p16["bytes"] <= 0.52 * p32["bytes"], (p16, p32)
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_fp16_mindir_passes_or_the_report_says_why(name, zoo_flows):
     flow = zoo_flows(name)
     _, ref = _golden(flow)
@@ -88,7 +86,6 @@ def test_fp16_mindir_passes_or_the_report_says_why(name, zoo_flows):
     assert candidate["outputs"][0]["metrics"]["cosine"] >= 0.99
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_onnx_matches_the_fp32_mindir(name, zoo_flows):
     import onnxruntime as ort
 
@@ -112,7 +109,6 @@ def test_onnx_matches_the_fp32_mindir(name, zoo_flows):
     assert scaled_max_abs(np.concatenate(outs), ref) <= FP32_REL
 
 
-@pytest.mark.parametrize("name", list(ZOO))
 def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
     """The range pass of ``--policy auto`` (batch normalizations on the batch's statistics,
     the O2 level's fp32 cells kept in the probe) keeps no cell of these networks."""
