@@ -32,8 +32,8 @@ from amptool.parity.inputs import (
     save_golden,
 )
 from amptool.parity.sources import Source, open_source
+from amptool.ranges import FP16_MAX
 
-FP16_MAX = 65504.0
 ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
                 "fp32, so this result is no evidence that the graph is safe in fp16")
 
