@@ -75,16 +75,12 @@ def check_parity(cfg: ParityConfig) -> dict:
     """
     check_config(cfg)
     t0 = time.perf_counter()
-    from amptool.device import import_mindspore, resolve_device, set_device
+    from amptool.device import execution_mode, resolve_device, set_device
 
-    ms = import_mindspore()
     device = resolve_device(cfg.device)
-    previous = ms.get_context("mode")
-    set_device(device, graph=False)
-    try:
+    with execution_mode(graph=False):
+        set_device(device, graph=False)
         report = _compare_all(cfg, device)
-    finally:
-        ms.set_context(mode=previous)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
     return report
