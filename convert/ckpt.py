@@ -16,9 +16,9 @@ import numpy as np
 
 from amptool.checkpoint import FORMATS, is_float, read_checkpoint, write_checkpoint
 from amptool.errors import UsageError
+from amptool.ranges import FP16_MAX
 
 TARGETS = ("fp16", "fp32")
-FP16_MAX = 65504.0
 
 
 @dataclass(frozen=True)

@@ -187,30 +187,19 @@ def _range_safety(text: str) -> Optional[float]:
 
 
 def _thresholds(path: Optional[Path], flags: dict):
-    """Parity's fp16-vs-fp32 defaults, then a file's table and its fp16_vs_fp32 table, then flags."""
+    """Parity's fp16-vs-fp32 limits for the output the search judges, the network's first:
+    a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then flags. The file is
+    read as parity reads it (a parity config's ``thresholds`` table works whole)."""
     from amptool.config import read_config_file
-    from amptool.metrics import (
-        FP16_VS_FP32,
-        PAIR_TABLES,
-        flag_overrides,
-        thresholds_from_dict,
-        validate_file_thresholds,
-    )
+    from amptool.metrics import flag_overrides, resolve_thresholds, validate_file_thresholds
 
-    th = FP16_VS_FP32
+    table = {}
     if path:
         data = read_config_file(path)
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
-        source = f"thresholds file {path}"
-        validate_file_thresholds(table, source)
-        general = {k: v for k, v in table.items() if k not in PAIR_TABLES}
-        for part in (general, table.get("fp16_vs_fp32", {})):
-            th = thresholds_from_dict({k: _off(v) for k, v in part.items()}, th, source)
-    return thresholds_from_dict(flag_overrides(**flags), th, "flags")
-
-
-def _off(value):
-    return None if isinstance(value, str) and value.lower() in ("off", "none") else value
+        validate_file_thresholds(table, f"thresholds file {path}")
+    return resolve_thresholds("fp32", "fp16", table, flag_overrides(**flags),
+                              output=(0, "output0"))
 
 
 def _fmt_metric(metrics: dict) -> str:

@@ -270,20 +270,16 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """
     emit = on_event or (lambda event: None)
     t0 = time.perf_counter()
-    from amptool.device import import_mindspore, resolve_device, set_device
+    from amptool.device import execution_mode, resolve_device, set_device
     from amptool.policy import check_dtype_on_device
 
-    ms = import_mindspore()
     base = base_policy(cfg)
     _check_out(cfg)
     device = resolve_device(cfg.device)
     check_dtype_on_device(base, device)
-    previous_mode = ms.get_context("mode")
-    set_device(device, graph=False)
-    try:
+    with execution_mode(graph=False):
+        set_device(device, graph=False)
         result = _search(cfg, base, device, emit)
-    finally:
-        ms.set_context(mode=previous_mode)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -414,23 +410,19 @@ def _final_policy(base, kept: list):
 def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
     """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
     GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
-    import mindspore as ms
-
     from amptool.checkpoint import build_with_weights
+    from amptool.device import execution_mode
     from amptool.precision import apply_policy
 
     net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
-    mode = ms.get_context("mode")
-    ms.set_context(mode=ms.GRAPH_MODE)
     try:
-        out = net(x).asnumpy()
+        with execution_mode(graph=True):
+            out = net(x).asnumpy()
     except (RuntimeError, TypeError, ValueError) as exc:
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",
                           "an operator mixes a kept cell's fp32 output with a float16 value: "
                           "keep the cells around it in fp32 with a base --policy") from None
-    finally:
-        ms.set_context(mode=mode)
     ok, metrics = judge(ref, out, src.y, th)
     return {"passed": ok, "metrics": metrics, "mode": "graph"}
 

@@ -33,8 +33,8 @@ from amptool.parity.inputs import (
 )
 from amptool.parity.report import ParityReport
 from amptool.parity.sides import Side, open_side
+from amptool.ranges import FP16_MAX
 
-FP16_MAX = 65504.0
 ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
                 "fp32, so this result is no evidence that the graph is safe in fp16")
 
@@ -77,16 +77,12 @@ def parity(cfg: ParityConfig) -> ParityReport:
     """
     check_config(cfg)
     t0 = time.perf_counter()
-    from amptool.device import import_mindspore, resolve_device, set_device
+    from amptool.device import execution_mode, resolve_device, set_device
 
-    ms = import_mindspore()
     device = resolve_device(cfg.device)
-    previous = ms.get_context("mode")
-    set_device(device, graph=False)
-    try:
+    with execution_mode(graph=False):
+        set_device(device, graph=False)
         report = _compare_all(cfg, device)
-    finally:
-        ms.set_context(mode=previous)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
     return ParityReport.from_dict(report)

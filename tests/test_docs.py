@@ -5,8 +5,13 @@ Examples are the commands of the fenced ``bash``, ``sh``, ``console`` and unlabe
 ``# comment`` dropped) and ``$ amptool ...`` prompt lines. They run in document order in one
 working folder, in-process through typer's CliRunner (MindSpore is imported once), so each
 document's chain (train, then export and parity on that run) uses its own training run. An
-example expects exit 0, or the code its comment names (``# exits 1``). A console example's
-first output line must start as the document shows it.
+example expects exit 0, or the code its comment names (``# exits 1``).
+
+A console example's output is a transcript the test produces: the command's real output
+must match the document's line for line and word for word, with numbers (counts, metrics,
+sizes, seconds, versions: another CPU trains and rounds differently) free to differ, a
+``...`` line standing for any lines and a line ending in ``...`` for the rest of that line. ``AMPTOOL_WRITE_DOCS=1 python3 -m pytest -n 0 tests/test_docs.py`` writes
+each transcript from the real output (keeping its ``...`` elisions).
 
 Files the documents leave to the reader are written first: ``my_net.py`` (the README's
 factory example around a small network), ``images/`` (a tiny image folder) and every file
@@ -19,6 +24,7 @@ without any list to update. Run this module whole: its examples depend on earlie
 from __future__ import annotations
 
 import glob
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -49,7 +55,7 @@ class Example:
     line: int
     command: str
     expect: int = 0
-    shown: Optional[str] = None  # a console example's first output line
+    shown: Optional[tuple] = None  # a console example's output lines, as the doc shows them
 
     @property
     def where(self) -> str:
@@ -82,8 +88,11 @@ def block_commands(body: str, lang: str, doc: str = "", first: int = 1) -> list:
         code, _, comment = line.partition(" #")
         exits = re.search(r"\bexits? (\d+)\b", comment)
         shown = None
-        if lang == "console" and i < len(lines) and not lines[i].startswith("$ "):
-            shown = lines[i]
+        if lang == "console":
+            end = i
+            while end < len(lines) and not lines[end].startswith("$ "):
+                end += 1
+            shown = tuple(lines[i:end])
         for segment in re.split(r"\s&&\s|\s;\s", code):
             if segment.split()[:1] == ["amptool"]:
                 examples.append(Example(doc, first + start, " ".join(segment.split()),
@@ -119,8 +128,24 @@ def test_extraction_reads_continuations_chains_comments_and_prompts():
         (10, "amptool train --epochs 1 --out runs/a", 1), (13, "amptool run --epochs 1", 0)]
     console = "$ amptool info\namptool 0.1.0  MindSpore\n$ amptool inspect a.mindir\n"
     got = block_commands(console, "console")
-    assert [(e.command, e.shown) for e in got] == [("amptool info", "amptool 0.1.0  MindSpore"),
-                                                  ("amptool inspect a.mindir", None)]
+    assert [(e.command, e.shown) for e in got] == [
+        ("amptool info", ("amptool 0.1.0  MindSpore",)), ("amptool inspect a.mindir", ())]
+
+
+def test_a_transcript_matches_up_to_decimals_and_elisions():
+    shown = ("search 7 candidate cells, cosine 0.999", "...", "7 trials in 4.8 s",
+             "flushed in 16 entries: ...")
+    real = ("search 6 candidate cells, cosine 0.998\ntrial 1\ntrial 2\n7 trials in 5.1 s\n"
+            "flushed in 12 entries: b.bias, c.weight\n")
+    assert transcript_mismatch(shown, real) is None
+    assert transcript_mismatch(shown[:1] + shown[2:], real)  # the trial lines are not elided
+    assert transcript_mismatch(shown, real.replace("trials", "trial"))
+    assert transcript_mismatch(shown, real.replace("candidate", "kept"))
+    assert transcript_mismatch(shown[:3] + ("flushed in 16 entries: a.weight",), real)
+    assert transcript_mismatch(("a",), "a\nb\n")  # nothing left over
+    assert written_transcript(shown, real) == (
+        "search 6 candidate cells, cosine 0.998", "...", "7 trials in 5.1 s",
+        "flushed in 12 entries: ...")
 
 
 def test_every_block_is_an_example_block_or_holds_no_command():
@@ -249,6 +274,90 @@ def test_example_runs_as_written(example, workdir, monkeypatch):
         f"{example.where}: {example.command}\nexit {result.exit_code}, "
         f"expected {example.expect}\n{result.output[-3000:]}")
     if example.shown is not None:
-        shown = example.shown.split()[:2]
-        first = result.output.strip().splitlines()[0].split()[:2]
-        assert first == shown, f"{example.where}: output starts {first}, the doc shows {shown}"
+        if os.environ.get(WRITE_ENV) == "1":
+            rewrite_transcript(example, result.output)
+            return
+        problem = transcript_mismatch(example.shown, result.output)
+        assert problem is None, (f"{example.where}: the transcript is not what the command "
+                                 f"prints ({problem}); {WRITE_ENV}=1 rewrites it")
+
+
+WRITE_ENV = "AMPTOOL_WRITE_DOCS"
+NUMBER = re.compile(r"-?\d+(?:\.\d+)*(?:e[-+]?\d+)?")
+"""What may differ between a transcript and a run: numbers, decimals and dotted versions."""
+
+
+def _masked(line: str) -> str:
+    return NUMBER.sub("#", line.rstrip())
+
+
+def _same(shown: str, real: str) -> bool:
+    """``real`` is what ``shown`` shows, numbers aside; a trailing ``...`` takes any rest."""
+    if shown.rstrip().endswith("...") and shown.strip() != "...":
+        head = _masked(shown.rstrip()[:-3].rstrip())
+        return _masked(real).startswith(head)
+    return _masked(shown) == _masked(real)
+
+
+def _align(shown: tuple, real: list):
+    """For each shown line, the index of the real line it stands for (a ``...`` line: the
+    real lines it skips as a range), or a text naming the first mismatch."""
+    pairs, j = [], 0
+    for k, line in enumerate(shown):
+        if line.strip() == "...":
+            rest = [s for s in shown[k + 1:] if s.strip() != "..."]
+            nxt = rest[0] if rest else None
+            start = j
+            while j < len(real) and nxt is not None and not _same(nxt, real[j]):
+                j += 1
+            if nxt is None:
+                j = len(real)
+            pairs.append((start, j))
+            continue
+        if j >= len(real):
+            return f"the output ends before '{line}'"
+        if not _same(line, real[j]):
+            return f"'{real[j].rstrip()}' where the doc shows '{line}'"
+        pairs.append(j)
+        j += 1
+    if j < len(real):
+        return f"the output goes on with '{real[j].rstrip()}'"
+    return pairs
+
+
+def transcript_mismatch(shown: tuple, output: str) -> Optional[str]:
+    aligned = _align(shown, output.rstrip("\n").splitlines())
+    return aligned if isinstance(aligned, str) else None
+
+
+def written_transcript(shown: tuple, output: str) -> tuple:
+    """The transcript as the real output writes it, the doc's ``...`` elisions kept where
+    they still fit (else the whole output)."""
+    real = output.rstrip("\n").splitlines()
+    aligned = _align(shown, real)
+    if isinstance(aligned, str):
+        return tuple(real)
+    out = []
+    for line, at in zip(shown, aligned):
+        if isinstance(at, tuple):
+            out.append("...")
+        elif line.rstrip().endswith("..."):  # keep the doc's elision, with the real numbers
+            out.append(real[at][:len(line.rstrip()[:-3].rstrip())].rstrip() + " ...")
+        else:
+            out.append(real[at].rstrip())
+    return tuple(out)
+
+
+_SHIFT: dict = {}
+"""Lines each document grew by in this rewriting run (examples run in document order)."""
+
+
+def rewrite_transcript(example: Example, output: str) -> None:
+    path = ROOT / example.doc
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = example.line + _SHIFT.get(example.doc, 0)  # the output's first line (0-based)
+    assert lines[start - 1].startswith("$ "), f"{example.where}: not a prompt line"
+    new = list(written_transcript(example.shown, output))
+    lines[start:start + len(example.shown)] = new
+    _SHIFT[example.doc] = _SHIFT.get(example.doc, 0) + len(new) - len(example.shown)
+    path.write_text("\n".join(lines), encoding="utf-8")

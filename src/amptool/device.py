@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -109,3 +110,16 @@ def set_device(device: str, graph: bool = True) -> None:
         raise DeviceError(f"this process already runs on {_selected[0]}, cannot switch to {device}",
                           "run one device per process")
     ms.set_context(mode=ms.GRAPH_MODE if graph else ms.PYNATIVE_MODE)
+
+
+@contextlib.contextmanager
+def execution_mode(graph: bool):
+    """MindSpore in GRAPH_MODE (``graph``) or PyNative for the block, the caller's mode
+    restored after, whatever happens inside."""
+    ms = import_mindspore()
+    previous = ms.get_context("mode")
+    ms.set_context(mode=ms.GRAPH_MODE if graph else ms.PYNATIVE_MODE)
+    try:
+        yield
+    finally:
+        ms.set_context(mode=previous)

@@ -17,22 +17,23 @@ def eager(net, batch_stats: bool = False):
     their running statistics back after; dropout stays off."""
     import mindspore as ms
 
-    previous, was_training = ms.get_context("mode"), net.training
+    from .device import execution_mode
+
+    was_training = net.training
     norms = [c for _, c in net.cells_and_names() if isinstance(c, _batch_norms())] \
         if batch_stats else []
     saved = [(p, p.asnumpy().copy())  # asnumpy may share the parameter's memory
              for c in norms for p in c.get_parameters() if not p.requires_grad]
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    net.set_train(False)
-    for cell in norms:
-        cell.set_train(True)
-    try:
-        yield
-    finally:
-        for param, value in saved:
-            param.set_data(ms.Tensor(value))
-        net.set_train(was_training)
-        ms.set_context(mode=previous)
+    with execution_mode(graph=False):
+        net.set_train(False)
+        for cell in norms:
+            cell.set_train(True)
+        try:
+            yield
+        finally:
+            for param, value in saved:
+                param.set_data(ms.Tensor(value))
+            net.set_train(was_training)
 
 
 def _batch_norms() -> tuple:

@@ -263,12 +263,13 @@ def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
     signature becomes one error naming what it expected."""
     import mindspore as ms
 
-    previous = ms.get_context("mode")
-    ms.set_context(mode=ms.PYNATIVE_MODE)
+    from .device import execution_mode
+
     was_training = net.training
     try:
         net.set_train(False)
-        out = net(*[ms.Tensor(a) for a in arrays])
+        with execution_mode(graph=False):
+            out = net(*[ms.Tensor(a) for a in arrays])
     except Exception as exc:
         layer = failing_layer(net, exc)
         where = (f"layer {layer[0]} ({layer[1]}) fails" if layer and layer[0]
@@ -280,7 +281,6 @@ def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
                          f"({_construct_params(net)})") from None
     finally:
         net.set_train(was_training)
-        ms.set_context(mode=previous)
     outs = out if isinstance(out, (tuple, list)) else [out]
     return [o.asnumpy() for o in outs]
 

@@ -1,0 +1,42 @@
+"""``convert search --thresholds`` reads a thresholds file the way parity reads it."""
+import re
+from pathlib import Path
+
+import pytest
+
+from amptool.convert.cli import _thresholds
+from amptool.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parity_doc_config() -> str:
+    """The example config of docs/parity.md, as the document shows it."""
+    text = (ROOT / "docs" / "parity.md").read_text(encoding="utf-8")
+    block = re.search(r"```toml\n(# parity\.toml.*?)```", text, re.DOTALL)
+    assert block, "docs/parity.md has no parity.toml example"
+    return block.group(1)
+
+
+def test_the_parity_docs_example_config_is_taken_whole(tmp_path):
+    path = tmp_path / "parity.toml"
+    path.write_text(parity_doc_config(), encoding="utf-8")
+    th = _thresholds(path, {})
+    assert th.min_top1 == 0.98  # [thresholds]
+    assert th.min_cosine == 0.9995  # [thresholds.fp16_vs_fp32]; output 0 has no own table
+
+
+def test_output_zero_table_applies_and_others_do_not(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text("[thresholds]\nmin_top1 = 0.9\n[thresholds.outputs.0]\nmin_cosine = 0.95\n"
+                    "[thresholds.outputs.1]\nmin_cosine = 0.5\nmin_top1 = 'off'\n")
+    th = _thresholds(path, {})
+    assert (th.min_cosine, th.min_top1) == (0.95, 0.9)
+    assert _thresholds(path, {"min_cosine": "0.97"}).min_cosine == 0.97  # flags win
+
+
+def test_an_unknown_threshold_is_one_usage_error(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text("[thresholds.outputs.0]\nmin_cosin = 0.95\n")
+    with pytest.raises(UsageError, match="unknown threshold.*min_cosin"):
+        _thresholds(path, {})
