@@ -114,3 +114,56 @@ def test_every_core_module_is_in_the_layers_contract():
     modules |= {f"amptool.{p.name}" for p in core.iterdir() if (p / "__init__.py").is_file()}
     modules |= {f"amptool.{t}" for t in SUBTREES}
     assert modules <= named, f"not in any layer: {sorted(modules - named)}"
+
+
+CYCLES = """
+import sys, grimp
+graph = grimp.build_graph("amptool")  # every import statement, function-level ones too
+edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+index, low, stack, on, found = {}, {}, [], set(), []
+def visit(v):
+    index[v] = low[v] = len(index); stack.append(v); on.add(v)
+    for w in edges[v]:
+        if w not in index:
+            visit(w); low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        part = []
+        while True:
+            w = stack.pop(); on.discard(w); part.append(w)
+            if w == v:
+                break
+        if len(part) > 1:
+            found.append(sorted(part))
+sys.setrecursionlimit(10000)
+for m in sorted(edges):
+    if m not in index:
+        visit(m)
+print(len(edges)); print(found)
+"""
+
+
+def _cycles(site: Path, cwd: Path) -> tuple:
+    """(modules seen, cycles among them) of the amptool package installed in ``site``."""
+    import ast
+
+    done = subprocess.run([sys.executable, "-c", CYCLES], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, env=dict(os.environ, PYTHONPATH=str(site)),
+                          check=True)
+    count, cycles = done.stdout.strip().splitlines()
+    return int(count), ast.literal_eval(cycles)
+
+
+@pytest.mark.slow
+def test_no_module_cycle_counting_function_level_imports(installed, tmp_path):
+    pytest.importorskip("grimp")
+    seen, cycles = _cycles(installed, tmp_path)
+    assert seen >= 80, f"only {seen} modules seen: the stages are not in the graph"
+    assert cycles == [], f"modules that import each other back: {cycles}"
+    planted = tmp_path / "planted"
+    shutil.copytree(installed, planted)
+    with (planted / "amptool" / "fileio.py").open("a") as f:  # inside a function, as hidden
+        f.write("\n\ndef _planted():\n    import amptool.rundir  # noqa\n")
+    _, cycles = _cycles(planted, tmp_path)
+    assert any({"amptool.fileio", "amptool.rundir"} <= set(c) for c in cycles), cycles

@@ -78,11 +78,11 @@ def run_command(
     else:
         typer.echo(format_summary(result))
     if not result.passed:
-        culprits = result.culprits
-        why = "; ".join(f"{Path(c['artefact']).name}: {c['message']}" for c in culprits)
-        fix = next((c["fix"] for c in culprits if c.get("fix")), "")
-        raise CheckFailed(f"parity failed{' for ' + why if why else ''}",
-                          (fix + "; " if fix else "") + f"see {Path(cfg.out) / 'parity.json'}")
+        from amptool.parity.report import failure_fix, failure_line
+
+        report = result.parity.to_dict()
+        raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
+                          f"{Path(cfg.out) / 'parity.json'}")
 
 
 def _s(path) -> Optional[str]:

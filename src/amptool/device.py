@@ -1,4 +1,6 @@
-"""Device selection. Every MindSpore import in amptool goes through ``import_mindspore``."""
+"""Device selection and MindSpore's context: ``import_mindspore`` (the import that keeps
+compile dumps private and start-up logs quiet; the commands call it before any other
+module imports MindSpore), ``set_device`` and ``execution_mode``."""
 from __future__ import annotations
 
 import atexit

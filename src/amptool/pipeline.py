@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from amptool.errors import UsageError
 
 if TYPE_CHECKING:
+    from amptool.parity.report import ParityReport
     from amptool.train.config import TrainConfig
 
 
@@ -61,16 +62,13 @@ class PipelineResult:
     passed: bool
     summary: dict = field(repr=False, default_factory=dict)
     """summary.json's content."""
+    parity: Optional["ParityReport"] = field(repr=False, default=None)
+    """The parity stage's report (parity.json's content as ``to_dict()``)."""
 
     @property
     def warnings(self) -> list:
         """What was skipped on the way (e.g. ONNX with ``--onnx auto``), one line each."""
         return list(self.summary.get("warnings", []))
-
-    @property
-    def culprits(self) -> list:
-        """Each failed artefact's culprit (message, fix), with its path as ``artefact``."""
-        return list(self.summary["parity"]["culprits"])
 
     def to_dict(self) -> dict:
         return dict(self.summary)
@@ -180,7 +178,7 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     summary["warnings"] = warnings
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     write_json(out / "summary.json", summary)
-    return PipelineResult(report.passed, summary)
+    return PipelineResult(report.passed, summary, report)
 
 
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,

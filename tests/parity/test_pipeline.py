@@ -43,7 +43,10 @@ def test_pipeline_exits_1_on_the_planted_fp16_overflow(tmp_path):
                                  "--out", str(out)])
     assert result.exit_code == 1, result.output
     errors = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
-    assert len(errors) == 1 and "trapmlp_fp16.mindir: first diverging cell 'norm'" in errors[0]
+    assert len(errors) == 1 and "parity failed for trapmlp_fp16.mindir: " in errors[0]
+    assert "(limit " in errors[0]  # the breaches, as `amptool parity` names them
+    assert "culprit: first diverging cell 'norm'" in errors[0]
+    assert errors[0].endswith(f"see {out / 'parity.json'}")
     summary = json.loads(result.output[:result.output.rindex("}") + 1])
     assert not summary["passed"] and summary["parity"]["culprits"][0]["where"] == "norm"
     rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}
