@@ -1,7 +1,6 @@
 """The resolved configuration of one parity check (thresholds: ``amptool.metrics``)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -60,7 +59,3 @@ class ParityConfig:
         from amptool.models import user_reference
 
         return user_reference(self.model, self.model_args, self.input_spec)
-
-
-def replace(cfg: ParityConfig, **changes) -> ParityConfig:
-    return dataclasses.replace(cfg, **changes)

@@ -8,10 +8,15 @@ import json
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# Helpers the tests import by name (smalldata): this folder on the path, whatever the
+# import mode.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("GLOG_v", "3")
 

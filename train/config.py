@@ -205,6 +205,17 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
     return replace(cfg, **changes) if changes else cfg
 
 
+def check_resumable(cfg: TrainConfig) -> None:
+    """With ``cfg.resume``, the folder must hold the run's ``last`` checkpoint (in the run's
+    checkpoint format): one check for one process and for msrun workers alike."""
+    from amptool.rundir import RunDir
+
+    last = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
+    if cfg.resume and not last.is_file():
+        raise UsageError(f"--resume: no 'last' checkpoint ({last.name}) in {cfg.out}",
+                         "train without --resume first, or point --out at an earlier run")
+
+
 def claim_out_folder(cfg: TrainConfig) -> list:
     """The files of the trained run in ``cfg.out`` (run.json, checkpoints) that a new run
     replaces: a UsageError when there are some and neither ``cfg.resume`` continues that run

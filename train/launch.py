@@ -140,15 +140,11 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     dies or does not join in time; the job is stopped first, nothing it started survives.
     A rank's own amptool error (bad data, diverged run) is raised as that error.
     """
-    from amptool.rundir import RunDir
-
-    from .config import check_config
+    from .config import check_config, check_resumable
 
     check_config(cfg)
     check_layout(cfg, nodes, node_rank, master_port)
-    if cfg.resume and not RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format).is_file():
-        raise UsageError(f"--resume: no 'last' checkpoint in {cfg.out}",
-                         "train without --resume first, or point --out at an earlier run")
+    check_resumable(cfg)
     if start_timeout is None:
         start_timeout = 120.0 if nodes == 1 else 600.0
     if not start_timeout > 0:

@@ -22,7 +22,14 @@ from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir
 from amptool.models import keep_model_file
 from amptool.rundir import RunDir
 
-from .config import AUTO, TrainConfig, check_config, claim_out_folder, replace_run
+from .config import (
+    AUTO,
+    TrainConfig,
+    check_config,
+    check_resumable,
+    claim_out_folder,
+    replace_run,
+)
 from .metrics_log import loss_at, trim_after
 from .overflow import (
     auto_policy,
@@ -49,10 +56,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
     held as this process's for the run (one worker of several: its launcher holds it)."""
     check_config(cfg)
     check_out_dir(cfg.out)  # before the model, the data and a range pass take their time
-    last_path = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
-    if cfg.resume and not last_path.is_file():
-        raise UsageError(f"--resume: no checkpoint {last_path.name} in {cfg.out}",
-                         "train without --resume first, or point --out at an earlier run")
+    check_resumable(cfg)
     emit = on_event or (lambda event: None)
     created = not Path(cfg.out).exists()
     try:

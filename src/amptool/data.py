@@ -142,13 +142,6 @@ class Augment:
         return out
 
 
-def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """Every image of a (small) source in [0, 1] fitted to ``input_shape`` (C, H, W), and
-    int32 labels: the whole source in memory, for tests and small tools."""
-    rows, y, _ = open_images(spec, input_shape, num_classes)
-    return _Fit(input_shape, spec)(rows.take(np.arange(len(y))))[0], y, spec
-
-
 def split_indices(n: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     if not 0.0 < val_fraction < 1.0:
         raise UsageError(f"validation fraction {val_fraction} is outside (0, 1)",
@@ -300,47 +293,11 @@ def load_model_data(spec: str, model, val_fraction: float = 0.2,
     return ModelData(rows, y, train_idx, val_idx, None, spec, None, [], workers)
 
 
-@dataclass
-class Dataset:
-    """An image source's splits preprocessed in memory (small data and tests)."""
-
-    train_x: np.ndarray
-    train_y: np.ndarray
-    val_x: np.ndarray
-    val_y: np.ndarray
-    preprocess: Preprocess
-    source: str
-
-
-def load_dataset(spec: str, input_shape: tuple, num_classes: int,
-                 val_fraction: float = 0.2) -> Dataset:
-    """Both splits of an image source preprocessed as training does, in memory."""
-    from types import SimpleNamespace
-
-    model = SimpleNamespace(input_shape=input_shape, num_classes=num_classes, inputs=())
-    data = load_model_data(spec, model, val_fraction)
-    train = data.train_inputs(np.arange(len(data.train_idx)))[0]
-    val_x, val_y = data.val_inputs()
-    return Dataset(train, data.train_y, val_x[0], val_y, data.preprocess, spec)
-
-
 def load_eval_inputs(spec: str, model, preprocess, val_fraction: float = 0.2,
                      samples=None) -> tuple:
     """(inputs, labels) of the held-out split, preprocessed as a run or manifest says."""
     data = load_model_data(spec, model, val_fraction, preprocess)
     return data.val_inputs(samples)
-
-
-def load_eval_split(spec: str, preprocess: dict, num_classes: int,
-                    val_fraction: float = 0.2, samples: Optional[int] = None) -> tuple:
-    """The held-out split of an image source, preprocessed exactly as ``preprocess`` says."""
-    from types import SimpleNamespace
-
-    prep = Preprocess(**preprocess)
-    model = SimpleNamespace(input_shape=(prep.channels, prep.height, prep.width),
-                            num_classes=num_classes, inputs=())
-    inputs, y = load_eval_inputs(spec, model, preprocess, val_fraction, samples)
-    return inputs[0], y
 
 
 def load_val_raw(spec: str, input_shape: tuple, num_classes, val_fraction: float,

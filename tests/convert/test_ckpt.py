@@ -63,7 +63,8 @@ def _outputs(net, x):
 def test_fp16_checkpoint_loads_back_within_rounding(cnn_run, fp16_ckpt):
     import mindspore as ms
 
-    from amptool.data import load_dataset
+    from smalldata import load_dataset
+
     from amptool.models import sample_spec
 
     out, _ = fp16_ckpt

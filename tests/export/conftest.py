@@ -44,7 +44,8 @@ def reference(run_dir: Path, samples: int | None = None):
     import mindspore as ms
 
     from amptool.checkpoint import load_into_net, read_checkpoint
-    from amptool.data import load_eval_split
+    from smalldata import load_eval_split
+
     from amptool.models import resolve_model
 
     info = json.loads((run_dir / "run.json").read_text())

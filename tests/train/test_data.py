@@ -5,7 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amptool.data import epoch_batches, load_dataset, load_eval_split, split_indices
+from smalldata import load_dataset, load_eval_split, load_raw
+
+from amptool.data import epoch_batches, split_indices
 from amptool.device import set_device
 from amptool.errors import UsageError
 
@@ -206,7 +208,7 @@ def test_statistics_come_from_a_bounded_sample(monkeypatch):
     full = data_mod.load_model_data("digits", _model((1, 28, 28), 10))
     monkeypatch.setattr(data_mod, "STATS_SAMPLES", 100)
     part = data_mod.load_model_data("digits", _model((1, 28, 28), 10))
-    x = data_mod.load_raw("digits", (1, 28, 28), 10)[0]
+    x = load_raw("digits", (1, 28, 28), 10)[0]
     np.testing.assert_allclose(full.preprocess.mean, x[full.train_idx].mean(), rtol=1e-5)
     np.testing.assert_allclose(full.preprocess.std, x[full.train_idx].std(), rtol=1e-5)
     np.testing.assert_allclose(part.preprocess.mean, x[part.train_idx[:100]].mean(), rtol=1e-5)
