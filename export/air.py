@@ -13,12 +13,11 @@ from amptool.errors import DeviceError
 
 def check_available(device: str | None = None) -> None:
     """Raise DeviceError unless this host has an Ascend device (and the export runs on it)."""
-    from amptool.device import available_devices
+    from amptool.artefact import availability
 
-    devices = available_devices()
-    if "Ascend" not in devices:
-        raise DeviceError(f"AIR export needs an Ascend device with CANN; this host has only "
-                          f"{', '.join(devices)}", "export MINDIR instead (AIR is deprecated upstream)")
+    works, why, fix = availability("AIR")
+    if not works:
+        raise DeviceError(f"AIR export {why}", fix)
     if device not in (None, "auto", "Ascend"):
         raise DeviceError(f"AIR export runs on the Ascend backend, not {device}",
                           "pass --device Ascend (or auto)")

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from amptool.artefact import FORMATS
 from amptool.errors import UsageError
 
 from .writer import ExportResult, format_module, write_all
 
 __all__ = ["ExportConfig", "ExportReport", "ExportResult", "export"]
 
-FORMATS = ("MINDIR", "AIR", "ONNX")
 PRECISIONS = ("fp32", "fp16")
 IO_DTYPES = ("fp32", "fp16")
 

@@ -155,9 +155,9 @@ def simplecnn_export(sample_runs, shared) -> dict:
     onnx is installed) in fp32 and fp16, fixed batch, all in one folder."""
     def make(out: Path) -> dict:
         from amptool.export.api import ExportConfig, export
-        from amptool.hostinfo import onnx_available
+        from amptool.artefact import onnx_installed
 
-        formats = ("MINDIR", "ONNX") if onnx_available() else ("MINDIR",)
+        formats = ("MINDIR", "ONNX") if onnx_installed() else ("MINDIR",)
         results = export(ExportConfig(run=str(sample_runs.get("simplecnn")),
                                             formats=formats, out=str(out)))
         return {(r.format, r.precision): r.path for r in results}

@@ -99,11 +99,11 @@ def build_pipeline_config(file_values: dict, flags: dict, source: str) -> Pipeli
 
 def check_config(cfg: PipelineConfig) -> tuple:
     """Validate before any work; return the export formats."""
-    from amptool.hostinfo import onnx_available
+    from amptool.artefact import onnx_installed
 
     if cfg.onnx not in ("auto", "on", "off"):
         raise UsageError(f"unknown --onnx '{cfg.onnx}'", "use auto, on or off")
-    if cfg.onnx == "on" and not onnx_available():
+    if cfg.onnx == "on" and not onnx_installed():
         raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
                          "pip install 'amptool[onnx]', or pass --onnx off")
     from amptool.train.config import check_config as check_train_config
@@ -113,7 +113,7 @@ def check_config(cfg: PipelineConfig) -> tuple:
                                     or not isinstance(cfg.samples, int) or cfg.samples < 1):
         raise UsageError(f"samples must be a whole number >= 1 (got {cfg.samples!r})",
                          "give a positive --samples")
-    with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_available())
+    with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_installed())
     return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
 
 

@@ -27,9 +27,9 @@ def test_default_pipeline_passes_and_writes_its_reports(tmp_path):
     assert rows[("MINDIR", "fp16")]["verdict"] == "PASS"
     assert rows[("MINDIR", "fp16")]["size_ratio"] < 0.51
     assert all(r["accuracy"] is not None for r in rows.values())
-    from amptool.hostinfo import onnx_available
+    from amptool.artefact import onnx_installed
 
-    assert (("ONNX", "fp32") in rows) == onnx_available()
+    assert (("ONNX", "fp32") in rows) == onnx_installed()
     assert json.loads((out / "parity.json").read_text())["passed"]
     assert ET.parse(out / "parity.xml").getroot().get("failures") == "0"
 
@@ -51,9 +51,9 @@ def test_pipeline_exits_1_on_the_planted_fp16_overflow(tmp_path):
     assert not summary["passed"] and summary["parity"]["culprits"][0]["where"] == "norm"
     rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}
     assert rows[("MINDIR", "fp16")]["verdict"] == "FAIL" and not rows[("MINDIR", "fp16")]["caveat"]
-    from amptool.hostinfo import onnx_available
+    from amptool.artefact import onnx_installed
 
-    if onnx_available():
+    if onnx_installed():
         onnx = rows[("ONNX", "fp16")]
         assert onnx["verdict"] in ("PASS*", "FAIL*")
         assert "trapmlp_fp16.mindir (FAIL)" in onnx["caveat"]

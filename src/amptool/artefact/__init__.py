@@ -1,14 +1,46 @@
-"""Exported artefacts as files: format readers, manifests, keys and runners.
+"""Exported artefacts as files: the format registry, format readers, manifests, keys and
+runners.
 
-``reader(fmt)`` gives the module that reads one format (``mindir``, ``onnx``, ``air``); each
-has ``is_encrypted``, ``describe`` and ``read_weights``. ``load_runner(path)`` runs any
-artefact through one interface, ``run(inputs) -> outputs``.
+``FORMATS`` names every format and ``availability(fmt)`` says whether this host can write
+it and why (``amptool info``, export and the pipeline ask here); ``reader(fmt)`` gives the
+module that reads one format (``mindir``, ``onnx``, ``air``), each with ``is_encrypted``,
+``describe`` and ``read_weights``. ``load_runner(path)`` runs any artefact through one
+interface, ``run(inputs) -> outputs``.
 """
 from __future__ import annotations
 
+import importlib.util
 from typing import Optional
 
 FORMATS = ("MINDIR", "AIR", "ONNX")
+"""Every artefact format, in the order they are listed."""
+
+
+def onnx_installed() -> bool:
+    """Whether the onnx extra (onnx and onnxruntime) is installed."""
+    return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
+
+
+def availability(fmt: str) -> tuple:
+    """(works, why, fix) for exporting ``fmt`` on this host: ``why`` says what it depends
+    on, ``fix`` what to do where it does not work ("" where it does)."""
+    if fmt == "MINDIR":
+        return True, "works on every backend", ""
+    if fmt == "AIR":
+        from amptool.device import available_devices
+
+        devices = available_devices()
+        if "Ascend" in devices:
+            return True, "Ascend device present", ""
+        return (False, f"needs an Ascend device with CANN (this host has {', '.join(devices)})",
+                "deprecated upstream, export MINDIR instead")
+    if fmt == "ONNX":
+        if onnx_installed():
+            return True, "onnx and onnxruntime installed", ""
+        from .onnx import INSTALL_HINT
+
+        return False, "needs onnx and onnxruntime, which are not installed", INSTALL_HINT
+    raise KeyError(fmt)
 
 
 def reader(fmt: str):
