@@ -54,7 +54,10 @@ def parity_command(
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device)
-    cfg = build_parity_config(artefacts, flags, thresholds, config, key_file)
+    from amptool.parity.config import ParityConfig
+
+    cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,
+                                 **flags)
     if save_outputs is None and cfg.save_outputs:
         opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
     from amptool.parity.compare import parity
@@ -84,32 +87,6 @@ def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
 
 def _s(path) -> Optional[str]:
     return str(path) if path is not None else None
-
-
-def build_parity_config(artefacts, flags: dict, thresholds: dict, config, key_file):
-    from amptool.config import build_config, read_config_file
-    from amptool.errors import UsageError
-    from amptool.metrics import validate_file_thresholds
-    from amptool.parity.config import ParityConfig
-
-    file_values = dict(read_config_file(config)) if config else {}
-    source = f"config {config}"
-    file_th = validate_file_thresholds(file_values.pop("thresholds", {}), source)
-    for bad in ("reference", "candidates", "thresholds", "file_thresholds", "key"):
-        if bad in file_values:
-            raise UsageError(f"{source}: '{bad}' cannot be set in a config file",
-                             "give artefacts on the command line")
-    key = None
-    if key_file is not None:
-        from amptool.artefact.keys import key_from_file
-
-        key = key_from_file(key_file)
-    load = flags.get("load_outputs") or file_values.get("load_outputs")
-    ref, cands = (None, tuple(artefacts)) if load else (artefacts[0], tuple(artefacts[1:]))
-    base = {**file_values}
-    overrides = {**flags, "reference": ref, "candidates": cands, "key": key,
-                 "thresholds": thresholds, "file_thresholds": file_th}
-    return build_config(ParityConfig, base, overrides, source=source)
 
 
 def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:

@@ -54,8 +54,45 @@ class ParityConfig:
     """Samples per call for artefacts with a dynamic batch dimension (each new batch shape
     costs a graph compilation, so few large calls are fastest)."""
 
+    @classmethod
+    def from_file(cls, path=None, artefacts=(), key_file=None, **flags) -> "ParityConfig":
+        """A parity check as ``amptool parity`` builds it: the config file at ``path`` (its
+        keys, and its ``thresholds`` table checked now), then ``flags`` (None: not given);
+        ``artefacts``: the reference, then the candidates (all candidates with
+        ``load_outputs``); ``key_file``: the MindIR key's file."""
+        from amptool.config import layered
+
+        return layered(lambda values, given, source: _build(values, given, source, artefacts,
+                                                            key_file), path, flags)
+
     def user_model(self) -> Optional[dict]:
         """The model the user named (with its arguments), or None."""
         from amptool.models import user_reference
 
         return user_reference(self.model, self.model_args, self.input_spec)
+
+
+def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> ParityConfig:
+    from amptool.config import build_config
+    from amptool.errors import UsageError
+    from amptool.metrics import validate_file_thresholds
+
+    file_values = dict(file_values)
+    file_th = validate_file_thresholds(file_values.pop("thresholds", {}), source)
+    for bad in ("reference", "candidates", "thresholds", "file_thresholds", "key"):
+        if bad in file_values:
+            raise UsageError(f"{source}: '{bad}' cannot be set in a config file",
+                             "give artefacts on the command line")
+    key = None
+    if key_file is not None:
+        from amptool.artefact.keys import key_from_file
+
+        key = key_from_file(key_file)
+    artefacts = [str(a) for a in artefacts]
+    load = flags.get("load_outputs") or file_values.get("load_outputs")
+    if not artefacts and not load:
+        raise UsageError("no artefact to check", "name the reference, then the candidates")
+    ref, cands = (None, tuple(artefacts)) if load else (artefacts[0], tuple(artefacts[1:]))
+    overrides = {**flags, "reference": ref, "candidates": cands, "key": key,
+                 "thresholds": flags.get("thresholds") or {}, "file_thresholds": file_th}
+    return build_config(ParityConfig, file_values, overrides, source=source)

@@ -52,7 +52,7 @@ def train_command(
     A --config file may set every option (snake_case keys); flags override it."""
     from dataclasses import replace
 
-    from amptool.config import read_config_file
+    from amptool.config import layered
     from amptool.models import parse_model_args
     from amptool.train.config import build_command_config
 
@@ -69,12 +69,12 @@ def train_command(
     command_flags = dict(nodes=nodes, node_rank=node_rank, master_addr=master_addr,
                          master_port=master_port, start_timeout=start_timeout,
                          quiet=quiet or None, json=as_json or None)
-    file_values = read_config_file(config) if config else {}
-    cfg, launch, as_json = build_command_config(
-        file_values, {**flags, **command_flags},
-        source=f"config {config}" if config else "config")
+    def build(file_values, given, source):
+        return build_command_config(file_values, given, source), set(file_values)
+
+    (cfg, launch, as_json), in_file = layered(build, config, {**flags, **command_flags})
     quiet = launch.quiet or as_json
-    explicit = {k.replace("-", "_") for k in file_values} | {k for k, v in flags.items() if v is not None}
+    explicit = {k.replace("-", "_") for k in in_file} | {k for k, v in flags.items() if v is not None}
     opt.consent(trust_model)
     reporter = _Reporter(quiet)
     from amptool.train.run import run_training

@@ -79,6 +79,15 @@ class TrainConfig:
     zero-padded by an eighth of each side), flip (half the images mirrored left to right);
     each image's draws fixed by (seed, epoch, row). None: none."""
 
+    @classmethod
+    def from_file(cls, path=None, **flags) -> "TrainConfig":
+        """A training run as ``amptool train --config`` builds it: the config file at
+        ``path``, then ``flags`` (None: not given); launch options in the file are checked
+        and left to ``LaunchOptions``."""
+        from amptool.config import layered
+
+        return layered(build_command_config, path, flags)[0]
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -58,17 +58,15 @@ def run_command(
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
     from amptool.models import parse_model_args
 
-    from .config import read_config_file
     from .errors import CheckFailed
-    from .pipeline import build_pipeline_config, format_summary, run_pipeline
+    from .pipeline import PipelineConfig, format_summary, run_pipeline
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
                  policy=_s(policy), range_safety=range_safety, epochs=epochs, batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None, overwrite=overwrite or None)
-    file_values = read_config_file(config) if config else {}
-    cfg = build_pipeline_config(file_values, flags, source=f"config {config}")
+    cfg = PipelineConfig.from_file(config, **flags)
     result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if quiet or as_json:  # progress lines were off: still say what was skipped
         for message in result.warnings:

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import UsageError
 
@@ -98,3 +98,13 @@ def build_config(cls, file_values: Mapping[str, Any] | None = None,
         if value is not None:
             values[key] = value
     return cls(**values)
+
+
+def layered(build: Callable[[dict, dict, str], Any], path: str | Path | None = None,
+            flags: Mapping[str, Any] | None = None) -> Any:
+    """The one way every command and the Python API layer their settings: defaults, then
+    the config file at ``path`` (YAML/TOML/JSON; None: no file), then ``flags`` (None: not
+    given). ``build(file_values, flags, source)`` makes the config (``build_config`` for a
+    plain dataclass), reporting every bad key or value of the file at once."""
+    file_values = read_config_file(path) if path else {}
+    return build(file_values, dict(flags or {}), f"config {path}" if path else "config")

@@ -41,6 +41,15 @@ class PipelineConfig:
     """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
     without it such a folder is refused."""
 
+    @classmethod
+    def from_file(cls, path=None, **flags) -> "PipelineConfig":
+        """A pipeline as ``amptool run`` builds it: the config file at ``path`` (the
+        pipeline's keys and any training setting but out, resume and workers), then
+        ``flags`` (None: not given)."""
+        from amptool.config import layered
+
+        return layered(build_pipeline_config, path, flags)
+
     def to_dict(self) -> dict:
         train = self.train_config()
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
