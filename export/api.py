@@ -158,14 +158,14 @@ def export(cfg: ExportConfig) -> ExportReport:
 
     device = resolve_device(cfg.device)
     check_out_dir(default_out(cfg))  # before the model is built
-    trained = load_trained(cfg)
+    trained, policy = load_trained(cfg)
 
     with output_dir(default_out(cfg)) as out:
         jobs = [(p, f, artefact_path(out, trained.spec.name, p, f))
                 for p in precisions for f in formats]
         _check_existing([path for _, _, path in jobs], cfg.force)
         set_device(device)
-        return ExportReport(write_all(cfg, trained, jobs))
+        return ExportReport(write_all(cfg, trained, policy, jobs))
 
 
 def _check_existing(paths: list, force: bool) -> None:

@@ -3,15 +3,15 @@
 ``--run DIR`` reads all of it from the training run (``run.json`` and ``best``/``last``
 checkpoint), with ``--model`` (and its ``--model-arg``/``--input-spec``) in place of the
 run's model where given; ``--ckpt FILE --model NAME`` takes it from options. ``--policy``/``--amp-level``
-replace the run's policy.
+replace the run's policy in the export, while the manifests keep the run's own as
+``source_policy``.
 """
 from __future__ import annotations
 
-import dataclasses
 
-
-def load_trained(cfg):
-    """The ``TrainedModel`` an ``ExportConfig`` names, with its policy overrides applied."""
+def load_trained(cfg) -> tuple:
+    """(the ``TrainedModel`` an ``ExportConfig`` names, the policy the export is built
+    from: the model's own unless ``cfg`` overrides it)."""
     from amptool.policy import policy_for
     from amptool.trained import from_checkpoint, from_run
 
@@ -21,5 +21,4 @@ def load_trained(cfg):
     else:
         trained = from_checkpoint(cfg.ckpt, cfg.model, cfg.data, cfg.val_fraction,
                                   cfg.model_args, cfg.input_spec)
-    policy = policy_for(cfg.policy, cfg.amp_level, base=trained.policy)
-    return dataclasses.replace(trained, policy=policy)
+    return trained, policy_for(cfg.policy, cfg.amp_level, base=trained.policy)

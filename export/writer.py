@@ -33,7 +33,7 @@ def format_module(name: str):
     return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
 
 
-def write_all(cfg, trained, jobs: list) -> list:
+def write_all(cfg, trained, policy, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
     from amptool.checkpoint import read_checkpoint
     from amptool.models import model_copy
@@ -50,7 +50,7 @@ def write_all(cfg, trained, jobs: list) -> list:
             if copy:  # the artefacts' folder carries the model file they were made from
                 kept_dir.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(atomic_path(copy[0])).write_bytes(copy[1])
-            _stage(cfg, trained, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
+            _stage(cfg, trained, policy, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
                    results)
     except BaseException:
         if made_dir and not any(kept_dir.iterdir()):
@@ -59,14 +59,15 @@ def write_all(cfg, trained, jobs: list) -> list:
     return results
 
 
-def _stage(cfg, trained, jobs, params, ckpt_facts, kept: dict, stack, results: list) -> None:
+def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
+           results: list) -> None:
     """Trace each job into a staged temp file with its manifest (``kept``: the model file
     facts to record)."""
     from amptool.artefact.manifest import manifest_path
     from amptool.policy import export_policy
 
     for precision in dict.fromkeys(p for p, _, _ in jobs):
-        policy = export_policy(trained.policy) if precision == "fp16" else None
+        policy = export_policy(base) if precision == "fp16" else None
         net = _build(trained, params, precision, policy, cfg.io_dtype)
         for prec, fmt, path in jobs:
             if prec != precision:

@@ -109,3 +109,16 @@ def test_fixed_batch_fp16_io_and_chunked_runs(runs, references, tmp_path):
         cos = float((out.astype(np.float64) * ref[:10]).sum()
                     / np.linalg.norm(out.astype(np.float64)) / np.linalg.norm(ref[:10]))
         assert cos >= 0.999
+
+
+def test_a_policy_override_is_the_graphs_and_source_policy_stays_the_runs(runs, tmp_path):
+    """export --run R --amp-level O3: the graph is built under O3, the manifest's
+    source_policy is still the training run's (O2)."""
+    run = runs.get("lenet5")
+    res = cli.invoke(app, ["export", "--run", str(run), "--format", "mindir", "--precision",
+                           "fp16", "--amp-level", "O3", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    m = read_manifest(next(tmp_path.glob("*_fp16.mindir")))
+    trained = json.loads((run / "run.json").read_text())["policy"]
+    assert m["source_policy"] == trained and trained["level"] == "O2"
+    assert m["policy"]["level"] == "O3"
