@@ -215,9 +215,9 @@ def test_a_worker_that_never_starts_times_out(tmp_path, left_alive):
     model.write_text(HANG_MODEL)
     cfg = TrainConfig(model=f"{model}:build", epochs=1, workers=2, out=str(out))
     with pytest.raises(WorkerFailed) as err:
-        launch_workers(cfg, start_timeout=30)
+        launch_workers(cfg, start_timeout=20)
     assert err.value.exit_code == 1
-    assert "rank 1 of 2 did not start within 30 s" in str(err.value)
+    assert "rank 1 of 2 did not start within 20 s" in str(err.value)
     assert str(out / "logs" / "worker_1.log") in str(err.value)
     assert "no checkpoint had been written yet" in str(err.value)
     assert left_alive(out / "logs") == []
