@@ -221,7 +221,7 @@ def check_resumable(cfg: TrainConfig) -> None:
 
     last = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
     if cfg.resume and not last.is_file():
-        raise UsageError(f"--resume: no 'last' checkpoint ({last.name}) in {cfg.out}",
+        raise UsageError(f"--resume: no checkpoint {last.name} in {cfg.out}",
                          "train without --resume first, or point --out at an earlier run")
 
 

@@ -95,7 +95,7 @@ def test_first_overflow_names_the_block_and_keeping_it_fixes_the_network():
 
 
 def _digits(n: int = 64) -> np.ndarray:
-    from amptool.data import load_raw
+    from smalldata import load_raw
 
     return load_raw("digits", (1, 28, 28), 10)[0][:n].astype(np.float32)
 
