@@ -80,6 +80,7 @@ def output_dir(path: str | os.PathLike) -> Iterator[Path]:
         held = True
         yield out
     except BaseException:
+        drop_own_temps(out)
         if held:
             _release(key, out, fd)
             held = False
@@ -205,11 +206,11 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     parent = target.parent
     drop_stale_temps(parent)
     tmpdir = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent))
-    if not set(str(tmpdir)) <= _MS_SAFE:
-        os.rmdir(tmpdir)
-        tmpdir = Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
-    tmp = tmpdir / ("part" + (suffix or target.suffix))
     try:
+        if not set(str(tmpdir)) <= _MS_SAFE:
+            os.rmdir(tmpdir)
+            tmpdir = Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
+        tmp = tmpdir / ("part" + (suffix or target.suffix))
         yield tmp
         produced = tmp if tmp.exists() else _single_file(tmpdir)
         os.chmod(produced, 0o666 & ~current_umask())
@@ -218,7 +219,28 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         except OSError:  # temp folder on another file system
             _copy_into_place(produced, target)
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        remove_tree(tmpdir)
+
+
+def remove_tree(path: Path) -> None:
+    """``shutil.rmtree`` run to its end even when an interrupt (Ctrl+C, SIGTERM) arrives
+    while it works; the interrupt is raised again once the tree is gone."""
+    pending = None
+    while True:
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            break
+        except KeyboardInterrupt as stop:
+            pending = stop
+    if pending is not None:
+        raise pending
+
+
+def drop_own_temps(folder: Path) -> None:
+    """Remove the staging folders this process left anywhere under ``folder`` (an interrupt
+    that arrived between creating one and entering the code that removes it)."""
+    for mine in list(folder.rglob(f"{TEMP_PREFIX}{os.getpid()}-*")):
+        remove_tree(mine)
 
 
 TEMP_PREFIX = ".amptool-tmp-"

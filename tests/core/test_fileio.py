@@ -214,3 +214,44 @@ def test_line_log_appends_whole_lines(tmp_path):
     fresh.write('{"step": 1}\n')
     fresh.close()
     assert path.read_text() == '{"step": 1}\n'
+
+
+def test_an_interrupt_during_cleanup_still_removes_the_staging_folder(tmp_path, monkeypatch):
+    """Ctrl+C arriving while a failed write's staging folder is removed: the folder goes all
+    the same and the interrupt goes on."""
+    import shutil
+
+    from amptool import fileio
+
+    real, calls = shutil.rmtree, []
+
+    def interrupted_once(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        with fileio.atomic_path(tmp_path / "w.ckpt") as tmp:
+            tmp.write_bytes(b"half")
+            raise ValueError("write failed")
+    assert len(calls) == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_stopped_writer_leaves_no_staging_folder_of_its_own(tmp_path):
+    """A staging folder this process made, anywhere under the folder it holds, goes when
+    the body stops; another process's live one stays."""
+    import os
+
+    from amptool import fileio
+
+    theirs = tmp_path / "run" / f"{fileio.TEMP_PREFIX}1-abc"
+    (tmp_path / "run").mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        with fileio.output_dir(tmp_path / "run") as out:
+            (out / "sub" / f"{fileio.TEMP_PREFIX}{os.getpid()}-x").mkdir(parents=True)
+            theirs.mkdir()
+            raise KeyboardInterrupt
+    assert theirs.is_dir()
+    assert not list((tmp_path / "run").rglob(f"{fileio.TEMP_PREFIX}{os.getpid()}-*"))

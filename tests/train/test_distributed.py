@@ -250,7 +250,7 @@ def test_a_port_in_use_fails_before_launching(tmp_path):
     (["--master-port", "80"], "master port must be 0 or in 1024..65535"),
     (["--nodes", "2"], "several nodes need one --master-port"),
     (["--workers", "0", "--nodes", "2"], "workers must be >= 1"),
-    (["--resume"], "no 'last' checkpoint"),
+    (["--resume"], "no checkpoint last.ckpt"),
 ])
 def test_layout_mistakes_are_usage_errors(tmp_path, args, text):
     result = CliRunner().invoke(app, ["train", "--workers", "2", "--out", str(tmp_path)] + args)
