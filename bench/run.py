@@ -1,6 +1,6 @@
 """Run every benchmark, write ``bench/results.json``, print one table of ratios.
 
-``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``. \
+``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``.
 Every ``bench/<name>.py``
 with ``def run(quick: bool = False) -> dict`` is a benchmark; each runs in a fresh
 process (a crash or a MindSpore context cannot leak into the next one) and a failure is

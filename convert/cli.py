@@ -90,8 +90,8 @@ def ckpt_command(
     force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
     as_json: opt.about(opt.JsonOption, "the conversion report") = False,
 ) -> None:
-    """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as \
-they are."""
+    """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as
+    they are."""
     from amptool.convert.ckpt import CkptConfig, convert_checkpoint
     from amptool.models import parse_model_args
 

@@ -92,8 +92,8 @@ def inspect_command(
                                                      "[default: AMPTOOL_MINDIR_KEY when set]"),
     as_json: opt.about(opt.JsonOption, "the facts") = False,
 ) -> None:
-    """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its \
-manifest)."""
+    """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its
+    manifest)."""
     from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
     from amptool.errors import CheckFailed
     from amptool.export.inspect import format_report, inspect_artefact

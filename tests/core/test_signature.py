@@ -1,4 +1,4 @@
-"""Input signatures and model references: parsing, errors, generated inputs (no network \
+"""Input signatures and model references: parsing, errors, generated inputs (no network
 compiled)."""
 import numpy as np
 import pytest
