@@ -47,7 +47,8 @@ def run(quick: bool = False) -> dict:
             "python_s": round(med["python"], 3),
             "amptool_help_s": round(med["amptool_help"], 3),
             "import_mindspore_s": round(med["import_mindspore"], 3),
-            "help_vs_import_mindspore_ratio": round(med["amptool_help"] / med["import_mindspore"], 3),
+            "help_vs_import_mindspore_ratio": round(med["amptool_help"]
+                                                    / med["import_mindspore"], 3),
             "help_vs_bare_python_ratio": round(med["amptool_help"] / med["python"], 3),
             # amptool --help < 0.3 s where import mindspore takes 1.6 s (unloaded machine)
             "targets": {"help_vs_import_mindspore_ratio": "<= 0.2"}}

@@ -1,7 +1,8 @@
 """An fp16-overflowing zoo network through ``--policy auto``: mindcv ``repvgg_a0``.
 
 ``repvgg_a0`` (mindcv 0.3.0, ``pretrained=False``) on the bundled digits resized to
-3 x 32 x 32 (``bench/overflow_64.py``: 3 x 64 x 64), batch 32, Adam (lr 0.001), the default split, EPOCHS epochs, through the
+3 x 32 x 32 (``bench/overflow_64.py``: 3 x 64 x 64), batch 32, Adam (lr 0.001), the default
+split, EPOCHS epochs, through the
 public API as a user runs it:
 
 - ``O0``: the fp32 baseline (validation accuracy);

@@ -37,7 +37,8 @@ def run(quick: bool = False) -> dict:
     runs, trains, stages = [], [], {}
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         for i in range(rounds):
-            wall, summary = _wall(["run", "--epochs", str(epochs), "--out", f"{tmp}/run{i}", "--json"])
+            wall, summary = _wall(["run", "--epochs", str(epochs), "--out", f"{tmp}/run{i}",
+                                   "--json"])
             runs.append(wall)
             stages = {f"{k}_s": v for k, v in summary.get("seconds_by_stage", {}).items()}
             trains.append(_wall(["train", "--epochs", str(epochs), "--out", f"{tmp}/train{i}",

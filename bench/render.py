@@ -102,7 +102,8 @@ def header(results: dict) -> str:
     commit = m.get("commit")
     at = "an unrecorded commit"
     if commit:
-        at = f"commit `{commit[:12]}`" + (" with uncommitted changes" if m.get("commit_dirty") else "")
+        at = f"commit `{commit[:12]}`" + (" with uncommitted changes"
+                                          if m.get("commit_dirty") else "")
     load = m.get("load_1min_at_start")
     load = "?" if load is None else f"{load:.1f}"
     notes = ""
@@ -145,7 +146,8 @@ def table(results: dict) -> str:
     for name, entry in ordered(results):
         other = measured_elsewhere(results, entry)
         label = f"{name} ({other})" if other else name
-        lines += [f"| {label} | {_cell(k)} | {_cell(v)} | {_cell(t)} |" for k, v, t in ratio_rows(entry)]
+        lines += [f"| {label} | {_cell(k)} | {_cell(v)} | {_cell(t)} |"
+                  for k, v, t in ratio_rows(entry)]
     return "\n".join(lines)
 
 
@@ -399,8 +401,8 @@ def render_blocks(results: dict) -> dict:
         other = measured_elsewhere(results, entry)
         rows = [(w, f"{v} ({other})" if other else v, t) for w, v, t in rows]
         if name == "zoo" and zoo:
-            rows = [("model zoo: export and parity per network", "see [docs/bench.md](docs/bench.md)",
-                     "")]
+            rows = [("model zoo: export and parity per network",
+                     "see [docs/bench.md](docs/bench.md)", "")]
         summary += [f"| {_cell(w)} | {_cell(v)} | {_cell(t)} |" for w, v, t in rows]
     head = header(results)
     docs = [head, table(results), zoo]

@@ -1,6 +1,7 @@
 """Run every benchmark, write ``bench/results.json``, print one table of ratios.
 
-``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``. Every ``bench/<name>.py``
+``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``.
+Every ``bench/<name>.py``
 with ``def run(quick: bool = False) -> dict`` is a benchmark; each runs in a fresh
 process (a crash or a MindSpore context cannot leak into the next one) and a failure is
 recorded, not fatal. Figures are measured side by side inside each benchmark.
@@ -56,7 +57,8 @@ def machine() -> dict:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[dist] = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
+    return {"cpu": cpu, "cores": os.cpu_count(),
+            "system": f"{platform.system()} {platform.release()}",
             "python": platform.python_version(), "load_1min_at_start": _load(), **git_commit(),
             **versions}
 
@@ -158,7 +160,8 @@ def merge(part: dict, into: dict) -> list:
         into["benchmarks"][name] = {
             **entry, "commit": entry.get("commit") or machine.get("commit"),
             "commit_dirty": entry.get("commit_dirty", machine.get("commit_dirty")),
-            "date": entry.get("date") or part["date"], "cpu": entry.get("cpu") or machine.get("cpu")}
+            "date": entry.get("date") or part["date"],
+            "cpu": entry.get("cpu") or machine.get("cpu")}
         names.append(name)
     return sorted(names)
 
@@ -204,7 +207,8 @@ def render_command(results_path: Path, check: bool) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: fewer rounds, smaller runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: fewer rounds, smaller runs")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
     parser.add_argument("--out", type=Path, default=HERE / "results.json",
                         help="results file (written by a run, read by --render and --check)")

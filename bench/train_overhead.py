@@ -188,7 +188,8 @@ def model_train_pipeline(model: str, level: str, out: Path, stack):
     ms.set_seed(run.cfg.seed)
     net = run.spec.build()
     opt = make_optimizer(OPTIMIZER, net.trainable_params(), LR)
-    scale = None if level == "O0" else FixedLossScaleManager(FIXED_SCALE, drop_overflow_update=False)
+    scale = None if level == "O0" else FixedLossScaleManager(FIXED_SCALE,
+                                                             drop_overflow_update=False)
     trainer = Model(net, nn.CrossEntropyLoss(), opt, amp_level=level, loss_scale_manager=scale)
 
     def prepare(epoch: int):
@@ -273,7 +274,8 @@ def measure(model: str, level: str, rounds: int, root: Path) -> dict:
           + " steps/s", file=sys.stderr, flush=True)
     figures = {"steps_per_round": steps, "rounds": rounds,
                "steps_per_s": {name: round(value, 2) for name, value in rate.items()},
-               "amptool_vs_model_train_ratio": round(rate["amptool_train"] / rate["model_train"], 3),
+               "amptool_vs_model_train_ratio": round(rate["amptool_train"]
+                                                     / rate["model_train"], 3),
                "amptool_vs_bare_step_ratio": round(rate["amptool_train"] / rate["bare_step"], 3),
                "model_train_vs_bare_step_ratio": round(rate["model_train"] / rate["bare_step"], 3),
                "streaming_vs_in_memory_ratio": round(rate["amptool_train"]

@@ -32,7 +32,8 @@ def _train(out: Path, workers: int, batch: int, epochs: int) -> dict:
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
-        raise RuntimeError(f"amptool train --workers {workers} failed: {done.stderr.strip()[-300:]}")
+        raise RuntimeError(f"amptool train --workers {workers} failed: "
+                           f"{done.stderr.strip()[-300:]}")
     summary = json.loads(done.stdout)
     return {"workers": workers, "global_batch": batch * workers,
             "samples_per_s": round(summary["samples_per_s"], 1), "wall_s": round(wall, 2),
@@ -60,6 +61,7 @@ if __name__ == "__main__":
     figures = run(quick="--quick" in sys.argv[1:])
     for r in figures["runs"]:
         print(f"{r['workers']} worker(s), global batch {r['global_batch']}: "
-              f"{r['samples_per_s']:.0f} samples/s, wall {r['wall_s']:.1f} s, val acc {r['val_acc']:.3f}")
+              f"{r['samples_per_s']:.0f} samples/s, wall {r['wall_s']:.1f} s, "
+              f"val acc {r['val_acc']:.3f}")
     print(f"2 vs 1 workers: throughput {figures['throughput_2_vs_1_ratio']:.2f}x, "
           f"wall {figures['wall_2_vs_1_ratio']:.2f}x on {figures['cpu_cores']} cores")

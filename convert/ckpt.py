@@ -107,7 +107,8 @@ def check_config(cfg: CkptConfig) -> str:
     if not src.is_file():
         raise UsageError(f"checkpoint {src} does not exist", "check the input path")
     if dst.exists() and dst.resolve() == src.resolve():
-        raise UsageError(f"output {dst} is the input file", "write the converted checkpoint elsewhere")
+        raise UsageError(f"output {dst} is the input file",
+                         "write the converted checkpoint elsewhere")
     if dst.exists() and not cfg.force:
         raise UsageError(f"{dst} already exists", "pass --force to overwrite it")
     if dst.is_dir():

@@ -14,12 +14,19 @@ convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_comple
 
 
 def policy_command(
-    level: Optional[str] = typer.Option(None, help="Built-in level O0, O1, O2 or O3. \\[default: O2]"),
-    dtype: Optional[str] = typer.Option(None, help="Low dtype: fp16 or bf16 (bf16 not on CPU). \\[default: fp16]"),
-    policy: Optional[Path] = typer.Option(None, help="Read this policy file (TOML/YAML/JSON, or a run.json/manifest)."),
-    fp32_type: List[str] = typer.Option([], "--fp32-type", help="Cell type kept in fp32 (repeatable), e.g. Softmax."),
-    fp32_cell: List[str] = typer.Option([], "--fp32-cell", help="Cell path kept in fp32 (repeatable), e.g. blocks.1.attn.softmax."),
-    fp16_cell: List[str] = typer.Option([], "--fp16-cell", help="Cell path forced to the low dtype (repeatable)."),
+    level: Optional[str] = typer.Option(None, help="Built-in level O0, O1, O2 or O3. "
+                                                   "\\[default: O2]"),
+    dtype: Optional[str] = typer.Option(None, help="Low dtype: fp16 or bf16 (bf16 not on CPU). "
+                                                   "\\[default: fp16]"),
+    policy: Optional[Path] = typer.Option(None, help="Read this policy file (TOML/YAML/JSON, or a "
+                                                     "run.json/manifest)."),
+    fp32_type: List[str] = typer.Option([], "--fp32-type",
+                                        help="Cell type kept in fp32 (repeatable), e.g. Softmax."),
+    fp32_cell: List[str] = typer.Option([], "--fp32-cell",
+                                        help="Cell path kept in fp32 (repeatable), e.g. "
+                                             "blocks.1.attn.softmax."),
+    fp16_cell: List[str] = typer.Option([], "--fp16-cell",
+                                        help="Cell path forced to the low dtype (repeatable)."),
     model: opt.noted(opt.ModelOption, "Shows each cell's dtype.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
@@ -64,18 +71,27 @@ def ckpt_command(
     src: Path = typer.Argument(..., help="Checkpoint to convert (ckpt or safetensors)."),
     dst: Path = typer.Argument(..., help="File to write."),
     to: str = typer.Option(..., "--to", help="Target dtype of float entries: fp16 or fp32."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="ckpt or safetensors. \\[default: from OUT's extension, else ckpt]"),
-    policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs the model). \\[default: O2 when the model is known]"),
-    all_floats: bool = typer.Option(False, "--all", help="Convert every float entry, ignoring the policy."),
+    fmt: Optional[str] = typer.Option(None, "--format",
+                                      help="ckpt or safetensors. "
+                                           "\\[default: from OUT's extension, else ckpt]"),
+    policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs "
+                                                     "the model). "
+                                                     "\\[default: O2 when the model is known]"),
+    all_floats: bool = typer.Option(False, "--all",
+                                    help="Convert every float entry, ignoring the policy."),
     model: opt.with_default(opt.ModelOption, "the checkpoint's 'model' entry") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
-    weights_only: bool = typer.Option(False, "--weights-only", help="Keep only the network's parameters (drop optimizer/loss-scale state and counters; needs the model)."),
+    weights_only: bool = typer.Option(False, "--weights-only",
+                                      help="Keep only the network's parameters (drop "
+                                           "optimizer/loss-scale state and counters; needs the "
+                                           "model)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT if it exists."),
     as_json: opt.about(opt.JsonOption, "the conversion report") = False,
 ) -> None:
-    """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as they are."""
+    """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as
+    they are."""
     from amptool.convert.ckpt import CkptConfig, convert_checkpoint
     from amptool.models import parse_model_args
 
@@ -115,19 +131,27 @@ def _size(n: int) -> str:
 
 
 def search_command(
-    run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best checkpoint)."),
-    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or overriding the run's)."),
+    run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best "
+                                                  "checkpoint)."),
+    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or "
+                                                   "overriding the run's)."),
     model: opt.with_default(opt.ModelOption, "the run's") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
-    data: opt.noted(opt.DataOption, "Its held-out split feeds the trials. \\[default: the run's, else digits]") = None,
-    samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole split)."),
-    level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm fp32)."),
-    policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its fp32 cells stay fp32."),
+    data: opt.noted(opt.DataOption, "Its held-out split feeds the trials. "
+                                    "\\[default: the run's, else digits]") = None,
+    samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole "
+                                                    "split)."),
+    level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm "
+                                         "fp32)."),
+    policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its "
+                                                     "fp32 cells stay fp32."),
     out: opt.PolicyOutOption = Path("policy.toml"),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-    thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity config's thresholds table works) over parity's fp16 defaults."),
+    thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity "
+                                                         "config's thresholds table works) over "
+                                                         "parity's fp16 defaults."),
     device: opt.DeviceOption = "auto",
     range_safety: str = typer.Option("0.5", help="Range pass before any trial: cells (blocks "
                                      "too) whose fp32 outputs or inputs reach this share of "
@@ -167,7 +191,8 @@ def search_command(
         if result.kept else "none"
     typer.echo(f"kept in fp32 (beyond the base): {kept}")
     typer.echo(f"policy {result.policy.describe()}")
-    typer.echo(f"fp16 share: {result.params_fp16:.1%} of parameters, {result.flops_fp16:.1%} of FLOPs"
+    typer.echo(f"fp16 share: {result.params_fp16:.1%} of parameters, "
+               f"{result.flops_fp16:.1%} of FLOPs"
                f" | confirmed on a fresh network: cosine {result.confirm['metrics']['cosine']:.6f}")
     typer.echo(f"{result.n_trials} trials (brute force: {len(result.candidates)}) in "
                f"{result.seconds:.1f} s | wrote {result.out}")

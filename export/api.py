@@ -174,5 +174,6 @@ def _check_existing(paths: list, force: bool) -> None:
     existing = [str(p) for p in paths if p.exists() or manifest_path(p).exists()]
     if existing and not force:
         raise UsageError(f"{len(existing)} artefact(s) already exist ({', '.join(existing[:3])}); "
-                         "nothing was touched", "pass --force to replace them, or choose another --out")
+                         "nothing was touched",
+                         "pass --force to replace them, or choose another --out")
 

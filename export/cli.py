@@ -10,27 +10,43 @@ from amptool import options as opt
 
 
 def export_command(
-    run: Optional[Path] = typer.Option(None, help="Training run folder: model, policy, preprocessing from run.json, weights from its best checkpoint."),
-    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint file (.ckpt or .safetensors) instead of --run; needs --model."),
-    model: opt.noted(opt.ModelOption, "Needed with --ckpt; with --run, replaces the run's model.") = None,
+    run: Optional[Path] = typer.Option(None, help="Training run folder: model, policy, "
+                                                  "preprocessing from run.json, weights from its "
+                                                  "best checkpoint."),
+    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint file (.ckpt or .safetensors) "
+                                                   "instead of --run; needs --model."),
+    model: opt.noted(opt.ModelOption, "Needed with --ckpt; with --run, replaces the run's "
+                                      "model.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
     which: str = typer.Option("best", help="With --run: the best or last checkpoint."),
-    fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f", help="MINDIR, AIR or ONNX (case-insensitive); repeat or comma-separate for several."),
+    fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f",
+                                  help="MINDIR, AIR or ONNX (case-insensitive); repeat or "
+                                       "comma-separate for several."),
     precision: str = typer.Option("both", help="fp32, fp16 or both."),
     batch_size: int = typer.Option(1, help="Fixed batch dimension of the exported graph."),
-    dynamic_batch: bool = typer.Option(False, "--dynamic-batch", help="Export a dynamic batch dimension instead of --batch-size."),
-    io_dtype: str = typer.Option("fp32", help="Input/output dtype of the fp16 artefact: fp32 (drop-in for the fp32 one) or fp16."),
+    dynamic_batch: bool = typer.Option(False, "--dynamic-batch",
+                                       help="Export a dynamic batch dimension instead of "
+                                            "--batch-size."),
+    io_dtype: str = typer.Option("fp32", help="Input/output dtype of the fp16 artefact: fp32 "
+                                              "(drop-in for the fp32 one) or fp16."),
     out: opt.with_default(opt.OutOption, "RUN/export, or out/export with --ckpt") = None,
     force: bool = typer.Option(False, "--force", help="Replace existing artefacts."),
-    policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON) for the fp16 graph; overrides the run's."),
-    amp_level: opt.noted(opt.AmpLevelOption, "For the fp16 graph (overrides the run's policy); O0/O1 export as O2.") = None,
-    data: opt.noted(opt.DataOption, "With --ckpt: the training data, to record its preprocessing in the manifest ('none' to skip).") = "digits",
-    val_fraction: float = typer.Option(0.2, help="With --ckpt: the validation fraction used in training."),
+    policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON) for "
+                                                     "the fp16 graph; overrides the run's."),
+    amp_level: opt.noted(opt.AmpLevelOption, "For the fp16 graph (overrides the run's policy); "
+                                             "O0/O1 export as O2.") = None,
+    data: opt.noted(opt.DataOption, "With --ckpt: the training data, to record its preprocessing "
+                                    "in the manifest ('none' to skip).") = "digits",
+    val_fraction: float = typer.Option(0.2, help="With --ckpt: the validation fraction used in "
+                                                 "training."),
     device: opt.noted(opt.DeviceOption, "AIR needs Ascend.") = "auto",
-    encrypt_key_file: Optional[Path] = typer.Option(None, help="Encrypt MINDIR with the AES-GCM key in this file (hex or raw 16/24/32 bytes)."),
-    encrypt_key_env: Optional[str] = typer.Option(None, help="Encrypt MINDIR with the key (hex) in this environment variable."),
+    encrypt_key_file: Optional[Path] = typer.Option(None,
+                                                    help="Encrypt MINDIR with the AES-GCM key in "
+                                                         "this file (hex or raw 16/24/32 bytes)."),
+    encrypt_key_env: Optional[str] = typer.Option(None, help="Encrypt MINDIR with the key (hex) in "
+                                                             "this environment variable."),
     as_json: opt.about(opt.JsonOption, "the written artefacts with their manifests") = False,
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
@@ -71,10 +87,13 @@ def export_command(
 def inspect_command(
     path: Path = typer.Argument(..., help="A .mindir or .onnx file."),
     key_file: Optional[Path] = typer.Option(None, help="Key file of an encrypted MINDIR."),
-    key_env: Optional[str] = typer.Option(None, help="Environment variable holding the key (hex) of an encrypted MINDIR. [default: AMPTOOL_MINDIR_KEY when set]"),
+    key_env: Optional[str] = typer.Option(None, help="Environment variable holding the key (hex) "
+                                                     "of an encrypted MINDIR. "
+                                                     "[default: AMPTOOL_MINDIR_KEY when set]"),
     as_json: opt.about(opt.JsonOption, "the facts") = False,
 ) -> None:
-    """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its manifest)."""
+    """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its
+    manifest)."""
     from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
     from amptool.errors import CheckFailed
     from amptool.export.inspect import format_report, inspect_artefact

@@ -2,7 +2,8 @@
 
 ``--run DIR`` reads all of it from the training run (``run.json`` and ``best``/``last``
 checkpoint), with ``--model`` (and its ``--model-arg``/``--input-spec``) in place of the
-run's model where given; ``--ckpt FILE --model NAME`` takes it from options. ``--policy``/``--amp-level``
+run's model where given; ``--ckpt FILE --model NAME`` takes it from options.
+``--policy``/``--amp-level``
 replace the run's policy in the export, while the manifests keep the run's own as
 ``source_policy``.
 """

@@ -10,31 +10,64 @@ from amptool import options as opt
 
 
 def parity_command(
-    artefacts: List[str] = typer.Argument(..., metavar="REFERENCE CANDIDATE...", help="Reference (artefact, checkpoint or run folder) then candidate artefacts; with --load-outputs, candidates only."),
-    data: opt.noted(opt.DataOption, "Real samples (held-out split). \\[default: the manifest's data, else digits]") = None,
-    samples: Optional[int] = typer.Option(None, help="Use the first N held-out samples. \\[default: all]"),
-    inputs: Optional[Path] = typer.Option(None, help="An .npz of ready inputs (arrays named after the inputs, or x; labels y), fed as they are."),
-    save_outputs: Optional[Path] = typer.Option(None, "--save-outputs", help="Store the reference's outputs, inputs and labels (golden data) in this .npz."),
-    load_outputs: Optional[Path] = typer.Option(None, "--load-outputs", help="Compare the candidates against golden outputs stored by --save-outputs."),
-    per_layer: bool = typer.Option(False, "--per-layer", help="Localize the first diverging cell (eager fp32 vs the candidate's policy) and check stored weights."),
-    layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. \\[default: 32]"),
-    layer_min_cosine: Optional[float] = typer.Option(None, help="Per-cell cosine limit. \\[default: the candidate's --min-cosine]"),
+    artefacts: List[str] = typer.Argument(..., metavar="REFERENCE CANDIDATE...",
+                                          help="Reference (artefact, checkpoint or run folder) "
+                                               "then candidate artefacts; with --load-outputs, "
+                                               "candidates only."),
+    data: opt.noted(opt.DataOption, "Real samples (held-out split). "
+                                    "\\[default: the manifest's data, else digits]") = None,
+    samples: Optional[int] = typer.Option(None, help="Use the first N held-out samples. "
+                                                     "\\[default: all]"),
+    inputs: Optional[Path] = typer.Option(None, help="An .npz of ready inputs (arrays named after "
+                                                     "the inputs, or x; labels y), fed as they "
+                                                     "are."),
+    save_outputs: Optional[Path] = typer.Option(None, "--save-outputs",
+                                                help="Store the reference's outputs, inputs and "
+                                                     "labels (golden data) in this .npz."),
+    load_outputs: Optional[Path] = typer.Option(None, "--load-outputs",
+                                                help="Compare the candidates against golden "
+                                                     "outputs stored by --save-outputs."),
+    per_layer: bool = typer.Option(False, "--per-layer",
+                                   help="Localize the first diverging cell (eager fp32 vs the "
+                                        "candidate's policy) and check stored weights."),
+    layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. "
+                                                           "\\[default: 32]"),
+    layer_min_cosine: Optional[float] = typer.Option(None,
+                                                     help="Per-cell cosine limit. \\[default: the "
+                                                          "candidate's --min-cosine]"),
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
-    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted)."),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="Decryption key of encrypted MindIR artefacts."),
-    max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest max|c - r| / max(1, max|ref|): absolute error in units of the reference's largest magnitude (a number or 'off'). \\[default: off fp16, 1e-4 fp32]"),
-    metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn; fn(outputs: list of arrays, labels or None) -> float, higher is better."),
-    max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop", help="Largest drop of --metric, reference minus candidate (a number or 'off'). \\[default: 0]"),
-    atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. \\[default: 1e-3]"),
-    rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. \\[default: 1e-2]"),
-    allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="Tolerate NaN/Inf in a candidate."),
-    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options and a \\[thresholds] table; flags override it."),
-    json_out: Optional[Path] = typer.Option(None, "--json-out", help="Write the full report as JSON to this file."),
+    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's "
+                                                   "weights cannot be read (encrypted)."),
+    key_file: Optional[Path] = typer.Option(None, "--key-file",
+                                            help="Decryption key of encrypted MindIR artefacts."),
+    max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled",
+                                                 help="Largest max|c - r| / max(1, max|ref|): "
+                                                      "absolute error in units of the reference's "
+                                                      "largest magnitude (a number or 'off'). "
+                                                      "\\[default: off fp16, 1e-4 fp32]"),
+    metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn; fn(outputs: list "
+                                                    "of arrays, labels or None) -> float, higher "
+                                                    "is better."),
+    max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop",
+                                                  help="Largest drop of --metric, reference minus "
+                                                       "candidate (a number or 'off'). "
+                                                       "\\[default: 0]"),
+    atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. "
+                                                  "\\[default: 1e-3]"),
+    rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. "
+                                                  "\\[default: 1e-2]"),
+    allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite",
+                                         help="Tolerate NaN/Inf in a candidate."),
+    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options and a "
+                                                     "\\[thresholds] table; flags override it."),
+    json_out: Optional[Path] = typer.Option(None, "--json-out",
+                                            help="Write the full report as JSON to this file."),
     junit: Optional[Path] = typer.Option(None, help="Write a JUnit XML report."),
-    plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs matplotlib; implies --per-layer)."),
+    plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs "
+                                                   "matplotlib; implies --per-layer)."),
     device: opt.with_default(opt.DeviceOption, "auto") = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,

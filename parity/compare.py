@@ -50,7 +50,8 @@ def check_config(cfg: ParityConfig) -> None:
         raise UsageError("no reference given", "amptool parity REFERENCE CANDIDATE")
     if not cfg.load_outputs and not cfg.candidates and not cfg.save_outputs:
         raise UsageError("no candidate to compare with the reference",
-                         "amptool parity REFERENCE CANDIDATE [CANDIDATE ...] (or --save-outputs FILE)")
+                         "amptool parity REFERENCE CANDIDATE [CANDIDATE ...] "
+                         "(or --save-outputs FILE)")
     if cfg.inputs and cfg.data:
         raise UsageError("--inputs and --data exclude each other", "give one source of inputs")
     for name in ("samples", "layer_samples", "batch_size"):
@@ -199,7 +200,8 @@ def check_compatible(ref: Side, cand: Side) -> None:
     for what in ("inputs", "outputs"):
         a, b = getattr(ref, what), getattr(cand, what)
         if len(a) != len(b):
-            raise UsageError(f"{cand.path} has {len(b)} {what}, the reference {ref.path} has {len(a)}",
+            raise UsageError(f"{cand.path} has {len(b)} {what}, "
+                             f"the reference {ref.path} has {len(a)}",
                              "compare artefacts of the same model")
         for x, y in zip(a, b):
             sx, sy = list(x["shape"]), list(y["shape"])
@@ -207,7 +209,8 @@ def check_compatible(ref: Side, cand: Side) -> None:
                 p == q or p == -1 or q == -1 for p, q in list(zip(sx, sy))[1:])
             if not fits:
                 raise UsageError(f"{what[:-1]} shapes cannot match: {cand.path} {sy} vs the "
-                                 f"reference {ref.path} {sx}", "compare artefacts of the same model")
+                                 f"reference {ref.path} {sx}",
+                                 "compare artefacts of the same model")
 
 
 def _data_spec(cfg: ParityConfig, sides: list) -> str:

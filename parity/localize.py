@@ -25,7 +25,8 @@ def _weights_of(src: Side, fallback: list, cache: dict) -> tuple:
     """(name -> array, description) of the weights a side computes with."""
     stored = side_weights(src) if src.kind != "golden" else None
     if stored is not None:
-        return stored, f"{src.path} ({'checkpoint' if src.kind == 'checkpoint' else 'stored weights'})"
+        return stored, (f"{src.path} "
+                        f"({'checkpoint' if src.kind == 'checkpoint' else 'stored weights'})")
     for ckpt in [src.checkpoint] + fallback:
         if ckpt and Path(ckpt).is_file():
             return _checkpoint_weights(ckpt, cache), f"checkpoint {ckpt}"

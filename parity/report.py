@@ -128,7 +128,8 @@ def _metric_lines(output: dict) -> list:
 def layer_lines(layer: dict) -> list:
     lines = [f"  per-layer ({layer['samples']} samples, {layer['policy']} vs fp32, cell cosine "
              f">= {layer['min_cosine']}):",
-             f"    {'#':>3} {'cell':<28} {'type':<14} {'dtype':<8} {'cosine':>10} {'rel_l2':>10}  note"]
+             f"    {'#':>3} {'cell':<28} {'type':<14} {'dtype':<8} {'cosine':>10} "
+             f"{'rel_l2':>10}  note"]
     first = layer["first_flagged"]
     for i, row in enumerate(layer["rows"]):
         note = ""
@@ -140,7 +141,8 @@ def layer_lines(layer: dict) -> list:
             note = f"{note}; fp32 reaches {row['ref_absmax']:.4g}".lstrip("; ")
         elif row.get("fp16_risk") == "subnormal":
             note = f"{note}; {row['subnormal']:.0%} fp16-subnormal".lstrip("; ")
-        lines.append(f"    {i:>3} {row['path'][:28]:<28} {row['type'][:14]:<14} {row['dtype'][:8]:<8}"
+        lines.append(f"    {i:>3} {row['path'][:28]:<28} {row['type'][:14]:<14}"
+                     f" {row['dtype'][:8]:<8}"
                      f" {fmt(row['cosine']):>10} {fmt(row.get('rel_l2')):>10}  {note}".rstrip())
     if first is None:
         lines.append("    no cell below threshold")

@@ -109,7 +109,8 @@ def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None)
     user named, over any the files record."""
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"{path} does not exist", "give an exported artefact, a checkpoint or a run folder")
+        raise UsageError(f"{path} does not exist",
+                         "give an exported artefact, a checkpoint or a run folder")
     if p.is_dir() or is_checkpoint_file(p):
         return _open_checkpoint(p, model)
     return _open_artefact(p, model, ckpt, key)

@@ -22,7 +22,8 @@ def results() -> dict:
 
 def test_quoted_figures_are_the_results_files(render, results):
     blocks = render.render_blocks(results)
-    assert set(blocks) == {render.Block(ROOT / "README.md"), render.Block(ROOT / "README.md", "zoo"),
+    assert set(blocks) == {render.Block(ROOT / "README.md"),
+                           render.Block(ROOT / "README.md", "zoo"),
                            render.Block(ROOT / "docs" / "bench.md")}
     for (path, name), block in blocks.items():
         _, current, _ = render.split_block(path.read_text(encoding="utf-8"), path, name)
@@ -101,7 +102,8 @@ def test_a_merged_entry_names_its_commit_and_another_processor(render, results):
     merged = copy.deepcopy(results)
     merged["machine"].update(commit="a" * 40, cpu="Intel(R) Xeon(R) Processor")
     entry = {"status": "ok", "commit": "b" * 40, "cpu": "AMD EPYC", "figures": {}}
-    assert render.measured_elsewhere(merged, entry) == "measured at commit `bbbbbbbbbbbb` on AMD EPYC"
+    assert render.measured_elsewhere(merged, entry) == \
+        "measured at commit `bbbbbbbbbbbb` on AMD EPYC"
     entry["cpu"] = "Intel(R) Xeon(R) Processor"
     assert render.measured_elsewhere(merged, entry) == "measured at commit `bbbbbbbbbbbb`"
     assert render.measured_elsewhere(merged, dict(entry, commit="a" * 40)) == ""

@@ -10,7 +10,8 @@ example expects exit 0, or the code its comment names (``# exits 1``).
 A console example's output is a transcript the test produces: the command's real output
 must match the document's line for line and word for word, with numbers (counts, metrics,
 sizes, seconds, versions: another CPU trains and rounds differently) free to differ, a
-``...`` line standing for any lines and a line ending in ``...`` for the rest of that line. ``AMPTOOL_WRITE_DOCS=1 python3 -m pytest -n 0 tests/test_docs.py`` writes
+``...`` line standing for any lines and a line ending in ``...`` for the rest of that line.
+``AMPTOOL_WRITE_DOCS=1 python3 -m pytest -n 0 tests/test_docs.py`` writes
 each transcript from the real output (keeping its ``...`` elisions).
 
 Files the documents leave to the reader are written first: ``my_net.py`` (the README's

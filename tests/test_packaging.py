@@ -58,7 +58,8 @@ def installed(wheel, tmp_path_factory):
 def test_regular_install_runs_train(installed, tmp_path):
     target = installed
     env = dict(os.environ, PYTHONPATH=str(target))
-    where = subprocess.run([sys.executable, "-c", "import amptool.train.loop as m; print(m.__file__)"],
+    where = subprocess.run([sys.executable, "-c",
+                            "import amptool.train.loop as m; print(m.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     assert where.stdout.strip().startswith(str(target))
     run = subprocess.run([sys.executable, "-m", "amptool", "train", "--epochs", "1", "--json",
@@ -92,8 +93,10 @@ def test_layers_contract_holds_and_catches_a_back_arrow(installed, tmp_path):
     assert kept.returncode == 0 and "1 kept, 0 broken" in kept.stdout, kept.stdout + kept.stderr
     planted = tmp_path / "planted"
     shutil.copytree(installed, planted)
-    (planted / "amptool" / "fileio.py").open("a").write("\nimport amptool.train.loop  # back-arrow\n")
-    (planted / "amptool" / "export" / "writer.py").open("a").write("\nimport amptool.parity.report\n")
+    (planted / "amptool" / "fileio.py").open("a").write(
+        "\nimport amptool.train.loop  # back-arrow\n")
+    (planted / "amptool" / "export" / "writer.py").open("a").write(
+        "\nimport amptool.parity.report\n")
     broken = _lint(planted, tmp_path)
     assert broken.returncode != 0, broken.stdout
     assert "amptool.fileio -> amptool.train.loop" in broken.stdout

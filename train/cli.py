@@ -17,12 +17,21 @@ def train_command(
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
     range_safety: opt.RangeSafetyOption = None,
-    loss_scale: Optional[str] = typer.Option(None, help="dynamic, static:VALUE or none. \\[default: dynamic for O1/O2, none for O0/O3]"),
-    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. \\[default: 65536]"),
-    scale_factor: Optional[int] = typer.Option(None, help="Dynamic loss scale factor. \\[default: 2]"),
-    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. \\[default: 2000]"),
-    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the run as diverged. \\[default: 50]"),
-    log_every: Optional[int] = typer.Option(None, help="Steps between read-backs of the loss and skip counts (one metrics.jsonl line each; the first and last step of an epoch too). \\[default: 10]"),
+    loss_scale: Optional[str] = typer.Option(None,
+                                             help="dynamic, static:VALUE or none. "
+                                                  "\\[default: dynamic for O1/O2, none for O0/O3]"),
+    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. "
+                                                          "\\[default: 65536]"),
+    scale_factor: Optional[int] = typer.Option(None,
+                                               help="Dynamic loss scale factor. \\[default: 2]"),
+    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. "
+                                                          "\\[default: 2000]"),
+    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the "
+                                                         "run as diverged. \\[default: 50]"),
+    log_every: Optional[int] = typer.Option(None, help="Steps between read-backs of the loss and "
+                                                       "skip counts (one metrics.jsonl line each; "
+                                                       "the first and last step of an epoch too). "
+                                                       "\\[default: 10]"),
     epochs: opt.noted(opt.EpochsOption, "A resumed run continues up to it.") = None,
     batch_size: opt.BatchSizeOption = None,
     lr: Optional[float] = typer.Option(None, help="Learning rate. \\[default: 0.001]"),
@@ -30,20 +39,39 @@ def train_command(
     seed: opt.SeedOption = None,
     device: opt.with_default(opt.DeviceOption, "auto") = None,
     out: opt.with_default(opt.OutOption, "runs/train") = None,
-    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. \\[default: 0.2]"),
+    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. "
+                                                            "\\[default: 0.2]"),
     ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. \\[default: ckpt]"),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in --out."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the trained run --out holds (refused without this or --resume)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in "
+                                                        "--out."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace the trained run --out holds (refused without this "
+                                        "or --resume)."),
     config: opt.ConfigOption = None,
-    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched with msrun. \\[default: 1]"),
-    sink_size: Optional[int] = typer.Option(None, help="Steps per host call through MindSpore's data sinking (Ascend and GPU only; refused on CPU). \\[default: --log-every on Ascend/GPU, off on CPU]"),
-    data_workers: Optional[int] = typer.Option(None, help="Parallel workers reading, decoding and resizing the data ahead of the step. \\[default: the cores, up to 8]"),
-    augment: Optional[str] = typer.Option(None, help="Training-only image augmentation: crop, flip or crop,flip (each image's draws fixed by seed, epoch and row). \\[default: none]"),
-    nodes: Optional[int] = typer.Option(None, help="Hosts taking part (msrun); --workers is per host. \\[default: 1]"),
-    node_rank: Optional[int] = typer.Option(None, help="This host's rank among --nodes. \\[default: 0]"),
-    master_addr: Optional[str] = typer.Option(None, help="Address of the rank-0 host (msrun). \\[default: 127.0.0.1]"),
-    master_port: Optional[int] = typer.Option(None, help="msrun's port; 0 picks a free one. \\[default: 0]"),
-    start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and the cluster to form before the job is stopped. \\[default: 120, or 600 with several --nodes]"),
+    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched "
+                                                     "with msrun. \\[default: 1]"),
+    sink_size: Optional[int] = typer.Option(None, help="Steps per host call through MindSpore's "
+                                                       "data sinking (Ascend and GPU only; refused "
+                                                       "on CPU). \\[default: --log-every on "
+                                                       "Ascend/GPU, off on CPU]"),
+    data_workers: Optional[int] = typer.Option(None, help="Parallel workers reading, decoding and "
+                                                          "resizing the data ahead of the step. "
+                                                          "\\[default: the cores, up to 8]"),
+    augment: Optional[str] = typer.Option(None, help="Training-only image augmentation: crop, flip "
+                                                     "or crop,flip (each image's draws fixed by "
+                                                     "seed, epoch and row). \\[default: none]"),
+    nodes: Optional[int] = typer.Option(None, help="Hosts taking part (msrun); --workers is per "
+                                                   "host. \\[default: 1]"),
+    node_rank: Optional[int] = typer.Option(None, help="This host's rank among --nodes. "
+                                                       "\\[default: 0]"),
+    master_addr: Optional[str] = typer.Option(None, help="Address of the rank-0 host (msrun). "
+                                                         "\\[default: 127.0.0.1]"),
+    master_port: Optional[int] = typer.Option(None, help="msrun's port; 0 picks a free one. "
+                                                         "\\[default: 0]"),
+    start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and "
+                                                             "the cluster to form before the job "
+                                                             "is stopped. \\[default: 120, or 600 "
+                                                             "with several --nodes]"),
     quiet: opt.about(opt.QuietOption, "the final summary") = False,
     as_json: opt.JsonOption = False,
 ) -> None:
@@ -57,8 +85,10 @@ def train_command(
     from amptool.train.config import build_command_config
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
-                 input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
-                 policy=str(policy) if policy else None, range_safety=range_safety, loss_scale=loss_scale,
+                 input_spec=input_spec, data=data,
+                 amp_level=amp_level.upper() if amp_level else None,
+                 policy=str(policy) if policy else None, range_safety=range_safety,
+                 loss_scale=loss_scale,
                  scale_init=scale_init, scale_factor=scale_factor, scale_window=scale_window,
                  max_skipped=max_skipped, log_every=log_every, epochs=epochs,
                  batch_size=batch_size, lr=lr,
@@ -74,7 +104,8 @@ def train_command(
 
     (cfg, launch, as_json), in_file = layered(build, config, {**flags, **command_flags})
     quiet = launch.quiet or as_json
-    explicit = {k.replace("-", "_") for k in in_file} | {k for k, v in flags.items() if v is not None}
+    explicit = {k.replace("-", "_") for k in in_file} \
+        | {k for k, v in flags.items() if v is not None}
     opt.consent(trust_model)
     reporter = _Reporter(quiet)
     from amptool.train.run import run_training
@@ -90,8 +121,10 @@ def _print_summary(summary: dict, as_json: bool) -> None:
         opt.print_json(summary)
         return
     typer.echo(
-        f"{'already finished' if summary.get('already_finished') else 'done'}: {summary['model']} {summary['policy']} on {summary['device']}"
-        f" x{summary['workers']} | val acc {summary['val_acc']:.4f} (best {summary['best_acc']:.4f})"
+        f"{'already finished' if summary.get('already_finished') else 'done'}: "
+        f"{summary['model']} {summary['policy']} on {summary['device']}"
+        f" x{summary['workers']} | val acc {summary['val_acc']:.4f}"
+        f" (best {summary['best_acc']:.4f})"
         f" | {summary['steps']} steps, {summary['overflow_steps']} overflow steps skipped"
         f" | loss scale {summary['loss_scale']:g} | {summary['samples_per_s']:.0f} samples/s"
         f" | {summary['out']}")
@@ -139,7 +172,8 @@ class _Reporter:
                       f" logs in {event['logs']}")
         elif kind == "start":
             self._say(f"training on {event['device']}, policy {event['policy']}, loss scale "
-                      f"{event['loss_scale']}, epochs {event['start_epoch'] + 1}..{event['epochs']}")
+                      f"{event['loss_scale']}, "
+                      f"epochs {event['start_epoch'] + 1}..{event['epochs']}")
             if self.progress:
                 self.task = self.progress.add_task(
                     "train", total=event["epochs"] * event["steps_per_epoch"],

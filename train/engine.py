@@ -34,7 +34,8 @@ def parse_loss_scale(text: str | None, level: str, init: float = 2.0 ** 16, fact
     low = text.lower()
     if low == "dynamic":
         if init < 1 or factor < 2 or window < 1 or int(factor) != factor:
-            raise UsageError(f"bad dynamic loss scale (init {init}, factor {factor}, window {window})",
+            raise UsageError(f"bad dynamic loss scale (init {init}, factor {factor}, "
+                             f"window {window})",
                              "use init >= 1, an integer factor >= 2 and window >= 1")
         return LossScale("dynamic", float(init), int(factor), int(window))
     if low == "none":
@@ -45,7 +46,8 @@ def parse_loss_scale(text: str | None, level: str, init: float = 2.0 ** 16, fact
         except ValueError:
             value = -1.0
         if not value >= 1.0:
-            raise UsageError(f"bad static loss scale '{text}'", "write static:VALUE with VALUE >= 1")
+            raise UsageError(f"bad static loss scale '{text}'",
+                             "write static:VALUE with VALUE >= 1")
         return LossScale("static", value, 1, 1)
     raise UsageError(f"unknown loss scale '{text}'", "use dynamic, static:VALUE or none")
 

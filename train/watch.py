@@ -88,7 +88,8 @@ class Job:
                 self._read_states()
                 raise self._failure(time.monotonic() - t0) or WorkerFailed(
                     f"msrun exited with code {rc} before every rank finished "
-                    f"(log: {self.logs / 'msrun.log'})", "see that log and the worker logs beside it")
+                    f"(log: {self.logs / 'msrun.log'})",
+                    "see that log and the worker logs beside it")
             time.sleep(POLL_S)
 
     def _snapshot(self) -> None:

@@ -4,7 +4,8 @@
 msrun runs this module twice over: once as its scheduler (``MS_ROLE=MS_SCHED``), where
 ``init()`` serves the cluster and ends the process, and once per worker. Each process
 reports through a small status file beside its log (``rank_<R>.json``,
-``scheduler.json``): phase ``started`` -> ``joining`` (calling ``init()``) -> ``ready`` -> ``done`` with
+``scheduler.json``): phase ``started`` -> ``joining`` (calling ``init()``) -> ``ready`` ->
+``done`` with
 its summary, or ``failed`` with the error. The lead rank also prints one
 ``amptool-event {json}`` line per training event into its log, which the launcher follows.
 """

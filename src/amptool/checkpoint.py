@@ -29,7 +29,8 @@ def detect_format(path: str | os.PathLike) -> str:
         with open(path, "rb") as fh:
             head = fh.read(9)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and permissions") from None
+        raise UsageError(f"cannot read {path}: {exc.strerror}",
+                         "check the path and permissions") from None
     if len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < (1 << 30):
         return "safetensors"
     return "ckpt"

@@ -24,7 +24,8 @@ def info(as_json: opt.JsonOption = False) -> None:
 
     facts = host_info()
     if as_json:
-        formats = {fmt: {"available": ok, "reason": why} for fmt, (ok, why) in facts["formats"].items()}
+        formats = {fmt: {"available": ok, "reason": why}
+                   for fmt, (ok, why) in facts["formats"].items()}
         opt.print_json({**facts, "formats": formats})
         return
     typer.echo(f"amptool {facts['amptool']}  MindSpore {facts['mindspore']}  "
@@ -47,10 +48,14 @@ def run_command(
     seed: opt.SeedOption = None,
     device: opt.with_default(opt.DeviceOption, "auto") = None,
     out: opt.with_default(opt.OutOption, "runs/pipeline") = None,
-    onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. \\[default: auto]"),
-    samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. \\[default: all]"),
-    per_layer: bool = typer.Option(False, "--per-layer", help="Add per-layer localization to the parity report."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out holds (refused without it)."),
+    onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. "
+                                                  "\\[default: auto]"),
+    samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. "
+                                                     "\\[default: all]"),
+    per_layer: bool = typer.Option(False, "--per-layer",
+                                   help="Add per-layer localization to the parity report."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "
+                                                              "holds (refused without it)."),
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
@@ -62,8 +67,10 @@ def run_command(
     from .pipeline import PipelineConfig, format_summary, run_pipeline
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
-                 input_spec=input_spec, data=data, amp_level=amp_level.upper() if amp_level else None,
-                 policy=_s(policy), range_safety=range_safety, epochs=epochs, batch_size=batch_size, seed=seed,
+                 input_spec=input_spec, data=data,
+                 amp_level=amp_level.upper() if amp_level else None,
+                 policy=_s(policy), range_safety=range_safety, epochs=epochs,
+                 batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None, overwrite=overwrite or None)
     cfg = PipelineConfig.from_file(config, **flags)
@@ -97,7 +104,8 @@ def _stage_printer(event: dict) -> None:
         typer.echo(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
                    "replaced")
     elif event["kind"] == "epoch":
-        typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} val acc {event['val_acc']:.4f}")
+        typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
+                   f"val acc {event['val_acc']:.4f}")
 
 
 def _register_subcommands() -> None:

@@ -151,7 +151,8 @@ def _import_module(dotted: str):
         return importlib.import_module(dotted)
     except Exception as exc:
         raise UsageError(f"model module {dotted} failed to import: {type(exc).__name__}: "
-                         f"{first_line(exc)}", "install the package or fix the module name") from None
+                         f"{first_line(exc)}",
+                         "install the package or fix the module name") from None
 
 
 def _import_file(path: Path):

@@ -35,7 +35,8 @@ class RunDir:
             raise UsageError(f"run folder {self.path} does not exist",
                              "pass the --out folder of amptool train")
         if not self.has_info():
-            raise UsageError(f"{self.path} has no run.json", "pass the --out folder of amptool train")
+            raise UsageError(f"{self.path} has no run.json",
+                             "pass the --out folder of amptool train")
         return self
 
     def read(self) -> dict:

@@ -46,7 +46,8 @@ class InputSpec:
 
     def concrete_shape(self, batch: int, fill: int = 8) -> tuple:
         """The shape with the batch set and other dynamic dimensions set to ``fill``."""
-        return tuple(batch if i == 0 else (fill if d == -1 else d) for i, d in enumerate(self.shape))
+        return tuple(batch if i == 0 else (fill if d == -1 else d)
+                     for i, d in enumerate(self.shape))
 
     def example(self, batch: int) -> np.ndarray:
         """Deterministic valid values: zeros, or the range's low end for integers."""

@@ -44,7 +44,8 @@ def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
                          "save images as x (N,H,W) or (N,C,H,W) and labels as y (N,)")
     x = arrays["x"]
     if x.dtype != np.uint8 and not np.issubdtype(x.dtype, np.floating):
-        raise UsageError(f"{path}: images are {x.dtype}", "store x as uint8 (0-255) or floats in [0, 1]")
+        raise UsageError(f"{path}: images are {x.dtype}",
+                         "store x as uint8 (0-255) or floats in [0, 1]")
     return x, np.asarray(arrays["y"])
 
 
@@ -242,7 +243,8 @@ def npz_arrays(path: str) -> dict:
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"cannot read {path} as .npz: {exc}", "give a file from numpy.savez") from None
+        raise UsageError(f"cannot read {path} as .npz: {exc}",
+                         "give a file from numpy.savez") from None
 
 
 def _mapped(path: str, info: zipfile.ZipInfo) -> Optional[np.ndarray]:

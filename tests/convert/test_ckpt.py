@@ -162,11 +162,16 @@ def test_user_mistakes_are_one_line_and_leave_nothing(fp16_ckpt, tmp_path):
     corrupt = tmp_path / "corrupt.ckpt"
     corrupt.write_bytes(out.read_bytes()[:5000])
     cases = [
-        (["convert", "ckpt", str(corrupt), str(tmp_path / "a.ckpt"), "--to", "fp16"], "cannot be read"),
-        (["convert", "ckpt", str(tmp_path / "no.ckpt"), str(tmp_path / "a.ckpt"), "--to", "fp16"], "does not exist"),
-        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "int8"], "unknown target dtype"),
-        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "fp16", "--format", "pt"], "unknown checkpoint format"),
-        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "fp16", "--model", "lenet5",
+        (["convert", "ckpt", str(corrupt), str(tmp_path / "a.ckpt"), "--to", "fp16"],
+         "cannot be read"),
+        (["convert", "ckpt", str(tmp_path / "no.ckpt"), str(tmp_path / "a.ckpt"), "--to", "fp16"],
+         "does not exist"),
+        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "int8"],
+         "unknown target dtype"),
+        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "fp16", "--format", "pt"],
+         "unknown checkpoint format"),
+        (["convert", "ckpt", str(out), str(tmp_path / "a.ckpt"), "--to", "fp16",
+          "--model", "lenet5",
           "--policy", str(tmp_path / "missing.toml")], "does not exist"),
         (["convert", "ckpt", str(out), str(out), "--to", "fp16", "--force"], "is the input file"),
     ]

@@ -108,7 +108,8 @@ def test_kept_cells_map_to_source_in_the_table_the_json_and_the_file(tmp_path):
 
 @pytest.mark.slow
 def test_o2_equals_o3_with_its_black_list_as_types():
-    """The built-in O2 is the same policy as O3 keeping BatchNorm2d in fp32: same dtypes, same outputs."""
+    """The built-in O2 is the same policy as O3 keeping BatchNorm2d in fp32: same dtypes, same
+    outputs."""
     import mindspore as ms
 
     from amptool.models import sample_spec

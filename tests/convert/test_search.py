@@ -124,14 +124,16 @@ def test_range_pass_keeps_trapmlp_norm_before_any_trial(trap_run, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "ranges.png"
     result = runner.invoke(app, ["convert", "search", "--run", str(trap_run), "--samples", "128",
-                                 "--json", "--plot", str(png), "--out", str(tmp_path / "trap.toml")])
+                                 "--json", "--plot", str(png),
+                                 "--out", str(tmp_path / "trap.toml")])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["range_kept"] == ["norm"] and report["kept"] == ["norm"]
     assert report["n_trials"] <= 1 and report["confirm"]["passed"]
     norm = next(r for r in report["ranges"] if r["path"] == "norm")
     assert norm["local_error"] >= 0.5 and norm["out_max"] < 100
-    assert "range pass: computing alone in fp16 it is off by" in (tmp_path / "trap.toml").read_text()
+    assert "range pass: computing alone in fp16 it is off by" in \
+        (tmp_path / "trap.toml").read_text()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
@@ -196,10 +198,14 @@ def test_search_mistakes(trap_run, tmp_path):
         (run + ["--out", str(exists)], "already exists"),
         (run + ["--out", str(tmp_path / "p.txt")], "unknown extension"),
         (run + ["--level", "O1", "--out", str(tmp_path / "p.toml")], "needs an O2 or O3 base"),
-        (run + ["--policy", str(bf16), "--out", str(tmp_path / "p.toml")], "bfloat16 is not supported on CPU"),
-        (run + ["--policy", str(bad), "--out", str(tmp_path / "p.toml")], "unknown cell path(s) nope"),
-        (["convert", "search", "--run", str(tmp_path), "--out", str(tmp_path / "p.toml")], "has no run.json"),
-        (run + ["--ckpt", str(tmp_path / "exists.toml"), "--out", str(tmp_path / "p.toml")], "cannot be read"),
+        (run + ["--policy", str(bf16), "--out", str(tmp_path / "p.toml")],
+         "bfloat16 is not supported on CPU"),
+        (run + ["--policy", str(bad), "--out", str(tmp_path / "p.toml")],
+         "unknown cell path(s) nope"),
+        (["convert", "search", "--run", str(tmp_path), "--out", str(tmp_path / "p.toml")],
+         "has no run.json"),
+        (run + ["--ckpt", str(tmp_path / "exists.toml"), "--out", str(tmp_path / "p.toml")],
+         "cannot be read"),
     ]
     for args, message in cases:
         assert message in _one_line_error(runner.invoke(app, args)), args

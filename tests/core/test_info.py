@@ -16,4 +16,4 @@ def test_info_lists_devices_and_formats():
         assert " yes " in air
     else:
         assert " no " in air and "needs an Ascend device" in air and "MINDIR" in air
-    assert any(l.startswith("export MINDIR  yes") for l in result.output.splitlines())
+    assert any(line.startswith("export MINDIR  yes") for line in result.output.splitlines())

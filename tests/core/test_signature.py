@@ -1,4 +1,5 @@
-"""Input signatures and model references: parsing, errors, generated inputs (no network compiled)."""
+"""Input signatures and model references: parsing, errors, generated inputs (no network
+compiled)."""
 import numpy as np
 import pytest
 

@@ -49,7 +49,8 @@ def test_code_is_recorded_and_looked_up_by_sha256(store, tmp_path):
     trust_code("a" * 64, file, "--model")  # once is enough
     entries = read_store()
     assert list(entries) == ["a" * 64]
-    assert entries["a" * 64]["file"] == str(file.resolve()) and entries["a" * 64]["how"] == "--model"
+    assert entries["a" * 64]["file"] == str(file.resolve()) \
+        and entries["a" * 64]["how"] == "--model"
     assert is_trusted("a" * 64) and not is_trusted("b" * 64)
     assert json.loads(store.read_text())["version"] == 1
 

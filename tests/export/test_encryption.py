@@ -61,7 +61,8 @@ def test_wrong_or_missing_key(encrypted, monkeypatch):
     wrong.write_text(secrets.token_hex(16))
     res = cli.invoke(app, ["inspect", str(path), "--key-file", str(wrong)])
     assert res.exit_code == 2
-    assert res.output.count("\n") == 1 and "wrong key" in res.output and "Traceback" not in res.output
+    assert res.output.count("\n") == 1 and "wrong key" in res.output \
+        and "Traceback" not in res.output
     monkeypatch.setenv("AMPTOOL_MINDIR_KEY", key_hex)  # the runner's default variable
     assert load_runner(path).run([np.zeros((1, 1, 28, 28), np.float32)])[0].shape == (1, 10)
     res = cli.invoke(app, ["inspect", str(path), "--json"])

@@ -46,7 +46,8 @@ def test_manifest_fields(fmt, precision, exports, runs):
     net = resolve_model("resnet").build()
     assert m["params"]["count"] == sum(int(p.size) for p in net.get_parameters())
     assert m["params"]["tensors"] == len(list(net.get_parameters()))
-    assert set(m["params"]["dtypes"]) == ({"float32"} if precision == "fp32" else {"float16", "float32"})
+    assert set(m["params"]["dtypes"]) == ({"float32"} if precision == "fp32"
+                                          else {"float16", "float32"})
     import mindspore
 
     assert m["mindspore_version"] == mindspore.__version__ and m["encrypted"] is False

@@ -26,7 +26,8 @@ def test_large_model_halves(fmt, tmp_path):
     assert s16 <= 0.51 * s32, s16 / s32
     p32, p16 = by["fp32"].manifest["params"], by["fp16"].manifest["params"]
     assert p16["bytes"] * 2 == p32["bytes"] and p16["dtypes"] == {"float16": p32["count"]}
-    assert Path(by["fp16"].path).name == "wide_mlp_fp16" + (".mindir" if fmt == "MINDIR" else ".onnx")
+    assert Path(by["fp16"].path).name == "wide_mlp_fp16" + (".mindir" if fmt == "MINDIR"
+                                                            else ".onnx")
     assert by["fp16"].manifest["preprocess"] is None
 
 
@@ -35,5 +36,6 @@ def test_sample_models_sizes(exports):
     for name in ("simplecnn", "lenet5"):
         got = exports.get(name)
         for fmt in ("MINDIR", "ONNX"):
-            ratio = got[(fmt, "fp16")].manifest["file_size"] / got[(fmt, "fp32")].manifest["file_size"]
+            ratio = got[(fmt, "fp16")].manifest["file_size"] \
+                / got[(fmt, "fp32")].manifest["file_size"]
             assert ratio < (0.51 if name == "simplecnn" else 0.55), (name, fmt, ratio)

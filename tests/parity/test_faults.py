@@ -21,7 +21,7 @@ def _parity(*args):
 
 
 def _error_line(result) -> str:
-    lines = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    lines = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
     assert len(lines) == 1, result.output
     assert "Traceback" not in result.output
     return lines[0]
@@ -118,4 +118,5 @@ def test_healthy_seeded_sample_models_pass(seeded_export):
         if name == "resnet":
             assert kept["stem.1"] == "float32" and kept["stem.0"] == "float16"
         if name == "transformer":
-            assert kept["blocks.0.norm1"] == "float32" and kept["blocks.0.attn.softmax"] == "float16"
+            assert kept["blocks.0.norm1"] == "float32" \
+                and kept["blocks.0.attn.softmax"] == "float16"

@@ -42,7 +42,7 @@ def test_pipeline_exits_1_on_the_planted_fp16_overflow(tmp_path):
                                  "--samples", "48", "--onnx", "auto", "--per-layer", "--json",
                                  "--out", str(out)])
     assert result.exit_code == 1, result.output
-    errors = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    errors = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
     assert len(errors) == 1 and "parity failed for trapmlp_fp16.mindir: " in errors[0]
     assert "(limit " in errors[0]  # the breaches, as `amptool parity` names them
     assert "culprit: first diverging cell 'norm'" in errors[0]

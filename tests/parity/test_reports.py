@@ -19,7 +19,7 @@ def _parity(*args):
 
 
 def _error_line(result) -> str:
-    lines = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    lines = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     return lines[0]
 
@@ -116,7 +116,8 @@ def test_threshold_flags_and_config_file(simplecnn, tmp_path):
     js = tmp_path / "r.json"
     from_file = _parity(*pair[:2], "--config", cfg, "--json-out", js)
     assert from_file.exit_code == 1, from_file.output
-    checks = {r["metric"]: r for r in json.loads(js.read_text())["candidates"][0]["outputs"][0]["checks"]}
+    checks = {r["metric"]: r
+              for r in json.loads(js.read_text())["candidates"][0]["outputs"][0]["checks"]}
     assert "top1_agree_clear" not in checks and not checks["max_abs"]["passed"]
     overridden = _parity(*pair[:2], "--config", cfg, "--max-abs", "off")
     assert overridden.exit_code == 0, overridden.output
@@ -161,7 +162,8 @@ def test_mistakes_exit_2_with_one_line(simplecnn, seeded_export, tmp_path):
         ([ref, cand, "--config", str_cfg], "--samples must be a whole number >= 1 (got 'many')"),
         (["--load-outputs", junk, cand], "is not a golden outputs file"),
         (["--load-outputs", listed, cand], "is not a golden outputs file"),
-        (["--load-outputs", junk, "--save-outputs", tmp_path / "g.npz", cand], "exclude each other"),
+        (["--load-outputs", junk, "--save-outputs", tmp_path / "g.npz", cand],
+         "exclude each other"),
         ([lonely, cand], "pass --model"),
         ([ref, tmp_path / "bad.toml"], "unknown artefact type"),
         ([ref, cand, "--device", "TPU"], "unknown device 'TPU'"),
@@ -203,7 +205,7 @@ def test_parity_as_a_subprocess(trap):
                            "--samples", "32", "-q"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     assert done.stdout.strip().startswith("parity FAILED")
-    errors = [l for l in done.stderr.splitlines() if l.strip()]
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert errors[-1].startswith("amptool: error: parity failed for trapmlp_fp16.mindir")
     assert "Traceback" not in done.stderr
 

@@ -20,7 +20,7 @@ def invoke(*args):
 
 def assert_one_line_error(code, output, *fragments):
     assert code == 2, output
-    lines = [l for l in output.strip().splitlines() if l.strip()]
+    lines = [line for line in output.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("amptool: error: "), output
     assert "Traceback" not in output
     for fragment in fragments:
@@ -50,7 +50,8 @@ def test_unknown_level_optimizer_device(out):
                           "unknown optimizer")
     assert_one_line_error(*invoke("train", "--device", "TPU", "--out", out), "unknown device")
     assert_one_line_error(*invoke("train", "--device", "Ascend", "--out", out), "not usable")
-    assert_one_line_error(*invoke("train", "--loss-scale", "huge", "--out", out), "unknown loss scale")
+    assert_one_line_error(*invoke("train", "--loss-scale", "huge", "--out", out),
+                          "unknown loss scale")
 
 
 def test_unknown_option_is_a_usage_error(out):
@@ -178,8 +179,8 @@ def test_divergence_exits_1_and_keeps_last_good_checkpoint(out):
                           "--out", out, "--quiet")
     assert code == 0, output
     before = (out / "last.ckpt").read_bytes()
-    code, output = invoke("train", "--resume", "--epochs", "2", "--lr", "1e30", "--optimizer", "sgd",
-                          "--loss-scale", "none", "--out", out, "--quiet")
+    code, output = invoke("train", "--resume", "--epochs", "2", "--lr", "1e30",
+                          "--optimizer", "sgd", "--loss-scale", "none", "--out", out, "--quiet")
     assert code == 1, output
     assert "loss became" in output and "last good checkpoint" in output
     assert (out / "last.ckpt").read_bytes() == before

@@ -137,5 +137,6 @@ def test_a_start_timeout_not_above_zero_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["train", "--workers", "2", "--start-timeout", "0",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 2
-    assert "start timeout must be > 0 seconds (got 0); pass a positive --start-timeout" in result.stderr
+    assert "start timeout must be > 0 seconds (got 0); pass a positive --start-timeout" \
+        in result.stderr
     assert not (tmp_path / "logs").exists()

@@ -64,8 +64,10 @@ def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path):
     tenth = run_training(TrainConfig(out=str(tmp_path / "tenth"), **kwargs))
     assert tenth.extra["weights_sha256"] == every.extra["weights_sha256"]
     assert tenth.overflow_steps == every.overflow_steps >= 10
-    per_step = [json.loads(line) for line in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
-    logged = [json.loads(line) for line in (tmp_path / "tenth" / "metrics.jsonl").read_text().splitlines()]
+    per_step = [json.loads(line)
+                for line in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
+    logged = [json.loads(line)
+              for line in (tmp_path / "tenth" / "metrics.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in per_step if "loss" in r]
     assert [r["step"] for r in logged if "loss" in r] == [1, 10, 20, 30, 40, steps[-1]]
     by_step = {r["step"]: r for r in per_step if "loss" in r}
@@ -73,7 +75,8 @@ def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path):
     for row in (r for r in logged if "loss" in r):
         same = by_step[row["step"]]
         assert row["loss"] == same["loss"] and row["loss_scale"] == same["loss_scale"]
-        assert row["skipped"] == sum(by_step[s]["skipped"] for s in range(previous + 1, row["step"] + 1))
+        assert row["skipped"] == sum(by_step[s]["skipped"]
+                                     for s in range(previous + 1, row["step"] + 1))
         previous = row["step"]
 
 

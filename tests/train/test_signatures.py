@@ -99,7 +99,7 @@ def test_mismatched_signature_is_one_line(tmp_path):
     result = runner.invoke(app, ["train", "--model", "textcls", "--input-spec",
                                  "tokens:-1x32x3:float32", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2
-    line = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    line = [text for text in result.output.splitlines() if text.startswith("amptool: error:")]
     assert len(line) == 1 and "does not fit its inputs tokens:-1x32x3:float32" in line[0]
     assert not (tmp_path / "x" / "run.json").exists()
 
@@ -110,7 +110,7 @@ def test_a_dtype_that_does_not_fit_says_what_the_layer_got(tmp_path):
     result = runner.invoke(app, ["train", "--model", "textcls", "--input-spec",
                                  "tokens:-1x32:float32", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2
-    line = [l for l in result.output.splitlines() if l.startswith("amptool: error:")]
+    line = [text for text in result.output.splitlines() if text.startswith("amptool: error:")]
     assert len(line) == 1 and "layer embed (Embedding) fails: " in line[0], result.output
     assert "Unsupported data type, got input[Float32" in line[0] and "---" not in line[0]
 

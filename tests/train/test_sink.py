@@ -8,7 +8,8 @@ from amptool.train.sink import epoch_sink_size, resolve_sink_size
 
 def test_cpu_runs_without_sinking_and_refuses_an_explicit_size():
     assert resolve_sink_size(None, "CPU", 10) == 0
-    with pytest.raises(UsageError, match="data sinking runs on Ascend and GPU only, this run is on CPU"):
+    with pytest.raises(UsageError,
+                       match="data sinking runs on Ascend and GPU only, this run is on CPU"):
         resolve_sink_size(4, "CPU", 10)
     with pytest.raises(UsageError, match="--sink-size must be >= 1"):
         resolve_sink_size(0, "Ascend", 10)

@@ -19,7 +19,8 @@ def _losses(out):
 def _params(path):
     import mindspore as ms
 
-    return {k: v.asnumpy() for k, v in ms.load_checkpoint(str(path)).items() if hasattr(v, "asnumpy")}
+    return {k: v.asnumpy() for k, v in ms.load_checkpoint(str(path)).items()
+            if hasattr(v, "asnumpy")}
 
 
 @pytest.fixture(scope="module")

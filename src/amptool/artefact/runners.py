@@ -21,7 +21,8 @@ def detect_format(path) -> str:
     suffix = Path(path).suffix.lower()
     formats = {reader(f).SUFFIX: f for f in ("MINDIR", "ONNX", "AIR")}
     if suffix not in formats:
-        raise UsageError(f"{path}: unknown artefact type '{suffix}'", "give a .mindir or .onnx file")
+        raise UsageError(f"{path}: unknown artefact type '{suffix}'",
+                         "give a .mindir or .onnx file")
     return formats[suffix]
 
 
