@@ -171,7 +171,10 @@ def export(cfg: ExportConfig) -> ExportReport:
 def _check_existing(paths: list, force: bool) -> None:
     from amptool.artefact.manifest import manifest_path
 
-    existing = [str(p) for p in paths if p.exists() or manifest_path(p).exists()]
+    from .deploy import settings_paths
+
+    existing = [str(p) for p in paths if p.exists() or manifest_path(p).exists()
+                or any(s.exists() for s in settings_paths(p).values())]
     if existing and not force:
         raise UsageError(f"{len(existing)} artefact(s) already exist ({', '.join(existing[:3])}); "
                          "nothing was touched",

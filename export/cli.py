@@ -52,6 +52,7 @@ def export_command(
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
     from amptool.artefact.keys import resolve_key
     from amptool.export.api import ExportConfig, check_config, export
+    from amptool.export.deploy import summary_line
     from amptool.models import parse_model_args
 
     cfg = ExportConfig(
@@ -82,6 +83,9 @@ def export_command(
         dtypes = ", ".join(f"{k} {v:,}" for k, v in m["params"]["dtypes"].items()) or "n/a"
         typer.echo(f"wrote {r.path} ({m['file_size']:,} bytes{ratio}; params {dtypes}"
                    f"{'; encrypted' if m['encrypted'] else ''}) + manifest")
+        deployment = m.get("deployment") or {}
+        if deployment.get("needed"):
+            typer.echo(f"  {summary_line(deployment)}")
 
 
 def inspect_command(
@@ -96,7 +100,7 @@ def inspect_command(
     manifest)."""
     from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
     from amptool.errors import CheckFailed
-    from amptool.export.inspect import format_report, inspect_artefact
+    from amptool.export.inspect import format_report, inspect_artefact, settings_broken
 
     key = resolve_key(str(key_file) if key_file else None, key_env)
     if key is None:
@@ -110,6 +114,11 @@ def inspect_command(
     if facts["manifest_matches"] is False:
         raise CheckFailed(f"the manifest beside {path} does not match the file",
                           "export the artefact again")
+    broken = settings_broken(facts.get("deployment"))
+    if broken:
+        raise CheckFailed(f"the deployment settings beside {path} are missing or changed "
+                          f"({', '.join(broken)}): a runtime without them may compute the "
+                          "kept fp32 cells in fp16", "export the artefact again")
 
 
 def register(app: typer.Typer) -> None:

@@ -43,7 +43,42 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
             facts["opset"] = described["opset"]
     facts["manifest"] = manifest
     facts["manifest_matches"] = _matches(facts, manifest)
+    facts["deployment"] = check_settings(path, manifest)
     return facts
+
+
+def check_settings(path: Path, manifest: dict | None) -> dict | None:
+    """The manifest's deployment section with each settings file checked beside ``path``:
+    ``present`` and ``matches`` (its sha256 is the manifest's) per file; None without a
+    manifest."""
+    if manifest is None:
+        return None
+    section = dict(manifest.get("deployment") or {})
+    files = []
+    for item in section.get("files") or []:
+        found = path.with_name(str(item.get("name")))
+        present = found.is_file()
+        files.append(dict(item, present=present,
+                          matches=present and sha256(found) == item.get("sha256")))
+    if section:
+        section["files"] = files
+    return section
+
+
+def settings_broken(section: dict | None) -> list:
+    """Names of the settings files the manifest lists that are missing or changed."""
+    return [f["name"] for f in (section or {}).get("files", []) if not f.get("matches", True)]
+
+
+def deployment_line(path: str, section: dict | None) -> str:
+    """The deployment settings of an artefact (``check_settings``), for ``inspect``."""
+    from .deploy import summary_line
+
+    line = summary_line(section)
+    bad = settings_broken(section)
+    if bad:
+        line += f"; MISSING OR CHANGED: {', '.join(bad)} (re-export {Path(path).name})"
+    return line
 
 
 def _matches(facts: dict, manifest: dict | None) -> bool | None:
@@ -98,4 +133,5 @@ def format_report(facts: dict) -> list:
                      f"created {m.get('created')}; "
                      + ("matches the file" if facts["manifest_matches"] else
                         "DOES NOT MATCH the file (re-export it)"))
+        lines.append(f"  {deployment_line(facts['path'], facts.get('deployment'))}")
     return lines

@@ -66,9 +66,12 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     from amptool.artefact.manifest import manifest_path
     from amptool.policy import export_policy
 
+    from .deploy import kept_cells
+
     for precision in dict.fromkeys(p for p, _, _ in jobs):
         policy = export_policy(base) if precision == "fp16" else None
         net = _build(trained, params, precision, policy, cfg.io_dtype)
+        fp32_cells = kept_cells(trained.spec, policy)
         for prec, fmt, path in jobs:
             if prec != precision:
                 continue
@@ -82,10 +85,44 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             manifest = _manifest(cfg, trained, fmt, precision, policy, tmp, ckpt_facts)
             manifest["model"].update(kept)
             manifest["export_seconds"] = round(seconds, 4)
+            manifest["deployment"] = _stage_settings(path, precision, fp32_cells,
+                                                     stack)
             mtmp = stack.enter_context(atomic_path(manifest_path(path)))
             _write_json(mtmp, manifest)
             results.append(ExportResult(fmt, precision, str(path), str(manifest_path(path)),
                                         manifest))
+
+
+def _stage_settings(path: Path, precision: str, kept: list, stack) -> dict:
+    """Stage the deployment settings beside ``path`` when it keeps cells in fp32 (committed
+    with the artefact); otherwise drop stale ones from an earlier export once all is
+    committed. Returns the manifest's ``deployment`` section."""
+    import hashlib
+
+    from .deploy import deployment_section, settings_paths, settings_texts
+
+    targets = settings_paths(path)
+    if not kept:
+        stack.push(_dropper(list(targets.values())))
+        return deployment_section(precision, kept, {})
+    files = {}
+    for kind, text in settings_texts().items():
+        data = text.encode("utf-8")
+        stack.enter_context(atomic_path(targets[kind])).write_bytes(data)
+        files[kind] = (targets[kind].name, hashlib.sha256(data).hexdigest())
+    return deployment_section(precision, kept, files)
+
+
+def _dropper(paths: list):
+    """An exit callback removing ``paths`` (settings an earlier export left) when the
+    export succeeds."""
+    def drop(exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            for stale in paths:
+                stale.unlink(missing_ok=True)
+        return False
+
+    return drop
 
 
 def _build(trained, params, precision, policy, io_dtype):
