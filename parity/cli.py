@@ -35,6 +35,11 @@ def parity_command(
     layer_min_cosine: Optional[float] = typer.Option(None,
                                                      help="Per-cell cosine limit. \\[default: the "
                                                           "candidate's --min-cosine]"),
+    emulate_settings: Optional[bool] = typer.Option(
+        None, "--emulate-settings/--no-emulate-settings",
+        help="For each fp16 candidate that keeps cells in fp32, also run it eagerly with those "
+             "cells in fp16 (a runtime ignoring its deployment settings) and report whether "
+             "the model depends on them; informational. \\[default: on]"),
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
@@ -86,7 +91,7 @@ def parity_command(
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
-                 ckpt=_s(ckpt), metric=metric, device=device)
+                 ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings)
     from amptool.parity.config import ParityConfig
 
     cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,

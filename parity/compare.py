@@ -257,13 +257,19 @@ def _judge(run: _Baseline, cand: Side) -> dict:
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
               "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
               "fp16_faithful": fp16_faithful(cand), "caveat": None,
-              "per_layer": None, "weights": None, "culprit": None}
+              "per_layer": None, "weights": None, "culprit": None, "deployment": None}
     if run.task is not None:
         from amptool.parity.task import judge_task
 
         result["task"] = judge_task(cfg.metric, run.task[0], run.task[1], cand_out,
                                     inputs.labels, th.max_metric_drop)
     result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
+    if cfg.emulate_settings:
+        from amptool.parity.emulate import settings_ignored
+
+        result["deployment"] = settings_ignored(
+            cfg, ref, cand, inputs, run.ref_out, run.probes,
+            lambda i, r, c: _judge_output(run, cand, i, r, c))  # informational: no verdict
     if cfg.per_layer:
         from amptool.parity.localize import localize_candidate
 

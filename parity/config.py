@@ -50,6 +50,10 @@ class ParityConfig:
     its drop (reference minus candidate) is held to the ``max_metric_drop`` threshold."""
     device: str = "auto"
     """auto, CPU, GPU or Ascend."""
+    emulate_settings: bool = True
+    """For each fp16 candidate that keeps cells in fp32: also run its network with those cells
+    in fp16 (what a runtime ignoring the deployment settings computes) and report whether the
+    gate would pass; informational, never part of the verdict."""
     batch_size: int = 512
     """Samples per call for artefacts with a dynamic batch dimension (each new batch shape
     costs a graph compilation, so few large calls are fastest)."""

@@ -58,20 +58,7 @@ class _Capture:
         return hook
 
     def load_weights(self, weights: dict, source: str) -> None:
-        import mindspore as ms
-
-        missing = [p.name for p in self.net.get_parameters() if p.name not in weights]
-        if missing:
-            raise UsageError(f"{source} lacks weights {', '.join(missing[:3])} of the model",
-                             "pass the --model these weights belong to")
-        for p in self.net.get_parameters():
-            value = np.asarray(weights[p.name])
-            if tuple(value.shape) != tuple(p.shape):
-                raise UsageError(f"{source}: weight {p.name} has shape {value.shape}, the model "
-                                 f"{tuple(p.shape)}", "pass the --model these weights belong to")
-            if np.issubdtype(value.dtype, np.floating):
-                value = value.astype(np.float32)
-            p.set_data(ms.Tensor(value, dtype=p.dtype))
+        load_weights(self.net, weights, source)
 
     def run(self, x: np.ndarray, chunk: int = 16) -> dict:
         """path -> (inputs, outputs) flattened over all samples; order in self.order."""
@@ -82,6 +69,25 @@ class _Capture:
             self.calls = {}
             self.runnable(ms.Tensor(x[start:start + chunk]))
         return {k: (_join(ins), np.concatenate(outs)) for k, (ins, outs) in self.records.items()}
+
+
+def load_weights(net, weights: dict, source: str) -> None:
+    """Set every parameter of ``net`` from ``weights`` (name -> array; floating-point
+    values through float32 into the parameter's dtype)."""
+    import mindspore as ms
+
+    missing = [p.name for p in net.get_parameters() if p.name not in weights]
+    if missing:
+        raise UsageError(f"{source} lacks weights {', '.join(missing[:3])} of the model",
+                         "pass the --model these weights belong to")
+    for p in net.get_parameters():
+        value = np.asarray(weights[p.name])
+        if tuple(value.shape) != tuple(p.shape):
+            raise UsageError(f"{source}: weight {p.name} has shape {value.shape}, the model "
+                             f"{tuple(p.shape)}", "pass the --model these weights belong to")
+        if np.issubdtype(value.dtype, np.floating):
+            value = value.astype(np.float32)
+        p.set_data(ms.Tensor(value, dtype=p.dtype))
 
 
 def _first_tensor(value):

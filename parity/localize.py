@@ -21,7 +21,7 @@ def _checkpoint_weights(path: str, cache: dict) -> dict:
     return cache[path]
 
 
-def _weights_of(src: Side, fallback: list, cache: dict) -> tuple:
+def weights_of(src: Side, fallback: list, cache: dict) -> tuple:
     """(name -> array, description) of the weights a side computes with."""
     stored = side_weights(src) if src.kind != "golden" else None
     if stored is not None:
@@ -34,7 +34,7 @@ def _weights_of(src: Side, fallback: list, cache: dict) -> tuple:
                      "is known", "pass --ckpt FILE (the checkpoint it was exported from)")
 
 
-def _policy_of(cand: Side):
+def policy_of(cand: Side):
     from amptool.policy import make_policy, policy_for, policy_from_dict
 
     if cand.precision == "fp32":
@@ -56,8 +56,8 @@ def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSe
                          "pass --model NAME or path/to/file.py:factory")
     cache = probes.setdefault("__checkpoints__", {})
     fallback = [cfg.ckpt, cand.checkpoint]
-    ref_w = _weights_of(ref, fallback, cache)
-    cand_w = _weights_of(cand, [cfg.ckpt], cache)
+    ref_w = weights_of(ref, fallback, cache)
+    cand_w = weights_of(cand, [cfg.ckpt], cache)
     key = repr(model)
     if key not in probes:
         probes[key] = LayerProbe(model)
@@ -70,4 +70,4 @@ def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSe
     ref_x = sub.for_preprocess(ref.preprocess)[0]
     cand_x = sub.for_preprocess(cand.preprocess)[0]
     min_cos = cfg.layer_min_cosine if cfg.layer_min_cosine is not None else (th.min_cosine or 0.99)
-    result["per_layer"] = probe.localize(ref_w, cand_w, _policy_of(cand), ref_x, cand_x, min_cos)
+    result["per_layer"] = probe.localize(ref_w, cand_w, policy_of(cand), ref_x, cand_x, min_cos)

@@ -27,6 +27,9 @@ class CandidateVerdict:
     """The most specific explanation of a failure (kind, where, message, fix), or None."""
     metrics: dict
     """The first output's metrics (cosine, max_abs, ref_acc, cand_acc, ...)."""
+    deployment: Optional[dict] = None
+    """An fp16 candidate's deployment settings and the emulation without them (kept_fp32,
+    settings, emulated, depends, message); None for other candidates."""
 
     @property
     def accuracy(self) -> Optional[float]:
@@ -78,7 +81,8 @@ class ParityReport:
         if cand is None:
             return None
         return CandidateVerdict(cand["path"], cand["passed"], cand.get("caveat"),
-                                cand.get("culprit"), cand["outputs"][0]["metrics"])
+                                cand.get("culprit"), cand["outputs"][0]["metrics"],
+                                cand.get("deployment"))
 
     def culprits(self) -> list:
         """Each failed candidate's culprit, with the candidate's path as ``artefact``."""
@@ -149,6 +153,24 @@ def layer_lines(layer: dict) -> list:
     return lines
 
 
+def deployment_lines(entry: Optional[dict]) -> list:
+    """An fp16 candidate's deployment settings and how it fares without them."""
+    if not entry:
+        return []
+    settings = entry.get("settings") or {}
+    lines = []
+    if settings.get("needed"):
+        names = ", ".join(f["name"] for f in settings.get("files", []))
+        lines.append(f"  deployment settings: {names} keep the fp32 cells in fp32 on Ascend")
+    elif entry.get("kept_fp32"):
+        lines.append("  deployment settings: none recorded beside this artefact (exported "
+                     "before amptool wrote them): export it again")
+    if entry.get("message"):
+        lines.append(f"  deployment: {entry['message']}"
+                     + (" (informational)" if entry.get("emulated") else ""))
+    return lines
+
+
 def format_table(report: dict) -> str:
     ref = report["reference"]
     lines = [f"reference  {ref['path']} ({ref['format']} {ref['precision'] or '?'})",
@@ -163,6 +185,7 @@ def format_table(report: dict) -> str:
             lines.extend(_metric_lines(group))
         for finding in cand["findings"]:
             lines.append(f"  note: {finding['message']}")
+        lines.extend(deployment_lines(cand.get("deployment")))
         weights = cand.get("weights")
         if weights is not None and weights["reference"] == weights["candidate"]:
             lines.append(f"  weights: not compared (both sides use {weights['candidate']})")
@@ -248,7 +271,13 @@ def _junit_properties(suite, cand: dict, report: dict) -> None:
     if cand.get("fp16_faithful") is not None:
         ET.SubElement(props, "property", name="fp16_faithful",
                       value=str(cand["fp16_faithful"]).lower())
+    deployment = cand.get("deployment") or {}
+    if deployment.get("depends") is not None:
+        ET.SubElement(props, "property", name="depends_on_kept_fp32_cells",
+                      value=str(deployment["depends"]).lower())
     notes = [f["message"] for f in cand.get("findings", [])]
+    if deployment.get("emulated"):
+        notes.append(deployment["message"])
     if notes:
         ET.SubElement(suite, "system-out").text = "\n".join(notes)
 

@@ -250,6 +250,14 @@ def _row(result, verdict, fp32_size: Optional[int]) -> dict:
         row["max_abs"] = verdict.max_abs
         row["verdict"] = ("PASS" if verdict.passed else "FAIL") + "*" * bool(verdict.caveat)
         row["caveat"] = verdict.caveat
+    section = result.manifest.get("deployment")
+    if section is not None:
+        emulated = (verdict.deployment or {}) if verdict is not None else {}
+        row["deployment"] = {"needed": section.get("needed"),
+                             "files": [f["name"] for f in section.get("files", [])],
+                             "kept_fp32": [c["path"] for c in section.get("kept_fp32", [])],
+                             "depends": emulated.get("depends"),
+                             "message": emulated.get("message")}
     return row
 
 
@@ -274,6 +282,7 @@ def format_summary(result: PipelineResult) -> str:
     for row in summary["artefacts"]:
         if row.get("caveat"):
             lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
+    lines.extend(deployment_lines(summary["artefacts"]))
     for culprit in parity["culprits"]:
         name = culprit["artefact"].rsplit("/", 1)[-1]
         lines.append(f"culprit in {name}: {culprit['message']}")
@@ -281,6 +290,27 @@ def format_summary(result: PipelineResult) -> str:
     lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
                  f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
     return "\n".join(lines)
+
+
+def deployment_lines(rows: list) -> list:
+    """Per artefact that keeps cells in fp32: its settings files and what ignoring them
+    costs; one line when no artefact needs any."""
+    needing = [r for r in rows if (r.get("deployment") or {}).get("needed")]
+    if not needing:
+        recorded = any(r.get("deployment") for r in rows)
+        return ["deployment settings: none needed (no artefact keeps cells in fp32)"] \
+            if recorded else []
+    lines = []
+    for row in needing:
+        dep = row["deployment"]
+        cells = [p or "(network)" for p in dep["kept_fp32"]]
+        more = f" and {len(cells) - 4} more" if len(cells) > 4 else ""
+        lines.append(f"deployment {row['format']} {row['precision']}: keeps "
+                     f"{', '.join(cells[:4])}{more} in fp32; "
+                     f"deploy with {', '.join(dep['files'])}")
+        if dep.get("message"):
+            lines.append(f"  {dep['message']}")
+    return lines
 
 
 def _fixed(value, digits: int = 4) -> str:

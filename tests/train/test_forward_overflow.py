@@ -89,6 +89,21 @@ def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tm
     run = json.loads((out / "train" / "run.json").read_text())
     assert [c["path"] for c in run["policy_auto"]["kept"]] == ["norm"]
     assert "computing alone in fp16" in (out / "train" / "policy.auto.toml").read_text()
+    # the fp16 artefact carries the settings that keep norm fp32, and parity's emulation of
+    # a runtime ignoring them shows the model depends on them (informational: passed above)
+    summary = json.loads(result.output[:result.output.rindex("}") + 1])
+    fp16 = next(r for r in summary["artefacts"] if r["precision"] == "fp16")
+    assert fp16["deployment"]["needed"] and fp16["deployment"]["kept_fp32"] == ["norm"]
+    assert fp16["deployment"]["files"] == ["trapmlp_fp16.mindir.lite.ini",
+                                           "trapmlp_fp16.mindir.atc.txt"]
+    assert fp16["deployment"]["depends"] is True
+    assert all((out / "export" / name).is_file() for name in fp16["deployment"]["files"])
+    from amptool.pipeline import PipelineResult, format_summary
+
+    table = format_summary(PipelineResult(summary["passed"], summary)).splitlines()
+    assert ("deployment MINDIR fp16: keeps norm in fp32; deploy with "
+            "trapmlp_fp16.mindir.lite.ini, trapmlp_fp16.mindir.atc.txt") in table
+    assert f"  {fp16['deployment']['message']}" in table
 
 
 def test_auto_policy_measures_batch_normalization_as_the_step_computes_it(tmp_path):

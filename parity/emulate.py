@@ -1,0 +1,143 @@
+"""What an fp16 candidate computes when the runtime ignores its deployment settings.
+
+An fp16 graph that keeps cells in fp32 relies on the runtime keeping them there (its
+``deployment`` settings: MindSpore Lite ``enforce_origin``, ATC ``must_keep_origin_dtype``);
+Ascend's default modes compute them in fp16 instead. The emulation builds the candidate's
+network with its weights and **no** kept cells (every cell in float16, parameters stored in
+float16, as an O3 graph), runs it eagerly (PyNative) on the candidate's inputs and judges its
+outputs against the reference with the candidate's own limits. The result is informational:
+it never changes the candidate's verdict. A breach means the model depends on its kept
+cells: deployed without the settings it would fail this gate.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Callable, Optional
+
+import numpy as np
+
+from amptool.errors import AmpToolError, first_line
+
+CHUNK = 64
+"""Samples per eager call."""
+
+
+class EmulatedRunner:
+    """The candidate's network with every cell in float16, with the runners' interface."""
+
+    def __init__(self, spec, weights: dict, source: str):
+        import mindspore as ms
+
+        from amptool.parity.layers import load_weights
+        from amptool.policy import make_policy
+        from amptool.precision import apply_policy, low_precision_params
+
+        net = spec.build()
+        load_weights(net, weights, source)
+        net.set_train(False)
+        every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
+        low = low_precision_params(net, every)
+        self.net = apply_policy(net, every)
+        for param in low:
+            param.set_dtype(ms.float16)
+        self.net.set_train(False)
+        self.inputs = [i.to_dict() for i in spec.inputs]
+        self._ms = ms
+
+    def run(self, inputs: list) -> list:
+        ms = self._ms
+        outs = []
+        for start in range(0, len(inputs[0]), CHUNK):
+            fed = [ms.Tensor(np.asarray(x[start:start + CHUNK], dtype=np.dtype(spec["dtype"])))
+                   for x, spec in zip(inputs, self.inputs)]
+            out = self.net(*fed)
+            outs.append([o.asnumpy().astype(np.float32)
+                         for o in (out if isinstance(out, (tuple, list)) else [out])])
+        return [np.concatenate([part[i] for part in outs]) for i in range(len(outs[0]))]
+
+
+def kept_of(cand, model) -> tuple:
+    """(policy, [{path, type}] of the cells ``cand``'s graph keeps in fp32, spec)."""
+    from amptool.models import resolve_model
+    from amptool.parity.localize import policy_of
+    from amptool.precision import resolve_fp32_cells
+
+    policy = policy_of(cand)
+    spec = resolve_model(model)
+    kept = resolve_fp32_cells(spec.build(), policy)
+    return policy, [{"path": p, "type": type(c).__name__} for p, c in kept.items()], spec
+
+
+def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
+                     judge: Callable[[int, np.ndarray, np.ndarray], dict]) -> Optional[dict]:
+    """The ``deployment`` entry of an fp16 candidate's result (None for other candidates):
+    the cells it keeps in fp32, its settings (the manifest's section) and, when it keeps
+    any, how the emulation without them fares against ``ref_out`` (``judge(index, ref,
+    out)`` judges one output as the candidate's are judged). Never raises for a network
+    it cannot emulate: the entry says why instead."""
+    if cand.precision != "fp16" or cand.kind != "artefact":
+        return None
+    section = (cand.manifest or {}).get("deployment")
+    entry = {"settings": section, "kept_fp32": None, "emulated": None, "depends": None,
+             "message": None}
+    model = cfg.user_model() or cand.model_ref or ref.model_ref
+    if not model:
+        entry["message"] = "not emulated: no manifest names the model (pass --model)"
+        return entry
+    try:
+        _, kept, spec = kept_of(cand, model)
+        entry["kept_fp32"] = kept
+        if not kept:
+            entry["depends"] = False
+            entry["message"] = "no cell is kept in fp32: the graph needs no deployment settings"
+            return entry
+        from amptool.parity.localize import weights_of
+
+        weights, source = weights_of(cand, [cfg.ckpt], cache.setdefault("__checkpoints__", {}))
+        key = ("emulated", repr(model), _digest(weights))
+        if key not in cache:
+            from amptool.parity.inputs import run_batched
+
+            runner = EmulatedRunner(spec, weights, source)
+            cache[key] = run_batched(runner, inputs.for_preprocess(cand.preprocess))
+        outs = cache[key]
+    except (AmpToolError, RuntimeError, TypeError, ValueError) as exc:
+        entry["message"] = f"not emulated: {first_line(exc)}"
+        return entry
+    outputs = [judge(i, r, c) for i, (r, c) in enumerate(zip(ref_out, outs))]
+    entry["emulated"] = {"weights": source, "outputs": outputs}
+    entry["depends"] = not all(o["passed"] for o in outputs)
+    entry["message"] = describe(kept, outputs, entry["depends"])
+    return entry
+
+
+def _digest(weights: dict) -> str:
+    h = hashlib.sha256()
+    for name in sorted(weights):
+        value = np.ascontiguousarray(weights[name])
+        h.update(json.dumps([name, str(value.dtype), list(value.shape)]).encode())
+        h.update(value.tobytes())
+    return h.hexdigest()
+
+
+def describe(kept: list, outputs: list, depends: bool) -> str:
+    """'ignoring the deployment settings (norm in fp16): top-1 agreement 0.62, ... — the
+    kept cells matter'."""
+    from amptool.parity.report import fmt
+
+    cells = ", ".join(c["path"] or "(network)" for c in kept[:4]) + (
+        f" and {len(kept) - 4} more" if len(kept) > 4 else "")
+    m = outputs[0]["metrics"]
+    figures = []
+    if m.get("top1_agree") is not None:
+        figures.append(f"top-1 agreement {fmt(m['top1_agree'])}")
+    figures += [f"cosine {fmt(m.get('cosine'))}", f"max rel error {fmt(m.get('max_rel'))}"]
+    if m.get("nonfinite"):
+        figures.append(f"{m['nonfinite']} NaN/Inf")
+    breaches = [f"{r['metric']} {fmt(r['value'])}, limit {r['limit']}"
+                for o in outputs for r in o["checks"] if r["passed"] is False]
+    verdict = (f"the kept cells matter: without the settings this gate fails ({breaches[0]})"
+               if depends else "no dependency: the gate passes with them in fp16 too")
+    return (f"ignoring the deployment settings ({cells} in fp16): {', '.join(figures)} "
+            f"— {verdict}")
