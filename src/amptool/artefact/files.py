@@ -107,8 +107,9 @@ def total_size(path: str | os.PathLike) -> int:
 
 def check_files(path: str | os.PathLike, manifest: dict | None,
                 on_disk: list | None = None) -> list:
-    """What differs between the artefact's files and the manifest's ``files`` (or its
-    single ``sha256``/``file_size`` where it predates them): one phrase a difference.
+    """What differs between the artefact's files and the manifest: every file its ``files``
+    lists, and the main file's ``sha256``/``file_size`` (all a manifest from before
+    ``files`` has); one phrase a difference.
     ``on_disk``: ``file_facts(path)`` when already computed."""
     if not manifest:
         return []
@@ -130,6 +131,12 @@ def check_files(path: str | os.PathLike, manifest: dict | None,
             problems.append(f"{entry['path']} has another sha256")
     problems += [f"{name} is not in the manifest"
                  for name in sorted(set(have) - {e["path"] for e in listed})]
+    main = have.get(path.name)
+    if main is not None and not any(p.startswith(f"{path.name} ") for p in problems):
+        if manifest.get("file_size") is not None and main["size"] != manifest["file_size"]:
+            problems.append(f"{path.name} has {main['size']} bytes, not {manifest['file_size']}")
+        elif manifest.get("sha256") and main["sha256"] != manifest["sha256"]:
+            problems.append(f"{path.name} has another sha256")
     return problems
 
 
