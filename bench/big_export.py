@@ -28,9 +28,11 @@ class BigMLP(nn.Cell):
         super().__init__()
         self.layers = nn.CellList([nn.Dense(width, width) for _ in range(depth)])
         self.head = nn.Dense(width, classes)
+        self.flatten = nn.Flatten()
         self.scale = width ** -0.5
 
     def construct(self, x):
+        x = self.flatten(x)
         for layer in self.layers:
             x = ops.tanh(layer(x) * self.scale)
         return self.head(x)
@@ -39,7 +41,7 @@ class BigMLP(nn.Cell):
 def big_mlp():
     ms.set_seed(0)
     net = BigMLP()
-    net.input_shape, net.num_classes = (8192,), 10
+    net.input_shape, net.num_classes = (1, 64, 128), 10
     return net
 '''
 
@@ -70,7 +72,7 @@ def run(quick: bool = False) -> dict:
         out = tmp / "out"
         exported, export_s, export_rss = _amptool(
             "export", "--ckpt", tmp / "big.ckpt", "--model", f"{tmp / 'big.py'}:big_mlp",
-            "--trust-model", tmp, "--data", "none", "-f", "mindir,onnx", "--precision", "fp32",
+            "--data", "none", "-f", "mindir,onnx", "--precision", "fp32",
             "--out", out, "--json", cwd=tmp)
         result = {"checkpoint_gb": ckpt_gb, "checkpoint_save_s": saved,
                   "export_exit": exported.returncode, "export_s": export_s,

@@ -277,7 +277,8 @@ def _move_into(entry: Path, target: Path) -> None:
         except OSError:  # staging folder on another file system
             _copy_into_place(entry, target)
         return
-    part = Path(tempfile.mkdtemp(prefix=".amptool-part-", dir=target.parent))
+    # named as a staging folder: removed by ``drop_stale_temps`` if this process dies here
+    part = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=target.parent))
     try:
         placed = part / "d"
         try:
