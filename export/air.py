@@ -23,8 +23,17 @@ def check_available(device: str | None = None) -> None:
                           "pass --device Ascend (or auto)")
 
 
-def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False) -> None:
+def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
+    """Export to ``path``; returns it (AIR keeps its weights in the one file)."""
+    from pathlib import Path
+
     import mindspore as ms
+
+    from amptool.errors import UsageError
 
     extra = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
     ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)
+    if not Path(path).is_file():
+        raise UsageError(f"mindspore.export returned without writing {Path(path).name}",
+                         "export MINDIR instead")
+    return Path(path)

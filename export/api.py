@@ -169,14 +169,12 @@ def export(cfg: ExportConfig) -> ExportReport:
 
 
 def _check_existing(paths: list, force: bool) -> None:
-    from amptool.artefact.manifest import manifest_path
+    """Refuse (without --force) when any form of a planned artefact is there: its file, the
+    split graph and weights MindSpore writes for a big one, or a manifest."""
+    from .writer import other_forms
 
-    from .deploy import settings_paths
-
-    existing = [str(p) for p in paths if p.exists() or manifest_path(p).exists()
-                or any(s.exists() for s in settings_paths(p).values())]
+    existing = [str(p.parent / n) for p in paths for n in other_forms(p)]
     if existing and not force:
-        raise UsageError(f"{len(existing)} artefact(s) already exist ({', '.join(existing[:3])}); "
-                         "nothing was touched",
+        raise UsageError(f"{len(existing)} artefact file(s) already exist "
+                         f"({', '.join(existing[:3])}); nothing was touched",
                          "pass --force to replace them, or choose another --out")
-

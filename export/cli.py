@@ -74,14 +74,16 @@ def export_command(
     if as_json:
         opt.print_json([r.to_dict() for r in report])
         return
-    sizes = {(r.format, r.precision): r.manifest["file_size"] for r in report}
+    sizes = {(r.format, r.precision): r.manifest["total_size"] for r in report}
     for r in report:
         m = r.manifest
         ratio = ""
         if r.precision == "fp16" and (r.format, "fp32") in sizes:
-            ratio = f", {m['file_size'] / sizes[(r.format, 'fp32')]:.3f}x of fp32"
+            ratio = f", {m['total_size'] / sizes[(r.format, 'fp32')]:.3f}x of fp32"
         dtypes = ", ".join(f"{k} {v:,}" for k, v in m["params"]["dtypes"].items()) or "n/a"
-        typer.echo(f"wrote {r.path} ({m['file_size']:,} bytes{ratio}; params {dtypes}"
+        apart = len(m["files"]) - 1
+        beside = f" in {apart + 1} files (weights beside the graph)" if apart else ""
+        typer.echo(f"wrote {r.path} ({m['total_size']:,} bytes{beside}{ratio}; params {dtypes}"
                    f"{'; encrypted' if m['encrypted'] else ''}) + manifest")
         deployment = m.get("deployment") or {}
         if deployment.get("needed"):

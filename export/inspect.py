@@ -14,10 +14,11 @@ from amptool.fileio import sha256
 def inspect_artefact(path, key: bytes | None = None) -> dict:
     """Format, size, sha256, encryption, inputs, outputs and parameters; plus the manifest."""
     from amptool.artefact import reader
+    from amptool.artefact.files import check_files, file_facts, locate
     from amptool.artefact.manifest import read_manifest, summarize_params
     from amptool.artefact.runners import detect_format, infer_precision
 
-    path = Path(path)
+    path = locate(path)
     fmt = detect_format(path)
     if not path.is_file():
         raise UsageError(f"{path} does not exist", "check the path")
@@ -30,8 +31,10 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
     module = reader(fmt)
     encrypted = module.is_encrypted(path)
     manifest = read_manifest(path)
-    facts = {"format": fmt, "path": str(path), "file_size": path.stat().st_size,
-             "sha256": sha256(path), "encrypted": encrypted}
+    files = file_facts(path)
+    facts = {"format": fmt, "path": str(path), "file_size": files[0]["size"],
+             "sha256": files[0]["sha256"], "files": files,
+             "total_size": sum(f["size"] for f in files), "encrypted": encrypted}
     if encrypted and key is None:
         facts.update(readable=False, inputs=None, outputs=None, params=None, precision=None)
     else:
@@ -42,6 +45,7 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
         if "opset" in described:
             facts["opset"] = described["opset"]
     facts["manifest"] = manifest
+    facts["manifest_differences"] = check_files(path, manifest, files)
     facts["manifest_matches"] = _matches(facts, manifest)
     facts["deployment"] = check_settings(path, manifest)
     return facts
@@ -84,8 +88,7 @@ def deployment_line(path: str, section: dict | None) -> str:
 def _matches(facts: dict, manifest: dict | None) -> bool | None:
     if manifest is None:
         return None
-    same = (manifest.get("sha256") == facts["sha256"]
-            and manifest.get("file_size") == facts["file_size"])
+    same = not facts["manifest_differences"]
     if facts.get("params") is not None and manifest.get("params") is not None:
         same = same and manifest["params"].get("bytes") == facts["params"]["bytes"]
     return same
@@ -105,6 +108,11 @@ def format_report(facts: dict) -> list:
     """Human-readable lines."""
     lines = [f"{facts['path']}: {facts['format']}, {facts['file_size']:,} bytes, "
              f"sha256 {facts['sha256'][:16]}…" + (", encrypted" if facts["encrypted"] else "")]
+    if len(facts["files"]) > 1:
+        lines.append(f"  weights apart: {len(facts['files']) - 1} file(s) beside it ("
+                     + ", ".join(f["path"] for f in facts["files"][1:4])
+                     + (", …" if len(facts["files"]) > 4 else "")
+                     + f"), {facts['total_size']:,} bytes in all")
     if not facts["readable"]:
         lines.append("  contents: encrypted (pass --key-file or --key-env to read them)")
     else:
@@ -132,6 +140,8 @@ def format_report(facts: dict) -> list:
                      f"policy {policy.get('level')}, MindSpore {m.get('mindspore_version')}, "
                      f"created {m.get('created')}; "
                      + ("matches the file" if facts["manifest_matches"] else
-                        "DOES NOT MATCH the file (re-export it)"))
+                        "DOES NOT MATCH the file (re-export it)"
+                        + (f": {'; '.join(facts['manifest_differences'][:3])}"
+                           if facts.get("manifest_differences") else "")))
         lines.append(f"  {deployment_line(facts['path'], facts.get('deployment'))}")
     return lines

@@ -7,9 +7,11 @@ from amptool.artefact.manifest import summarize_params
 
 
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,
-                   facts: dict, file_size: int, sha256: str, checkpoint: dict, model: dict,
+                   facts: dict, files: list, checkpoint: dict, model: dict,
                    preprocess: dict | None, data: str | None, val_fraction: float | None,
                    batch: dict, encrypted: bool) -> dict:
+    """``files``: every file of the artefact ([{path, size, sha256}], its main file first);
+    ``file_size`` and ``sha256`` are the main file's, ``total_size`` the set's."""
     import mindspore as ms
 
     import amptool
@@ -17,7 +19,8 @@ def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, sou
     return {
         "format": fmt, "precision": precision, "io_dtype": io_dtype, "policy": policy,
         "source_policy": source_policy, "inputs": facts["inputs"], "outputs": facts["outputs"],
-        "params": summarize_params(facts["weights"]), "file_size": file_size, "sha256": sha256,
+        "params": summarize_params(facts["weights"]), "file_size": files[0]["size"],
+        "sha256": files[0]["sha256"], "files": files, "total_size": sum(f["size"] for f in files),
         "checkpoint": checkpoint, "model": model, "preprocess": preprocess, "data": data,
         "val_fraction": val_fraction, "batch": batch, "mindspore_version": ms.__version__,
         "amptool_version": amptool.__version__,

@@ -24,27 +24,94 @@ def check_available(device: str) -> None:
     require_onnx()
 
 
-def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False) -> None:
-    """Export ``net`` to ``path``; inputs are named input0.., outputs output0.."""
+def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
+    """Export ``net`` to ``path`` (in a folder of its own: weights past protobuf's 2 GiB go
+    to ``<name>.onnx.data`` beside it); inputs are named input0.., outputs output0..;
+    returns ``path``."""
+    import mindspore.onnx.onnx_export as onnx_export
+
     from .onnx_check import cast_mixed_inputs, check_runs, rename_outputs
     from .onnx_compat import rewrite_for_onnx
+    from .split import mindspore_limit
 
     onnx = require_onnx()
     if key is not None:
         raise UsageError("ONNX artefacts cannot be encrypted", "encrypt MINDIR only")
+    path = Path(path)
     reference = _reference(net, inputs)
     rewrite_for_onnx(net)
-    _export(net, inputs, path, dynamic_batch)
-    model = onnx.load(str(path))
+    with mindspore_limit(onnx_export, "PROTO_LIMIT_SIZE"):
+        _export(net, inputs, path, dynamic_batch)
+    model = onnx.load(str(path), load_external_data=False)  # weights stay where they are
     rename_outputs(model)
     cast_mixed_inputs(model)
+    pack_external_data(model, path)
+    onnx.save(model, str(path))
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(str(path))  # by path: external data and > 2 GiB checked too
     except onnx.checker.ValidationError as exc:
         raise OnnxUnsupported(f"the exported ONNX graph fails onnx.checker ({first_line(exc)})",
                               "export MINDIR instead") from None
-    onnx.save(model, str(path))
     check_runs(path, reference)
+    return path
+
+
+def pack_external_data(model, path: Path, align: int = 4096) -> Path | None:
+    """Move the weights MindSpore wrote apart (one file a parameter, named after it) into
+    ``<name>.onnx.data`` beside ``path``, each at an offset aligned for memory mapping, and
+    point the graph at it; each source file is removed once copied. None when the graph
+    holds its weights itself."""
+    import shutil
+
+    from onnx import TensorProto
+
+    from amptool.artefact.files import ONNX_DATA_SUFFIX
+
+    external = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+    if not external:
+        return None
+    folder = path.parent.resolve()
+    target = path.with_name(path.name + ONNX_DATA_SUFFIX)
+    infos = [{e.key: e.value for e in t.external_data} for t in external]
+    users: dict = {}
+    for info in infos:
+        src = (folder / info["location"]).resolve()
+        if folder not in src.parents or not src.is_file():
+            raise OnnxUnsupported(f"MindSpore's ONNX exporter named external data "
+                                  f"{info['location']!r} that is not a file beside the graph",
+                                  "export MINDIR instead")
+        users[src] = users.get(src, 0) + 1
+    with open(target, "wb") as out:
+        for tensor, info in zip(external, infos):
+            src = (folder / info["location"]).resolve()
+            out.write(bytes(-out.tell() % align))
+            start = out.tell()
+            with open(src, "rb") as fh:
+                fh.seek(int(info.get("offset", 0)))
+                if "length" in info:
+                    _copy_exactly(fh, out, int(info["length"]), src)
+                else:
+                    shutil.copyfileobj(fh, out, 1 << 24)
+            del tensor.external_data[:]
+            for key, value in (("location", target.name), ("offset", str(start)),
+                               ("length", str(out.tell() - start))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
+            users[src] -= 1
+            if not users[src]:
+                src.unlink()
+    return target
+
+
+def _copy_exactly(src, out, length: int, name) -> None:
+    left = length
+    while left:
+        chunk = src.read(min(left, 1 << 24))
+        if not chunk:
+            raise OnnxUnsupported(f"MindSpore's external data file {name} is short",
+                                  "export MINDIR instead")
+        out.write(chunk)
+        left -= len(chunk)
 
 
 def _export(net, inputs, path, dynamic_batch: bool) -> None:
@@ -69,8 +136,10 @@ def _export(net, inputs, path, dynamic_batch: bool) -> None:
         raise OnnxUnsupported(f"MindSpore's ONNX exporter failed ({first_line(exc)})",
                               "export MINDIR instead" + (", or export ONNX with a fixed batch"
                                                          if dynamic_batch else "")) from None
-    if not Path(path).is_file():
-        raise UsageError(f"MindSpore did not write {path}", "check free disk space and retry")
+    if not Path(path).is_file():  # its exporter logs an I/O error and removes the file
+        raise UsageError(f"MindSpore's ONNX exporter could not write {Path(path).name} (an "
+                         "I/O error it logs and does not raise)",
+                         "check free space and write permission in the output folder")
 
 
 def _in_converter(exc: BaseException) -> bool:

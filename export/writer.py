@@ -61,68 +61,109 @@ def write_all(cfg, trained, policy, jobs: list) -> list:
 
 def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
            results: list) -> None:
-    """Trace each job into a staged temp file with its manifest (``kept``: the model file
-    facts to record)."""
+    """Trace each job into a staging folder of its own, under its final names, with its
+    manifest (``kept``: the model file facts to record); every set is moved into place
+    when the stack closes. Free space is checked before the first file is written."""
     from amptool.artefact.manifest import manifest_path
+    from amptool.fileio import atomic_set
     from amptool.policy import export_policy
 
     from .deploy import kept_cells
 
+    checked = False
     for precision in dict.fromkeys(p for p, _, _ in jobs):
         policy = export_policy(base) if precision == "fp16" else None
         net = _build(trained, params, precision, policy, cfg.io_dtype)
         fp32_cells = kept_cells(trained.spec, policy)
+        if not checked:
+            _check_space(net, jobs)
+            checked = True
         for prec, fmt, path in jobs:
             if prec != precision:
                 continue
-            tmp = stack.enter_context(atomic_path(path))
+            superseded: list = []
+            stage = stack.enter_context(atomic_set(path.parent, superseded))
             started = time.perf_counter()
             # the ONNX writer rewrites the network it traces: give it its own copy
             traced = _build(trained, params, precision, policy, cfg.io_dtype) \
                 if fmt == "ONNX" else net
-            _trace(traced, trained, cfg, fmt, precision, tmp, path)
+            written = _trace(traced, trained, cfg, fmt, precision, stage / path.name, path)
             seconds = time.perf_counter() - started
-            manifest = _manifest(cfg, trained, fmt, precision, policy, tmp, ckpt_facts)
+            final = path.parent / written.name
+            manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts)
             manifest["model"].update(kept)
             manifest["export_seconds"] = round(seconds, 4)
-            manifest["deployment"] = _stage_settings(path, precision, fp32_cells,
-                                                     stack)
-            mtmp = stack.enter_context(atomic_path(manifest_path(path)))
-            _write_json(mtmp, manifest)
-            results.append(ExportResult(fmt, precision, str(path), str(manifest_path(path)),
+            manifest["deployment"] = _stage_settings(written, precision, fp32_cells)
+            _write_json(manifest_path(written), manifest)
+            # what an earlier export left under another form's names (or settings this
+            # one does not need) goes once the set is in place
+            superseded += [n for n in other_forms(path) if not (stage / n).exists()]
+            results.append(ExportResult(fmt, precision, str(final), str(manifest_path(final)),
                                         manifest))
 
 
-def _stage_settings(path: Path, precision: str, kept: list, stack) -> dict:
-    """Stage the deployment settings beside ``path`` when it keeps cells in fp32 (committed
-    with the artefact); otherwise drop stale ones from an earlier export once all is
-    committed. Returns the manifest's ``deployment`` section."""
+def _stage_settings(written: Path, precision: str, kept: list) -> dict:
+    """Write the deployment settings beside the staged artefact ``written`` when it keeps
+    cells in fp32 (they move into place with it). Returns the manifest's ``deployment``
+    section."""
     import hashlib
 
     from .deploy import deployment_section, settings_paths, settings_texts
 
-    targets = settings_paths(path)
-    if not kept:
-        stack.push(_dropper(list(targets.values())))
-        return deployment_section(precision, kept, {})
     files = {}
-    for kind, text in settings_texts().items():
-        data = text.encode("utf-8")
-        stack.enter_context(atomic_path(targets[kind])).write_bytes(data)
-        files[kind] = (targets[kind].name, hashlib.sha256(data).hexdigest())
+    if kept:
+        targets = settings_paths(written)
+        for kind, text in settings_texts().items():
+            data = text.encode("utf-8")
+            targets[kind].write_bytes(data)
+            files[kind] = (targets[kind].name, hashlib.sha256(data).hexdigest())
     return deployment_section(precision, kept, files)
 
 
-def _dropper(paths: list):
-    """An exit callback removing ``paths`` (settings an earlier export left) when the
-    export succeeds."""
-    def drop(exc_type, exc, tb) -> bool:
-        if exc_type is None:
-            for stale in paths:
-                stale.unlink(missing_ok=True)
-        return False
+def artefact_forms(path: Path) -> list:
+    """Every name the artefact planned at ``path`` can take in its folder (its files, its
+    weights written apart, their manifests)."""
+    from amptool.artefact.files import (
+        GRAPH_SUFFIX,
+        ONNX_DATA_SUFFIX,
+        VARIABLES_SUFFIX,
+        split_mindir,
+    )
 
-    return drop
+    from .deploy import settings_paths
+
+    names = [path.name, path.name + ".json"]
+    names += [p.name for p in settings_paths(path).values()]
+    if path.suffix == ".mindir":
+        graph = split_mindir(path).name
+        names += [graph, graph + ".json", graph[:-len(GRAPH_SUFFIX)] + VARIABLES_SUFFIX]
+        names += [p.name for p in settings_paths(path.with_name(graph)).values()]
+    elif path.suffix == ".onnx":
+        names.append(path.name + ONNX_DATA_SUFFIX)
+    return names
+
+
+def other_forms(path: Path) -> list:
+    return [n for n in artefact_forms(path) if (path.parent / n).exists()]
+
+
+def _check_space(net, jobs: list) -> None:
+    """Refuse before writing when the folders the jobs stage in lack the room their
+    parameter bytes need (each staging folder is on the output's file system, or in the
+    system temp folder when MindSpore refuses the output folder's name)."""
+    import tempfile
+
+    from amptool.fileio import ms_safe
+
+    from .split import check_free_space, estimate_bytes, param_elements
+
+    elements = param_elements(net)
+    needed = sum(estimate_bytes(elements, precision) for precision, _, _ in jobs)
+    folder = jobs[0][2].parent
+    what = f"exporting {len(jobs)} artefact(s)"
+    check_free_space(folder, needed, what)
+    if not ms_safe(folder):
+        check_free_space(Path(tempfile.gettempdir()), needed, what + " (staged here)")
 
 
 def _build(trained, params, precision, policy, io_dtype):
@@ -133,20 +174,22 @@ def _build(trained, params, precision, policy, io_dtype):
     return net
 
 
-def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> None:
-    """Write ``fmt`` into the staged ``tmp`` for ``target``; failures name ``target``."""
+def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> Path:
+    """Write ``fmt`` into the staged ``tmp`` for ``target``; returns the main file written
+    (in ``tmp``'s folder); failures name ``target``."""
     try:
-        _write_format(net, trained, cfg, fmt, precision, tmp)
+        return _write_format(net, trained, cfg, fmt, precision, tmp)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}",
                          "free some space, raise the file size limit or write elsewhere") from None
     except UsageError as exc:
-        if str(tmp) not in exc.problem:
+        if str(tmp.parent) not in exc.problem:
             raise
-        raise UsageError(exc.problem.replace(str(tmp), str(target)), exc.fix) from None
+        raise UsageError(exc.problem.replace(str(tmp.parent), str(target.parent)),
+                         exc.fix) from None
 
 
-def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> None:
+def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> Path:
     from .graph import example_inputs
 
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
@@ -154,7 +197,7 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> None:
     module = format_module(fmt)
     key = cfg.encrypt_key if fmt in ("MINDIR", "AIR") else None
     try:
-        module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch)
+        return module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch)
     except AmpToolError:
         raise
     except (RuntimeError, TypeError, ValueError) as exc:
@@ -163,13 +206,11 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> None:
                "check that the model traces in GRAPH_MODE; try another --format")
         raise UsageError(f"{fmt} export of {trained.spec.name} ({precision}) failed: "
                          f"{first_line(exc)}", fix) from None
-    if not tmp.is_file():
-        raise UsageError(f"MindSpore wrote no {fmt} file for {trained.spec.name}",
-                         "check free disk space and retry")
 
 
 def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict) -> dict:
     from amptool.artefact import reader
+    from amptool.artefact.files import file_facts
     from amptool.policy import make_policy
 
     from .manifest import build_manifest
@@ -181,8 +222,7 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict)
     return build_manifest(
         fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
         policy=effective.to_dict(), source_policy=trained.policy.to_dict(), facts=facts,
-        file_size=tmp.stat().st_size, sha256=sha256(tmp), checkpoint=ckpt_facts,
-        model=spec.describe(),
+        files=file_facts(tmp), checkpoint=ckpt_facts, model=spec.describe(),
         preprocess=trained.preprocess, data=trained.data, val_fraction=trained.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},
         encrypted=key is not None)

@@ -107,7 +107,9 @@ class EagerRunner:
 def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Side:
     """An artefact, a checkpoint file or a training run folder; ``model`` is a reference the
     user named, over any the files record."""
-    p = Path(path)
+    from amptool.artefact.files import locate
+
+    p = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
     if not p.exists():
         raise UsageError(f"{path} does not exist",
                          "give an exported artefact, a checkpoint or a run folder")
@@ -142,16 +144,18 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
 
 
 def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
+    from amptool.artefact.files import check_files
     from amptool.artefact.manifest import manifest_path
     from amptool.artefact.runners import load_runner
-    from amptool.fileio import sha256
     from amptool.trust import recorded_reference
 
     runner = load_runner(str(p), key=key) if key is not None else load_runner(str(p))
     manifest = runner.manifest or {}
-    if manifest.get("sha256") and manifest["sha256"] != sha256(p):
-        raise UsageError(f"the manifest {manifest_path(p)} does not describe {p} (sha256 "
-                         "differs): its preprocessing and model cannot be trusted",
+    differs = check_files(p, manifest) if manifest.get("sha256") else []
+    if differs:
+        raise UsageError(f"the manifest {manifest_path(p)} does not describe {p} ("
+                         f"{'; '.join(differs[:2])}): its preprocessing and model cannot be "
+                         "trusted",
                          "export the artefact again, or remove the manifest to compare the "
                          "file alone")
     mdl = manifest.get("model") or {}

@@ -8,6 +8,13 @@ import os as _os
 # MindSpore logs plugin-probe warnings (no Ascend/GPU libraries) at import; keep them to
 # errors unless the user asked for more.
 _os.environ.setdefault("GLOG_v", "3")
+# Protobuf picks its implementation once per process, at its first import. MindSpore asks
+# for the pure-python one (it sets this variable at its import) because protobuf's default
+# upb parser refuses a message past 2 GiB: a .ckpt is one such message. onnx imports
+# protobuf too; whichever came first used to decide whether a big checkpoint could be read.
+# Ask for it here, before anything amptool imports can load protobuf (a user's own choice
+# stands; ``amptool.checkpoint`` refuses a checkpoint its parser cannot take).
+_os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 __version__ = "0.1.0"
 

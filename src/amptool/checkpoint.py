@@ -36,22 +36,86 @@ def detect_format(path: str | os.PathLike) -> str:
     return "ckpt"
 
 
+PROTOBUF_LIMIT = 2**31 - 1
+"""The largest message (bytes) protobuf's upb and C++ parsers take; its pure-python parser,
+the one MindSpore asks for, has no such limit. A .ckpt file is one message."""
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict:
-    """name -> Parameter (or str metadata); one clear error for a missing or corrupt file."""
+    """name -> Parameter (or str metadata); one clear error naming why a file cannot be
+    read (only a file that does not parse is called truncated or corrupt)."""
     import mindspore as ms
 
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"checkpoint {path} does not exist", "check the path or train first")
     fmt = detect_format(path)
+    size = path.stat().st_size
+    if size == 0:
+        raise UsageError(f"checkpoint {path} is empty (0 bytes)",
+                         "it was cut off as it was written: re-train or re-convert it")
+    if fmt == "ckpt":
+        check_parser(path, size)
     try:
         with _named_for(path, fmt) as named:
             params = ms.load_checkpoint(str(named), format=fmt)
         return _decode_text(params)
     except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
-                         "it is truncated or corrupt: re-train or re-convert it") from None
+        raise _read_error(path, fmt, size, exc) from None
+
+
+def protobuf_implementation() -> str:
+    """The implementation protobuf loaded in this process: python, upb or cpp."""
+    from google.protobuf.internal import api_implementation
+
+    return api_implementation.Type()
+
+
+def check_parser(path: Path, size: int) -> None:
+    """Refuse a .ckpt past ``PROTOBUF_LIMIT`` when protobuf loaded a parser that cannot take
+    it (``import amptool`` asks for the pure-python one; a process that imported protobuf
+    first, or set PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION, can have another)."""
+    if size <= PROTOBUF_LIMIT:
+        return
+    kind = protobuf_implementation()
+    if kind == "python":
+        return
+    raise UsageError(f"checkpoint {path} is {size / 1e9:.2f} GB, past the 2 GiB that "
+                     f"protobuf's '{kind}' parser, the one this process loaded, can read",
+                     "import amptool or mindspore before onnx or protobuf, or set "
+                     "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python; or save it as safetensors")
+
+
+def _chain(exc: BaseException) -> list:
+    found = []
+    while exc is not None and len(found) < 8:
+        found.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def _read_error(path: Path, fmt: str, size: int, exc: BaseException) -> UsageError:
+    """The one line for a checkpoint MindSpore could not read, naming the cause it gave."""
+    chain = _chain(exc)
+    names = {type(e).__name__ for e in chain}
+    text = " ".join(str(e) for e in chain)
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if names & {"MemoryError", "_CheckpointProtobufSizeError"} or "available memory" in text \
+            or "not enough memory" in text:
+        return UsageError(f"checkpoint {path} ({size / 1e9:.2f} GB) does not fit in this "
+                          "machine's free memory", "free memory or read it on a larger machine; "
+                          "safetensors files are memory-mapped")
+    if any(isinstance(e, PermissionError) for e in chain):
+        return UsageError(f"checkpoint {path} cannot be read: permission denied",
+                          "make it readable")
+    if "DecodeError" in names or "Fail to parse the input safetensors" in text:
+        return UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
+                          "it is truncated or corrupt: re-train or re-convert it")
+    import mindspore as ms
+
+    return UsageError(f"checkpoint {path} cannot be read as {fmt} ({reason[:160]})",
+                      f"check that it is a checkpoint MindSpore {ms.__version__} reads "
+                      "(written by save_checkpoint)")
 
 
 def _encode_text(meta: dict) -> dict:

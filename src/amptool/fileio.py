@@ -21,6 +21,11 @@ from .errors import UsageError
 _MS_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@_-.:/\\")
 
 
+def ms_safe(path: str | os.PathLike) -> bool:
+    """Whether MindSpore's writers accept ``path`` as a file name."""
+    return set(str(path)) <= _MS_SAFE
+
+
 def check_out_dir(path: str | os.PathLike) -> None:
     """The refusals of ``ensure_out_dir`` that need nothing created: for a command that
     works long before it writes, so a bad ``--out`` costs no time."""
@@ -222,6 +227,71 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         remove_tree(tmpdir)
 
 
+@contextlib.contextmanager
+def atomic_set(folder: str | os.PathLike, replaces=()) -> Iterator[Path]:
+    """Yield a private staging folder whose entries (files and folders, named as they are
+    to be named in ``folder``) are moved into ``folder`` together on success: for a writer
+    whose output is several files naming each other (a graph and its weights folder).
+    ``replaces``: names in ``folder`` that the set supersedes (another form of the same
+    artefact), removed once the set is in place. A failure leaves nothing in ``folder``.
+    The staging folder's name is one MindSpore accepts (else it is in the system temp
+    folder, and entries are copied beside their targets under temp names, then renamed)."""
+    folder = Path(folder)
+    drop_stale_temps(folder)
+    stage = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=folder))
+    try:
+        if not set(str(stage)) <= _MS_SAFE:
+            os.rmdir(stage)
+            stage = Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
+        yield stage
+        entries = sorted(stage.iterdir(), key=lambda p: p.is_file())  # folders first
+        if not entries:
+            raise RuntimeError(f"nothing was written into {stage}")
+        for entry in entries:
+            _make_readable(entry)
+            _move_into(entry, folder / entry.name)
+        for name in replaces:
+            old = folder / name
+            if old.is_dir() and not old.is_symlink():
+                remove_tree(old)
+            elif old.exists() or old.is_symlink():
+                old.unlink()
+    finally:
+        remove_tree(stage)
+
+
+def _make_readable(entry: Path) -> None:
+    """Files get the mode a new file gets under the umask, folders a new folder's (MindSpore
+    writes them 0400 and 0700)."""
+    mask = current_umask()
+    paths = [entry, *entry.rglob("*")] if entry.is_dir() else [entry]
+    for p in paths:
+        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
+
+
+def _move_into(entry: Path, target: Path) -> None:
+    """``entry`` onto ``target`` (a file or a folder), replacing what is there."""
+    if entry.is_file():
+        try:
+            os.replace(entry, target)
+        except OSError:  # staging folder on another file system
+            _copy_into_place(entry, target)
+        return
+    # named as a staging folder: removed by ``drop_stale_temps`` if this process dies here
+    part = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=target.parent))
+    try:
+        placed = part / "d"
+        try:
+            os.rename(entry, placed)
+        except OSError:
+            shutil.copytree(entry, placed)
+        if target.exists() or target.is_symlink():
+            os.rename(target, part / "old")  # removed with ``part``
+        os.rename(placed, target)
+    finally:
+        remove_tree(part)
+
+
 def remove_tree(path: Path) -> None:
     """``shutil.rmtree`` run to its end even when an interrupt (Ctrl+C, SIGTERM) arrives
     while it works; the interrupt is raised again once the tree is gone."""
@@ -314,6 +384,14 @@ def jsonable(obj):
     if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
     return obj
+
+
+def free_bytes(folder: str | os.PathLike) -> int | None:
+    """Bytes free to this user on ``folder``'s file system (None where it cannot be told)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
 
 
 def sha256(path: str | os.PathLike) -> str:

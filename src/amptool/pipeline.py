@@ -224,7 +224,9 @@ def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
     """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
     with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
     rows = [_row(ref, None, None)]
-    sizes = {(r.format, r.precision): Path(r.path).stat().st_size for r in [ref] + cands}
+    from amptool.artefact.files import total_size
+
+    sizes = {(r.format, r.precision): total_size(r.path) for r in [ref] + cands}
     for cand in cands:
         rows.append(_row(cand, report.verdict(cand.path), sizes.get((cand.format, "fp32"))))
     rows[0]["accuracy"] = report.reference_accuracy
@@ -240,7 +242,9 @@ def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
 def _row(result, verdict, fp32_size: Optional[int]) -> dict:
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
     reference)."""
-    size = Path(result.path).stat().st_size
+    from amptool.artefact.files import total_size
+
+    size = total_size(result.path)
     row = {"format": result.format, "precision": result.precision, "path": result.path,
            "size": size, "size_ratio": round(size / fp32_size, 4) if fp32_size else None,
            "accuracy": None, "verdict": "reference"}

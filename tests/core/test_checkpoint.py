@@ -126,3 +126,62 @@ def test_read_checkpoint_recognises_content_not_suffix(tmp_path):
     assert detect_format(path) == "safetensors"
     params = read_checkpoint(path)
     np.testing.assert_array_equal(params["fc.weight"].asnumpy(), W)
+
+
+def _run_python(code: str, env_extra: dict | None = None):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+
+
+def test_checkpoint_reads_the_same_after_onnx_is_imported(files):
+    """The reported order: the ONNX export path imports onnx and onnxruntime (which load
+    protobuf) before MindSpore. protobuf then kept its upb parser, which cannot take a
+    message past 2 GiB (a 2.55 GB .ckpt read as 'corrupted'); amptool asks for the
+    pure-python parser MindSpore needs before anything loads protobuf."""
+    pytest.importorskip("onnx")
+    code = f"""
+import amptool.artefact.onnx as fmt
+fmt.require_onnx()  # what export --format ONNX does first
+from amptool.checkpoint import protobuf_implementation, read_checkpoint
+params = read_checkpoint({str(files['ckpt'])!r})
+print(protobuf_implementation(), sorted(k for k in params))
+"""
+    done = _run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[0] == "python", done.stdout
+
+
+def test_a_parser_that_cannot_take_the_file_is_named_not_corruption(tmp_path):
+    """Past 2 GiB under a parser with that limit (a process that chose upb itself): one
+    line naming the parser and the fix, not 'truncated or corrupt'. The file is sparse:
+    it takes no disk."""
+    from amptool.checkpoint import PROTOBUF_LIMIT
+
+    big = tmp_path / "big.ckpt"
+    with open(big, "wb") as fh:
+        fh.truncate(PROTOBUF_LIMIT + 4096)
+    code = f"""
+from amptool.checkpoint import read_checkpoint
+from amptool.errors import UsageError
+try:
+    read_checkpoint({str(big)!r})
+except UsageError as exc:
+    print(exc)
+"""
+    done = _run_python(code, {"PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "upb"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = done.stdout.strip()
+    assert "\n" not in line and "corrupt" not in line, line
+    assert "2.15 GB, past the 2 GiB that protobuf's 'upb' parser" in line, line
+    assert "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python" in line
+
+
+def test_an_empty_checkpoint_says_so(tmp_path):
+    (tmp_path / "empty.ckpt").write_bytes(b"")
+    with pytest.raises(UsageError, match=r"is empty \(0 bytes\)"):
+        read_checkpoint(tmp_path / "empty.ckpt")

@@ -32,9 +32,11 @@ def copy_artefact(src: str, dst_dir: Path, name: str) -> Path:
 
 
 def write_manifest(artefact: Path, manifest: dict) -> None:
+    from amptool.artefact.files import file_facts
     from amptool.fileio import sha256
 
-    manifest = dict(manifest, sha256=sha256(artefact), file_size=artefact.stat().st_size)
+    manifest = dict(manifest, sha256=sha256(artefact), file_size=artefact.stat().st_size,
+                    files=file_facts(artefact))
     Path(str(artefact) + ".json").write_text(json.dumps(manifest, indent=2))
 
 

@@ -166,6 +166,7 @@ def two_heads(tmp_path_factory):
     import onnx
     from onnx import numpy_helper
 
+    from amptool.artefact.files import file_facts
     from amptool.export.api import ExportConfig, export
     from amptool.fileio import sha256
     from amptool.models import resolve_model
@@ -186,7 +187,7 @@ def two_heads(tmp_path_factory):
     bias.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(bias) + 0.5, bias.name))
     onnx.save(graph, str(bad))
     manifest = json.loads(Path(str(good) + ".json").read_text())
-    manifest.update(sha256=sha256(bad), file_size=bad.stat().st_size)
+    manifest.update(sha256=sha256(bad), file_size=bad.stat().st_size, files=file_facts(bad))
     Path(str(bad) + ".json").write_text(json.dumps(manifest))
     copy = root / "copy" / good.name
     copy.parent.mkdir()

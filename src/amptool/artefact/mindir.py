@@ -112,18 +112,39 @@ def describe(path, key: bytes | None = None) -> dict:
 
 
 def read_weights(path, key: bytes | None = None) -> dict:
-    """name -> numpy array of every stored floating-point parameter."""
+    """name -> numpy array of every stored floating-point parameter (from the graph file, or
+    from the ``<name>_variables/`` files a split graph names)."""
     out = {}
     for name, dtype, shape, param in _stored(read_model(path, key)):
         if dtype == "bfloat16":
             continue
+        raw = _external(path, param, name) if param.HasField("external_data") else param.raw_data
         try:
-            out[name] = np.frombuffer(param.raw_data, dtype=np_dtype(dtype)).reshape(shape)
+            out[name] = np.frombuffer(raw, dtype=np_dtype(dtype)).reshape(shape)
         except ValueError:
             raise UsageError(f"{path} is corrupt: parameter {name} holds "
-                             f"{len(param.raw_data)} bytes, not a {dtype} tensor of shape "
+                             f"{len(raw)} bytes, not a {dtype} tensor of shape "
                              f"{list(shape)}", "export it again") from None
     return out
+
+
+def _external(path, param, name: str) -> bytes:
+    """The bytes of a parameter a split MindIR keeps in its variables folder (read, not
+    mapped: a data file is read-only and holds many parameters)."""
+    ext = param.external_data
+    folder = Path(path).resolve().parent
+    source = (folder / ext.location).resolve()
+    if folder not in source.parents or not source.is_file():
+        raise UsageError(f"{path} names weights in {ext.location}, which is not beside it",
+                         "keep the graph file and its _variables folder together, or export "
+                         "it again")
+    with open(source, "rb") as fh:
+        fh.seek(ext.offset)
+        raw = fh.read(ext.length)
+    if len(raw) != ext.length:
+        raise UsageError(f"{source} is truncated: parameter {name} needs {ext.length} bytes "
+                         f"at {ext.offset}, {len(raw)} are there", "export it again")
+    return raw
 
 
 def load_graph(path, key: bytes | None = None):

@@ -144,10 +144,12 @@ def _ensure_device() -> None:
 
 
 def load_runner(path, key=None) -> Runner:
-    """A runner for a .mindir or .onnx artefact; ``key`` (bytes or hex) for encrypted MindIR."""
+    """A runner for a .mindir or .onnx artefact (a split one by its main file: the graph
+    finds its weights beside it); ``key`` (bytes or hex) for encrypted MindIR."""
+    from .files import locate
     from .manifest import read_manifest
 
-    path = Path(path)
+    path = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
     fmt = detect_format(path)
     if not path.is_file():
         raise UsageError(f"artefact {path} does not exist", "check the path or export it first")
