@@ -338,7 +338,9 @@ def keep_code_file(file, folder, what: str) -> dict:
     from .trust import KEPT_FOLDER, trust_code
 
     data = Path(file).read_bytes()
-    target = Path(folder) / KEPT_FOLDER / f"{what}_{Path(file).name}"
+    kept = Path(folder) / KEPT_FOLDER
+    own = Path(file).resolve().parent == kept.resolve()  # a resumed run's copy: kept as it is
+    target = kept / (Path(file).name if own else f"{what}_{Path(file).name}")
     facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
     trust_code(facts["sha256"], file, f"--{what}")
     if not (target.is_file() and target.read_bytes() == data):

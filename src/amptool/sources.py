@@ -40,7 +40,7 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 def _npz(path: str, declared: Optional[tuple] = None) -> tuple[np.ndarray, list, list]:
     """(images x, target names, target arrays) of an image npz."""
     arrays = npz_arrays(path)
-    if "x" not in arrays or not _has_targets(arrays, declared):
+    if "x" not in arrays or not (declared or _has_targets(arrays, declared)):
         raise UsageError(f"{path} lacks array 'x' or 'y' (has {', '.join(sorted(arrays))})",
                          "save images as x (N,H,W) or (N,C,H,W) and labels as y (N,)")
     x = arrays.pop("x")
@@ -190,7 +190,7 @@ def _named_arrays(spec: str, names: list, declared: Optional[tuple] = None) -> t
         targets = (("y",), [y])
     elif kind == "npz":
         arrays = npz_arrays(arg)
-        if not _has_targets(arrays, declared):
+        if not declared and not _has_targets(arrays, declared):
             raise UsageError(f"{arg} has no labels array 'y' (has {', '.join(sorted(arrays))})",
                              "save the class labels as y (N,), or the targets as y or "
                              "y0, y1, ...")
