@@ -9,7 +9,7 @@ from amptool.artefact.manifest import summarize_params
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,
                    facts: dict, file_size: int, sha256: str, checkpoint: dict, model: dict,
                    preprocess: dict | None, data: str | None, val_fraction: float | None,
-                   batch: dict, encrypted: bool) -> dict:
+                   batch: dict, encrypted: bool, task: dict | None = None) -> dict:
     import mindspore as ms
 
     import amptool
@@ -22,4 +22,5 @@ def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, sou
         "val_fraction": val_fraction, "batch": batch, "mindspore_version": ms.__version__,
         "amptool_version": amptool.__version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "encrypted": encrypted,
+        "task": task,
     }

@@ -82,6 +82,27 @@ class LossSpec:
                    if self.kind == "token-cross-entropy" else {})}
 
 
+def task_record(record) -> Optional[dict]:
+    """The loss facts a run.json or manifest records (name, kind, targets, classifier,
+    ignore_index), without where its code is kept; None when there is none."""
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+        return None
+    keep = ("name", "kind", "targets", "classifier", "ignore_index")
+    return {k: record[k] for k in keep if k in record}
+
+
+def loss_from_record(record) -> Optional[LossSpec]:
+    """The ``LossSpec`` a recorded loss (``task_record``) stands for, to read its targets
+    with: its code is neither imported nor run. None without a record."""
+    facts = task_record(record)
+    if facts is None:
+        return None
+    targets = facts.get("targets") or ["y"]
+    return LossSpec(str(facts.get("name", facts["kind"])), facts["kind"], tuple(targets),
+                    facts["kind"] == "factory",
+                    int(facts.get("ignore_index", IGNORE_INDEX)))
+
+
 def parse_builtin(name: str) -> Optional[tuple]:
     """(kind, ignore index) of a built-in name, or None when ``name`` is not one."""
     low = name.strip().lower()

@@ -296,3 +296,37 @@ def test_overflow_skipping_works_with_a_regression_loss(task):
         tries += 1
         assert tries < 40
     assert any(not np.array_equal(before[p.name], p.asnumpy()) for p in net.get_parameters())
+
+
+# --- parity judges a regression by its errors, not by top-1 ----------------------------------
+
+def test_outputs_that_are_no_class_logits_get_no_top1_and_a_scaled_error_bound():
+    from amptool.metrics import NOT_LOGITS_MAX_ABS_SCALED, resolve_thresholds
+
+    fp16 = resolve_thresholds("fp32", "fp16", logits=False)
+    assert fp16.min_top1 is None and fp16.max_acc_drop is None
+    assert fp16.max_abs_scaled == NOT_LOGITS_MAX_ABS_SCALED
+    assert resolve_thresholds("fp32", "fp32", logits=False).max_abs_scaled == 1e-4
+    flagged = resolve_thresholds("fp32", "fp16", flags={"max_abs_scaled": None}, logits=False)
+    assert flagged.max_abs_scaled is None  # a flag still turns it off
+    assert resolve_thresholds("fp32", "fp16").min_top1 == 0.99  # classifiers: unchanged
+
+
+@pytest.mark.slow
+def test_amptool_run_on_a_regression_network_passes_parity(task, tmp_path):
+    out = tmp_path / "pipe"
+    code, output = invoke("run", "--model", task / "reg.py:build", "--data",
+                          f"npz:{task / 'reg.npz'}", "--loss", "mse", "--epochs", "2",
+                          "--out", out)
+    assert code == 0, output
+    assert "parity PASSED" in output and "val loss" in output
+    report = json.loads((out / "parity.json").read_text())
+    fp16 = next(c for c in report["candidates"]
+                if c["format"] == "MINDIR" and c["precision"] == "fp16")
+    checks = {row["metric"]: row for row in fp16["outputs"][0]["checks"]}
+    assert set(checks) == {"nonfinite", "cosine", "max_abs_scaled"}, checks
+    assert all(row["passed"] for row in checks.values())
+    formats = {(c["format"], c["precision"]) for c in report["candidates"]}
+    assert ("MINDIR", "fp16") in formats
+    manifest = json.loads((out / "export" / "build_fp16.mindir.json").read_text())
+    assert manifest["task"]["kind"] == "mse" and manifest["model"]["num_classes"] is None

@@ -4,7 +4,9 @@ Fields: format, precision, io_dtype, policy (the policy the graph was built with
 source_policy (the training run's), inputs, outputs, params {count, bytes, tensors,
 dtypes}, file_size, sha256, checkpoint {path, sha256}, model {name, spec, input_shape,
 num_classes}, preprocess, data, val_fraction, batch {size, dynamic}, mindspore_version,
-amptool_version, created, encrypted. Keys are never part of it.
+amptool_version, created, encrypted, task (the training run's loss: name, kind, targets,
+classifier; null when unknown: parity then takes a 2-D first output for class logits).
+Keys are never part of it.
 """
 from __future__ import annotations
 
