@@ -15,6 +15,7 @@ class logits and its one target holds integer labels (``default_loss``), and ask
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,7 +224,10 @@ def _first_only(fn, spec: LossSpec, outputs: int) -> bool:
                      "factory to name them)")
 
 
+@functools.lru_cache(maxsize=None)
 def _loss_cell_class():
+    """One class for the process: MindSpore's compile caches key on the class's id, which a
+    class made per call and collected could hand to another."""
     import mindspore as ms
     from mindspore import nn, ops
 
