@@ -9,7 +9,7 @@ from amptool.artefact.manifest import summarize_params
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,
                    facts: dict, files: list, checkpoint: dict, model: dict,
                    preprocess: dict | None, data: str | None, val_fraction: float | None,
-                   batch: dict, encrypted: bool) -> dict:
+                   batch: dict, encrypted: bool, task: dict | None = None) -> dict:
     """``files``: every file of the artefact ([{path, size, sha256}], its main file first);
     ``file_size`` and ``sha256`` are the main file's, ``total_size`` the set's."""
     import mindspore as ms
@@ -25,4 +25,5 @@ def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, sou
         "val_fraction": val_fraction, "batch": batch, "mindspore_version": ms.__version__,
         "amptool_version": amptool.__version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "encrypted": encrypted,
+        "task": task,
     }

@@ -225,7 +225,7 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict)
         files=file_facts(tmp), checkpoint=ckpt_facts, model=spec.describe(),
         preprocess=trained.preprocess, data=trained.data, val_fraction=trained.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},
-        encrypted=key is not None)
+        encrypted=key is not None, task=trained.task)
 
 
 def _air_facts(trained) -> dict:

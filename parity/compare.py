@@ -231,24 +231,26 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
     val = cfg.val_fraction or next((s.val_fraction for s in sides if s.val_fraction), 0.2)
     prep = next((s.preprocess for s in sides if s.preprocess), None)
     model_ref = next((s.model_ref for s in sides if s.model_ref), None)
+    task = next((s.task for s in sides if s.task), None)
     if prep is None and model_ref is not None:  # inputs that are not images
         from amptool.parity.inputs import load_signature_inputs
 
         spec = _data_spec(cfg, sides)
         spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
-        return load_signature_inputs(spec, model_ref, val, cfg.samples)
+        return load_signature_inputs(spec, model_ref, val, cfg.samples, task)
     if prep is None:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")
     classes = next((s.num_classes for s in sides if s.num_classes), None)
-    if classes is None:
+    if classes is None and (task is None or task.get("classifier", True)):
         raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
-    return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples)
+    return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)
 
 
 def _judge(run: _Baseline, cand: Side) -> dict:
     cfg, ref, inputs = run.cfg, run.ref, run.inputs
-    th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds)
+    th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
+                            logits=_task_of(ref, cand) is not False)
     fed = inputs.for_preprocess(cand.preprocess)
     cand_out = run_batched(cand.runner, fed, cfg.batch_size)
     outputs = [_judge_output(run, cand, i, r, c) for i, (r, c) in enumerate(zip(run.ref_out,
@@ -281,17 +283,27 @@ def _judge(run: _Baseline, cand: Side) -> dict:
 
 def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     name = run.names[index] if index < len(run.names) else f"output{index}"
+    task = _task_of(run.ref, cand)
     th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                            run.cfg.thresholds, output=(index, name))
+                            run.cfg.thresholds, output=(index, name), logits=task is not False)
     # class logits are the first output, as wide as the model's classes where those are known;
-    # every other output gets no top-1 and no accuracy ("n/a"), labels or not
+    # every other output gets no top-1 and no accuracy ("n/a"), labels or not. A run whose
+    # loss is not class cross-entropy (a regression, a token model...) has no class logits:
+    # its outputs are judged by the error metrics alone, top-1 and accuracy left out.
     classes = run.ref.num_classes
-    logits = index == 0 and (not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
+    logits = index == 0 and task is not False and (
+        not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
     metrics = compute_metrics(r, c, run.inputs.labels if logits else None, th.atol, th.rtol,
                               logits=logits)
     rows = check_metrics(metrics, th)
     return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
             "thresholds": th.to_dict()}
+
+
+def _task_of(ref: Side, cand: Side) -> Optional[bool]:
+    """Whether the sides' first output is class logits by their run's recorded loss (the
+    reference's, else the candidate's); None when neither records one."""
+    return ref.classifier if ref.classifier is not None else cand.classifier
 
 
 def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> list:

@@ -52,24 +52,29 @@ class InputSet:
                         self.fallback_preprocess)
 
 
-def load_data_inputs(spec: str, preprocess: dict, num_classes: int, val_fraction: float,
-                     samples: Optional[int]) -> InputSet:
-    """The held-out split of ``spec`` as raw images fitted to the preprocess's C, H, W."""
+def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
+                     val_fraction: float, samples: Optional[int],
+                     task: Optional[dict] = None) -> InputSet:
+    """The held-out split of ``spec`` as raw images fitted to the preprocess's C, H, W
+    (``task``: the run's recorded loss, whose targets the labels are)."""
     from amptool.data import load_val_raw
+    from amptool.losses import loss_from_record
 
     shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
-    x, y = load_val_raw(spec, shape, num_classes, val_fraction, samples)
-    return InputSet(x, None, y, f"{spec} held-out split ({len(y)} samples)", preprocess)
+    x, y = load_val_raw(spec, shape, num_classes, val_fraction, samples,
+                        loss_from_record(task))
+    return InputSet(x, None, y, f"{spec} held-out split ({len(x)} samples)", preprocess)
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,
-                          samples: Optional[int]) -> InputSet:
+                          samples: Optional[int], task: Optional[dict] = None) -> InputSet:
     """Inputs for a network that does not take images: the held-out split of ``spec``
     (``npz:FILE`` with one array per input, or ``tokens``), or with ``random[:SEED]``
     values generated from the signature (in the declared ranges), without labels."""
     from amptool.data import load_eval_inputs
+    from amptool.losses import loss_from_record
     from amptool.models import resolve_model
 
     if samples is not None and samples < 1:
@@ -78,8 +83,15 @@ def load_signature_inputs(spec: str, model_ref, val_fraction: float,
     kind, _, seed = spec.partition(":")
     if kind == "random":
         return generate_inputs(model.inputs, samples or 64, int(seed or 0))
-    given, labels = load_eval_inputs(spec, model, None, val_fraction, samples)
-    return InputSet(None, given, labels, f"{spec} held-out split ({len(labels)} samples)")
+    loss = loss_from_record(task)
+    if loss is not None and not loss.classifier:  # whatever width its first output has
+        import dataclasses
+
+        model = dataclasses.replace(model, num_classes=None)
+    given, labels = load_eval_inputs(spec, model, None, val_fraction, samples, loss)
+    if isinstance(labels, list):  # several targets: parity's labels are one array
+        labels = None
+    return InputSet(None, given, labels, f"{spec} held-out split ({len(given[0])} samples)")
 
 
 def generate_inputs(inputs: tuple, count: int, seed: int = 0) -> InputSet:
@@ -122,8 +134,9 @@ def load_npz_inputs(path: str, input_names: list, samples: Optional[int]) -> Inp
     if len({len(g) for g in given}) != 1 or (labels is not None and len(labels) != len(given[0])):
         raise UsageError(f"--inputs {path}: arrays hold different sample counts",
                          "store one row per sample in every array")
-    return InputSet(None, given, None if labels is None else labels.astype(np.int64),
-                    f"{path} ({len(given[0])} samples)")
+    if labels is not None and np.issubdtype(labels.dtype, np.integer):
+        labels = labels.astype(np.int64)  # class labels; float targets stay as they are
+    return InputSet(None, given, labels, f"{path} ({len(given[0])} samples)")
 
 
 def run_batched(runner, arrays: list, chunk: int = 512) -> list:
@@ -144,7 +157,7 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
     meta = {"reference": ref.path, "format": ref.format, "precision": ref.precision,
             "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
-            "num_classes": ref.num_classes, "inputs_meta": ref.inputs,
+            "num_classes": ref.num_classes, "task": ref.task, "inputs_meta": ref.inputs,
             "outputs_meta": ref.outputs, "description": inputs.description}
     arrays = {f"input_{i}": a for i, a in enumerate(fed)}
     arrays.update({f"output_{i}": o for i, o in enumerate(outputs)})
@@ -174,6 +187,7 @@ def load_golden(path: str):
             raise KeyError("meta")
     except Exception:  # not JSON, not a mapping, or a key or array missing
         raise UsageError(bad, fix) from None
+    from amptool.losses import task_record
     from amptool.trust import recorded_reference
 
     named = meta.get("model")  # a file's word: vetted before any of its code runs
@@ -182,7 +196,7 @@ def load_golden(path: str):
                preprocess=meta["preprocess"], model=named,
                model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
                if isinstance(named, str) and named else None,
-               num_classes=meta.get("num_classes"),
+               num_classes=meta.get("num_classes"), task=task_record(meta.get("task")),
                golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
     inputs = InputSet(arrays.get("raw"), fed, arrays.get("labels"),
                       f"golden {meta['description']}", meta["preprocess"])

@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
+from amptool.losses import task_record
 from amptool.rundir import RunDir, is_checkpoint_file
 
 
@@ -40,6 +41,8 @@ class Side:
     """What rebuilds the model: reference, factory arguments, input signature."""
     num_classes: Optional[int] = None
     """Width of the class-logits output, where known."""
+    task: Optional[dict] = None
+    """The training run's loss as recorded (name, kind, targets, classifier), where known."""
     checkpoint: Optional[str] = None
     """The checkpoint the weights come from, where known."""
     policy: Optional[dict] = None
@@ -53,6 +56,11 @@ class Side:
     golden: dict = field(default_factory=dict)
     """Stored arrays and io metadata of a golden-outputs file."""
     cache: dict = field(default_factory=dict)
+
+    @property
+    def classifier(self) -> Optional[bool]:
+        """Whether the first output is class logits by the run's loss; None: not recorded."""
+        return None if self.task is None else bool(self.task.get("classifier", True))
 
     @property
     def label(self) -> str:
@@ -134,9 +142,11 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
     data = info.get("data", {})
     params = read_checkpoint(ckpt)
     runner = EagerRunner(ref, params, f"checkpoint {ckpt}")
+    task = task_record(info.get("loss"))
+    classes = None if task and not task.get("classifier", True) else runner.spec.num_classes
     src = Side(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
                runner=runner, preprocess=data.get("preprocess"), model=ref["model"],
-               model_ref=ref, num_classes=runner.spec.num_classes,
+               model_ref=ref, num_classes=classes, task=task,
                checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
                val_fraction=data.get("val_fraction"))
     src.cache["weights"] = numpy_weights(params)
@@ -161,8 +171,11 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
     mdl = manifest.get("model") or {}
     ck = manifest.get("checkpoint") or {}
     out_shape = runner.outputs[0]["shape"] if runner.outputs else []
+    task = task_record(manifest.get("task"))
     num_classes = mdl.get("num_classes") or (out_shape[1] if len(out_shape) == 2 else None)
-    return Side(path=str(p), kind="artefact", format=runner.format,
+    if task is not None and not task.get("classifier", True):  # the run's loss says so
+        num_classes = None
+    return Side(path=str(p), kind="artefact", format=runner.format, task=task,
                 precision=runner.precision or manifest.get("precision"), runner=runner,
                 manifest=runner.manifest, preprocess=manifest.get("preprocess"),
                 model=(model or {}).get("model") or mdl.get("spec") or mdl.get("name"),

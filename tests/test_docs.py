@@ -15,8 +15,9 @@ sizes, seconds, versions: another CPU trains and rounds differently) free to dif
 each transcript from the real output (keeping its ``...`` elisions).
 
 Files the documents leave to the reader are written first: ``my_net.py`` (the README's
-factory example around a small network), ``images/`` (a tiny image folder) and every file
-a document shows in a block whose first line is ``# <file name>`` (``train.yaml``).
+factory example around a small network), ``images/`` (a tiny image folder), ``reg.npz`` (a
+small regression set: ``x`` (N, 8), ``y`` (N, 3) floats) and every file a document shows in
+a block whose first line is ``# <file name>`` (``train.yaml``, ``reg.py``).
 
 The extraction is complete: a block with another label may hold no runnable command (a
 ``text`` block holds synopses and listings only), so a new example is a new test case here
@@ -238,6 +239,9 @@ def write_fixtures(folder: Path) -> None:
         for i in range(24):
             pixels = np.clip(rng.normal(level, 40, (12, 12, 3)), 0, 255).astype(np.uint8)
             Image.fromarray(pixels).save(folder / "images" / label / f"{i}.png")
+    x = rng.standard_normal((256, 8)).astype(np.float32)
+    y = np.tanh(x @ rng.standard_normal((8, 3)).astype(np.float32) / 3) * 2
+    np.savez(folder / "reg.npz", x=x, y=y.astype(np.float32))
     for doc in DOCS:
         for _, _, body in fenced_blocks(doc):
             name = FILE_BLOCK.match(body)

@@ -14,6 +14,8 @@ def train_command(
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.noted(opt.TrustModelOption, "For --resume.") = None,
     data: opt.with_default(opt.DataOption, "digits") = None,
+    loss: opt.LossOption = None,
+    metric: opt.TrainMetricOption = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
     range_safety: opt.RangeSafetyOption = None,
@@ -85,7 +87,7 @@ def train_command(
     from amptool.train.config import build_command_config
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
-                 input_spec=input_spec, data=data,
+                 input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
                  policy=str(policy) if policy else None, range_safety=range_safety,
                  loss_scale=loss_scale,
@@ -123,11 +125,25 @@ def _print_summary(summary: dict, as_json: bool) -> None:
     typer.echo(
         f"{'already finished' if summary.get('already_finished') else 'done'}: "
         f"{summary['model']} {summary['policy']} on {summary['device']}"
-        f" x{summary['workers']} | val acc {summary['val_acc']:.4f}"
-        f" (best {summary['best_acc']:.4f})"
+        f" x{summary['workers']} | {score_text(summary)}"
         f" | {summary['steps']} steps, {summary['overflow_steps']} overflow steps skipped"
         f" | loss scale {summary['loss_scale']:g} | {summary['samples_per_s']:.0f} samples/s"
         f" | {summary['out']}")
+
+
+def score_text(figures: dict) -> str:
+    """``val acc A (best B)`` for accuracy; else the loss and the score that picks best."""
+    if figures.get("val_acc") is not None:
+        return f"val acc {figures['val_acc']:.4f} (best {figures['best_acc']:.4f})"
+    name = figures.get("score") or "neg_val_loss"
+    loss = figures.get("val_loss")
+    head = f"val loss {loss:.4g}" if loss is not None else "val loss -"
+    if name == "neg_val_loss":
+        best = figures.get("best_score")
+        return f"{head} (best {-best:.4g})" if best is not None else head
+    best = figures.get("best_score")
+    return (f"{head} | metric {figures['val_score']:.4g}"
+            + (f" (best {best:.4g})" if best is not None else ""))
 
 
 class _Reporter:
@@ -186,8 +202,12 @@ class _Reporter:
             self._say(f"nothing to train: {event['out']} already holds {event['epochs']} epochs "
                       f"(--epochs is the total; pass a larger one to continue)")
         elif kind == "epoch":
-            self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
-                      f"val acc {event['val_acc']:.4f} best {event['best_acc']:.4f}")
+            if event.get("val_acc") is not None:
+                self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
+                          f"val acc {event['val_acc']:.4f} best {event['best_acc']:.4f}")
+            else:
+                self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
+                          f"{score_text(event)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -24,6 +24,14 @@ class TrainConfig:
     """The model's input signature, NAME:SHAPE:DTYPE[:LOW..HIGH],... (when it declares none)."""
     data: str = "digits"
     """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
+    loss: Optional[str] = None
+    """cross-entropy, token-cross-entropy[:IGNORE], mse, l1, smooth-l1, bce,
+    path/to/file.py:factory or package.module:factory; None: cross-entropy for class logits
+    on integer labels (else the run asks for one)."""
+    metric: Optional[str] = None
+    """A task metric path/to/file.py:fn (fn(outputs, targets) -> float, higher is better)
+    evaluated on the held-out split each epoch; it picks best. None: accuracy for
+    classifiers, else the negative validation loss."""
     amp_level: str = "O2"
     """O0, O1, O2 or O3 (ignored when ``policy`` names a file)."""
     policy: Optional[str] = None
@@ -124,11 +132,35 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.resume and cfg.overwrite:
         problems.append("resume continues the run in the output folder and overwrite replaces "
                         "it: pass one of them")
+    problems += _task_problems(cfg)
     if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
         problems.append("model_args must be a mapping of keyword arguments "
                         f"(got {cfg.model_args!r})")
     if problems:
         raise UsageError("; ".join(problems), "fix the options or config file")
+
+
+def _task_problems(cfg: TrainConfig) -> list:
+    """What is wrong with ``loss`` and ``metric`` as written (their code is not run here)."""
+    from amptool.losses import FIX, parse_builtin
+    from amptool.taskmetric import check_metric_spec
+
+    problems = []
+    if cfg.loss is not None:
+        try:
+            known = isinstance(cfg.loss, str) and (parse_builtin(cfg.loss) is not None
+                                                   or ":" in cfg.loss)
+        except UsageError as exc:
+            problems.append(exc.problem)
+            known = True
+        if not known:
+            problems.append(f"unknown loss {cfg.loss!r} ({FIX})")
+    if cfg.metric is not None:
+        try:
+            check_metric_spec(cfg.metric)
+        except UsageError as exc:
+            problems.append(exc.problem)
+    return problems
 
 
 @dataclass(frozen=True)
@@ -211,6 +243,13 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
         from amptool.trust import vet_recorded
 
         changes["model"] = vet_recorded(run_dir.model_reference())["model"]
+    for what in ("loss", "metric"):  # the same for a loss or metric file the run names
+        if changes.get(what):
+            from amptool.trust import vet_recorded_code
+
+            kept = run_dir.read().get(what)
+            changes[what] = vet_recorded_code(changes[what], kept if isinstance(kept, dict)
+                                              else None, run_dir.info_path, run_dir.path, what)
     return replace(cfg, **changes) if changes else cfg
 
 

@@ -7,6 +7,7 @@ step leaves weights and optimizer state untouched; the scaler backs off.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from amptool.errors import UsageError
 
@@ -65,8 +66,10 @@ def make_optimizer(name: str, params, lr: float):
 
 
 class TrainStep:
-    """One compiled training step over an AMP network; call ``step(*inputs, y)``: one tensor
-    per network input, then the labels.
+    """One compiled training step over an AMP network; call ``step(*inputs, *targets)``:
+    one tensor per network input (``inputs`` of them; None: all but the last argument),
+    then the targets. ``loss_fn`` is a ``losses.build_loss`` cell, taking the outputs and the
+    targets as two tuples (its outputs cast to fp32), or a plain ``loss(logits, labels)``.
 
     Returns (loss, finite) tensors: ``finite`` is False when the step was skipped. The
     step also counts on the device, without a read back: skipped steps in all, skipped
@@ -75,7 +78,8 @@ class TrainStep:
     across workers and the finite flag is agreed on by all of them before anyone updates.
     """
 
-    def __init__(self, amp_net, loss_fn, optimizer, loss_scale: LossScale, reducer=None):
+    def __init__(self, amp_net, loss_fn, optimizer, loss_scale: LossScale, reducer=None,
+                 inputs: Optional[int] = None):
         from mindspore import amp
 
         self.optimizer = optimizer
@@ -87,7 +91,8 @@ class TrainStep:
             self.scaler = amp.StaticLossScaler(loss_scale.init)
         else:
             self.scaler = None
-        self.step = _step_cell_class()(amp_net, loss_fn, optimizer, self.scaler, reducer or 1)
+        self.step = _step_cell_class()(amp_net, loss_fn, optimizer, self.scaler, reducer or 1,
+                                       inputs)
 
     def scale_value(self) -> float:
         if self.scaler is None:
@@ -129,10 +134,12 @@ def _step_cell_class():
         unconditional one.
         """
 
-        def __init__(self, amp_net, loss_fn, optimizer, scaler, world):
+        def __init__(self, amp_net, loss_fn, optimizer, scaler, world, inputs=None):
             super().__init__(auto_prefix=False)  # keep parameter names as they are
             self.net = amp_net
             self.loss_fn = loss_fn
+            self.tuples = bool(getattr(loss_fn, "takes_tuples", False))
+            self.inputs = inputs
             self.optimizer = optimizer
             self.scaler = scaler
             self.world = float(world)
@@ -146,16 +153,21 @@ def _step_cell_class():
                 for name in ("skipped", "streak", "bad_loss"))
 
         def forward(self, x, y):
-            out = self.net(*x)  # x: one tensor per network input
-            if isinstance(out, (tuple, list)):  # several outputs: the first is the class logits
-                out = out[0]
-            loss = self.loss_fn(out, y)
+            out = self.net(*x)  # x: one tensor per network input, y: the targets
+            if self.tuples:  # every output, every target; the loss casts outputs to fp32
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                loss = self.loss_fn(tuple(outs), y)
+            else:
+                if isinstance(out, (tuple, list)):  # several outputs: the first is the logits
+                    out = out[0]
+                loss = self.loss_fn(out, y[0])
             if self.scaler is None:
                 return loss, loss
             return self.scaler.scale(loss), loss
 
         def construct(self, *args):
-            x, y = args[:-1], args[-1]  # one tensor per network input, then the labels
+            split = len(args) - 1 if self.inputs is None else self.inputs
+            x, y = args[:split], args[split:]  # one tensor per network input, then targets
             (_, loss), grads = self.grad_fn(x, y)
             if self.reduce:  # average gradients, and report the global batch's loss
                 grads = tuple(self.all_reduce(g) / self.world for g in grads)

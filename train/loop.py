@@ -6,6 +6,7 @@ The stage's entry, ``run.run_training``, calls it in its own process; each msrun
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import sys
@@ -19,7 +20,7 @@ import numpy as np
 from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir
-from amptool.models import keep_model_file
+from amptool.models import keep_code_file, keep_model_file
 from amptool.rundir import RunDir
 
 from .config import (
@@ -79,7 +80,9 @@ class _TrainingRun:
         from amptool.device import import_mindspore, resolve_device, set_device
         from amptool.feed import check_workers
         from amptool.models import resolve_model
+        from amptool.losses import resolve_loss
         from amptool.policy import check_dtype_on_device
+        from amptool.taskmetric import load_metric
 
         from .engine import parse_loss_scale
         from .sink import resolve_sink_size
@@ -95,14 +98,17 @@ class _TrainingRun:
                                            cfg.scale_init, cfg.scale_factor, cfg.scale_window)
         set_device(self.device)
         self.spec = resolve_model(cfg.model, cfg.model_args, cfg.input_spec)
-        if self.spec.num_classes is None:
-            raise UsageError(f"model {cfg.model} has no class-logits output to train on",
-                             "its (first) output must be (batch, classes)")
         self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction,
-                                    workers=check_workers(cfg.data_workers))
+                                    workers=check_workers(cfg.data_workers),
+                                    loss=resolve_loss(cfg.loss), strict=True)
+        self.loss = self.data.loss
+        if not self.loss.classifier:  # its first output is no class logits, whatever its width
+            self.spec = dataclasses.replace(self.spec, num_classes=None)
         self.augment = augmenting(cfg.augment, cfg.seed, self.data)
         ms.set_seed(cfg.seed)
         self.net = self.spec.build()
+        self.metric = load_metric(cfg.metric) if cfg.metric else None
+        self.loss_cell = self.check_task()
         self.auto = None  # the range pass's report with --policy auto
         if cfg.policy == AUTO:
             self.policy, self.auto = auto_policy(cfg, self.data, self.net, self.policy)
@@ -116,11 +122,31 @@ class _TrainingRun:
         self.run_dir = RunDir(self.out)
         self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
 
+    def check_task(self):
+        """The loss cell, once the loss took the fresh network's outputs on a few training
+        rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
+        either is one line before anything is written."""
+        from amptool.feed import target_columns
+        from amptool.losses import build_loss, probe_loss
+        from amptool.models import run_eager
+
+        spec, data = self.spec, self.data
+        inputs, targets = next(iter(data.train_batches([np.arange(min(4, len(data.train_idx)))])))
+        outputs = run_eager(self.net, inputs, spec.name, spec.inputs)
+        cell = build_loss(self.loss, len(outputs))
+        probe_loss(self.loss, cell, outputs, target_columns(targets), data.target_names)
+        if self.metric is not None:
+            from amptool.taskmetric import evaluate
+
+            val_in, val_y = data.val_inputs(4)
+            evaluate(self.metric, self.cfg.metric, run_eager(self.net, val_in, spec.name,
+                                                             spec.inputs), val_y,
+                     "held-out split")
+        return cell
+
     def build_step(self) -> None:
         """The network under the policy, its optimizer, the loss-scaled step, the state a
         checkpoint holds and the evaluator."""
-        from mindspore import nn
-
         from amptool import checkpoint as ckpt
         from amptool.precision import apply_policy
 
@@ -129,10 +155,12 @@ class _TrainingRun:
         amp_net = apply_policy(self.net, self.policy)
         self.optimizer = make_optimizer(self.cfg.optimizer, self.net.trainable_params(),
                                         self.cfg.lr)
-        self.trainer = TrainStep(amp_net, nn.CrossEntropyLoss(), self.optimizer, self.loss_scale,
-                                 reducer=self.world if self.world > 1 else None)
+        self.trainer = TrainStep(amp_net, self.loss_cell, self.optimizer, self.loss_scale,
+                                 reducer=self.world if self.world > 1 else None,
+                                 inputs=len(self.spec.inputs))
         self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
-        self.evaluator = Evaluator(amp_net)
+        self.evaluator = Evaluator(amp_net, self.loss_cell, self.loss.classifier,
+                                   self.metric, self.cfg.metric)
         # cells start in inference mode: train mode, so BatchNorm updates its statistics
         # and Dropout drops, in the step graph compiled next
         self.trainer.step.set_train(True)
@@ -156,11 +184,16 @@ class _TrainingRun:
             raise UsageError(f"--resume: {self.last_path.name} already holds {state.epoch} "
                              f"epochs, more than --epochs {self.cfg.epochs}",
                              f"pass --epochs {state.epoch} or more (--epochs is the total)")
-        # accuracies are stored as float32: back to the exact fraction of the split
-        n = len(self.data.val_idx)
-        best, val = float(meta.get("best_acc", -1.0)), float(meta.get("val_acc", 0.0))
-        state.best_acc = round(best * n) / n if n and best >= 0 else best
-        state.val_acc = round(val * n) / n if n else val
+        if self.evaluator.score == "accuracy":
+            # accuracies are stored as float32: back to the exact fraction of the split
+            n = len(self.data.val_idx)
+            best, val = float(meta.get("best_acc", -1.0)), float(meta.get("val_acc", 0.0))
+            state.best_score = (round(best * n) / n if n and best >= 0 else best) \
+                if best >= 0 else float("-inf")
+            state.val_score = round(val * n) / n if n else val
+        else:
+            state.best_score = float(meta.get("best_score", float("-inf")))
+            state.val_score = float(meta.get("val_score", 0.0))
         state.overflow = state.overflow_before = int(meta.get("overflow", 0))
 
     def run_info(self) -> dict:
@@ -171,6 +204,8 @@ class _TrainingRun:
                          "skipped_files": len(data.skipped),
                          "augment": list(self.augment.kinds) if self.augment else [],
                          "preprocess": data.preprocess.to_dict() if data.preprocess else None},
+                "loss": self.loss.describe(),
+                "metric": {"name": cfg.metric} if cfg.metric else None,
                 "policy": self.policy.to_dict(), "loss_scale": self.loss_scale.to_dict(),
                 "versions": versions(), "device": self.device, "seed": cfg.seed,
                 "workers": self.world}
@@ -186,6 +221,13 @@ class _TrainingRun:
             info["policy_auto"] = self.auto
         if self.lead:
             info["model"].update(keep_model_file(self.spec, self.out))
+            if self.loss.file:  # a loss or metric file travels with the run, as the model's
+                info["loss"].update(keep_code_file(self.loss.file, self.out, "loss"))
+            if cfg.metric:
+                from amptool.taskmetric import check_metric_spec
+
+                info["metric"].update(keep_code_file(check_metric_spec(cfg.metric)[0],
+                                                     self.out, "metric"))
             if self.auto is not None:
                 from amptool.policy import save_policy
                 from amptool.ranges import why_kept
@@ -202,7 +244,7 @@ class _TrainingRun:
             from amptool.sources import skipped_note
 
             self.emit({"kind": "warning", "message": skipped_note(
-                self.data.skipped, len(self.data.skipped) + len(self.data.labels))})
+                self.data.skipped, len(self.data.skipped) + len(self.data.rows))})
         self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.state.epoch,
                    "steps_per_epoch": len(self.data.train_idx) // (cfg.batch_size * self.world),
                    "device": self.device, "policy": self.policy.describe(),
@@ -263,6 +305,8 @@ class _TrainingRun:
         host call runs ``sink`` steps on the device and is read back."""
         import mindspore as ms
 
+        from amptool.feed import target_columns
+
         if self.sink:
             return self.sink_epoch(epoch, metrics)
         cfg, data, state = self.cfg, self.data, self.state
@@ -273,11 +317,11 @@ class _TrainingRun:
         steps = self.stream.epochs.steps
         state.open_window(time.perf_counter())
         for i, (inputs, labels) in enumerate(self.stream.epoch(epoch)):
-            tensors = [ms.Tensor(a) for a in inputs] + [ms.Tensor(labels)]
+            tensors = [ms.Tensor(a) for a in inputs + target_columns(labels)]
             loss, finite = self.trainer.step(*tensors)
             if state.step == 0 and self.loss_scale.kind == "dynamic":
                 loss, finite = self.settle_scale(tensors, loss, finite)
-            state.advance(1, len(labels) * self.world)
+            state.advance(1, len(inputs[0]) * self.world)
             if i == 0 or state.step % cfg.log_every == 0 or i == steps - 1:
                 self.log_step(epoch, loss, finite, metrics, i > 0, lambda batch=inputs: batch)
 
@@ -373,31 +417,49 @@ class _TrainingRun:
         cfg, state = self.cfg, self.state
         check_updates(state, self.loss_scale, self.trainer.scale_value,
                       str(self.out) if self.last_path.is_file() else "")
-        state.val_acc = self.evaluator.accuracy(self.data)
-        improved = state.val_acc > state.best_acc
-        state.best_acc = max(state.best_acc, state.val_acc)
-        meta = {"epoch": epoch + 1, "step": state.step, "best_acc": state.best_acc,
-                "val_acc": state.val_acc, "overflow": state.overflow, "model": self.spec.name,
-                "optimizer": cfg.optimizer}
+        score = self.evaluator.evaluate(self.data)
+        state.val_score, state.val_loss = score["value"], score.get("val_loss")
+        improved = state.val_score > state.best_score
+        state.best_score = max(state.best_score, state.val_score)
+        scores = self.scores()
+        meta = {"epoch": epoch + 1, "step": state.step, **scores, "overflow": state.overflow,
+                "model": self.spec.name, "optimizer": cfg.optimizer}
         if self.lead:
             ckpt.write_checkpoint(self.last_path, self.items, meta, cfg.ckpt_format)
             if improved:
                 ckpt.write_checkpoint(self.run_dir.checkpoint_path("best", cfg.ckpt_format),
                                       self.items, meta, cfg.ckpt_format)
-            metrics.write(json.dumps({"epoch": epoch + 1, "val_acc": state.val_acc,
-                                      "best_acc": state.best_acc, "step": state.step}) + "\n")
+            loss = {} if state.val_loss is None else {"val_loss": state.val_loss}
+            metrics.write(json.dumps({"epoch": epoch + 1, **loss, **scores,
+                                      "step": state.step}) + "\n")
             metrics.flush()
-        self.emit({"kind": "epoch", "epoch": epoch + 1, "val_acc": state.val_acc,
-                   "best_acc": state.best_acc, "loss": state.loss})
+        self.emit({"kind": "epoch", "epoch": epoch + 1, **scores, "val_loss": state.val_loss,
+                   "loss": state.loss})
+
+    def scores(self) -> dict:
+        """The held-out figures a checkpoint, metrics.jsonl and the events carry: val_acc and
+        best_acc for accuracy (as before), else the score's name, val_score and best_score."""
+        state = self.state
+        if self.evaluator.score == "accuracy":
+            return {"val_acc": state.val_score, "best_acc": state.best_score}
+        return {"score": self.evaluator.score, "val_score": state.val_score,
+                "best_score": state.best_score}
 
     def summary(self, seconds: float) -> TrainSummary:
         state = self.state
         tries = state.first_batch_tries
+        accuracy = self.evaluator.score == "accuracy"
+        best = state.best_score if state.best_score > float("-inf") else None
+        task = {} if accuracy else {"score": self.evaluator.score, "val_score": state.val_score,
+                                    "best_score": best, "val_loss": state.val_loss}
         return TrainSummary(
-            val_acc=state.val_acc, best_acc=state.best_acc, steps=state.step,
+            val_acc=state.val_score if accuracy else None,
+            best_acc=(best if best is not None else -1.0) if accuracy else None,
+            steps=state.step,
             overflow_steps=state.overflow, loss_scale=self.trainer.scale_value(),
             samples_per_s=state.samples_per_s(), final_loss=state.loss, epochs=self.cfg.epochs,
             workers=self.world, seconds=seconds, out=str(self.out),
             extra={"model": self.spec.name, "policy": self.policy.describe(),
                    "device": self.device, "weights_sha256": weights_digest(self.net),
+                   "loss": self.loss.name, **task,
                    **({"first_batch_tries": tries} if tries is not None else {})})

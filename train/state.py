@@ -22,10 +22,13 @@ class RunState:
     """Steps skipped in a row up to the last read-back."""
     forward_bad: int = 0
     """Steps in a row, up to the last read-back, whose loss itself was not finite."""
-    best_acc: float = -1.0
-    """Best held-out accuracy after an epoch so far (-1: no epoch ended yet)."""
-    val_acc: float = 0.0
-    """Held-out accuracy after the last epoch."""
+    best_score: float = float("-inf")
+    """Best held-out score after an epoch so far (-inf: no epoch ended yet): accuracy for a
+    classifier, the ``--metric``, or the negative validation loss."""
+    val_score: float = 0.0
+    """Held-out score after the last epoch."""
+    val_loss: Optional[float] = None
+    """Held-out loss after the last epoch (None: not computed, as for accuracy alone)."""
     loss: float = float("nan")
     """The loss at the last read-back (NaN before the first)."""
     window_start: float = 0.0

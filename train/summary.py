@@ -16,8 +16,10 @@ import amptool
 class TrainSummary:
     """What a finished run reports."""
 
-    val_acc: float
-    best_acc: float
+    val_acc: Optional[float]
+    """Held-out accuracy after the last epoch (None when the run is scored otherwise: see
+    ``extra["score"]``, ``val_score``, ``best_score``, ``val_loss``)."""
+    best_acc: Optional[float]
     steps: int
     overflow_steps: int
     loss_scale: float
@@ -68,8 +70,53 @@ def versions() -> dict:
 
 
 class Evaluator:
-    def __init__(self, amp_net):
-        self.net = amp_net
+    """The held-out score of a run after each epoch, higher is better: ``score`` names it.
+
+    ``accuracy`` for a classifier without ``--metric`` (top-1 over the split, as before);
+    ``metric`` with one (the user's function on the split's outputs and targets); else
+    ``neg_val_loss`` (minus the loss over the split, in fp32). The loss is computed beside a
+    metric too (``val_loss``), never beside accuracy alone (the classifier's cost stays)."""
+
+    def __init__(self, amp_net, loss_cell=None, classifier: bool = True, metric=None,
+                 metric_spec: Optional[str] = None):
+        self.net, self.loss_cell = amp_net, loss_cell
+        self.metric, self.metric_spec = metric, metric_spec
+        self.score = "metric" if metric else "accuracy" if classifier else "neg_val_loss"
+
+    def evaluate(self, data) -> dict:
+        """{"value": the score, "val_loss": the held-out loss where computed}."""
+        if self.score == "accuracy":
+            return {"value": self.accuracy(data)}
+        import mindspore as ms
+
+        from amptool.feed import target_columns
+
+        self.net.set_train(False)
+        total = count = 0.0
+        outputs, targets = [], []
+        try:
+            for inputs, y in data.val_batches():
+                out = self.net(*[ms.Tensor(a) for a in inputs])
+                outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+                ys = target_columns(y)
+                loss = self.loss_cell(outs, tuple(ms.Tensor(t) for t in ys))
+                total += float(loss.asnumpy()) * len(inputs[0])
+                count += len(inputs[0])
+                if self.metric:
+                    outputs.append([o.asnumpy() for o in outs])
+                    targets.append(ys)
+        finally:
+            self.net.set_train(True)
+        val_loss = total / count
+        if not self.metric:
+            return {"value": -val_loss, "val_loss": val_loss}
+        from amptool.taskmetric import evaluate
+
+        joined = [np.concatenate([o[i] for o in outputs]) for i in range(len(outputs[0]))]
+        ys = [np.concatenate([t[i] for t in targets]) for i in range(len(targets[0]))]
+        value = evaluate(self.metric, self.metric_spec, joined, ys[0] if len(ys) == 1 else ys,
+                         "held-out split")
+        return {"value": value, "val_loss": val_loss}
 
     def accuracy(self, data) -> float:
         """Top-1 accuracy over the held-out split, streamed a batch at a time."""

@@ -18,7 +18,8 @@ from .errors import UsageError
 
 FORMATS = ("ckpt", "safetensors")
 SCALER_PREFIX = "amptool_loss_scale."
-META_KEYS = ("epoch", "step", "best_acc", "val_acc", "overflow", "model", "optimizer")
+META_KEYS = ("epoch", "step", "best_acc", "val_acc", "best_score", "val_score", "score",
+             "overflow", "model", "optimizer")
 TEXT_PREFIX = "amptool_text."
 """Prefix of a text metadata entry stored as a uint8 tensor of UTF-8 bytes (safetensors)."""
 

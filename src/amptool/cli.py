@@ -40,6 +40,8 @@ def run_command(
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     data: opt.with_default(opt.DataOption, "digits") = None,
+    loss: opt.LossOption = None,
+    metric: opt.TrainMetricOption = None,
     amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
     policy: opt.PolicyFileOption = None,
     range_safety: opt.RangeSafetyOption = None,
@@ -67,7 +69,7 @@ def run_command(
     from .pipeline import PipelineConfig, format_summary, run_pipeline
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
-                 input_spec=input_spec, data=data,
+                 input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
                  policy=_s(policy), range_safety=range_safety, epochs=epochs,
                  batch_size=batch_size, seed=seed,
@@ -104,8 +106,13 @@ def _stage_printer(event: dict) -> None:
         typer.echo(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
                    "replaced")
     elif event["kind"] == "epoch":
-        typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
-                   f"val acc {event['val_acc']:.4f}")
+        if event.get("val_acc") is not None:
+            typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
+                       f"val acc {event['val_acc']:.4f}")
+        else:
+            from amptool.train.cli import score_text
+
+            typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} {score_text(event)}")
 
 
 def _register_subcommands() -> None:

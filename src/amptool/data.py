@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.feed import ImageFiles, Stream, at_epochs, batches, pipeline
+from amptool.feed import ImageFiles, Stream, Targets, at_epochs, batches, pipeline
 from amptool.sources import open_arrays, open_images, parse_data_spec
 
 SPLIT_SEED = 0
@@ -193,7 +193,8 @@ class ModelData:
     stored form, ``fit`` makes model inputs of them (None: fed as read)."""
 
     rows: object
-    labels: np.ndarray
+    labels: object
+    """int32 class labels (N,), or a ``feed.Targets`` of the loss's targets."""
     train_idx: np.ndarray
     val_idx: np.ndarray
     preprocess: Optional[Preprocess]
@@ -204,6 +205,10 @@ class ModelData:
     """Image files left out as unreadable."""
     workers: int = 1
     """Pipeline workers reading ahead."""
+    loss: object = None
+    """The ``losses.LossSpec`` the targets fit (None: not decided, targets as stored)."""
+    target_names: tuple = ("y",)
+    """The data arrays the targets come from, in order."""
 
     @property
     def train_y(self) -> np.ndarray:
@@ -251,8 +256,11 @@ class ModelData:
     def val_inputs(self, samples: Optional[int] = None) -> tuple:
         """(inputs, labels) of the held-out split (its first ``samples``), in memory."""
         parts = list(self.val_batches(samples))
-        return ([np.concatenate([p[0][i] for p in parts]) for i in range(len(parts[0][0]))],
-                np.concatenate([p[1] for p in parts]))
+        inputs = [np.concatenate([p[0][i] for p in parts]) for i in range(len(parts[0][0]))]
+        if isinstance(parts[0][1], list):  # several targets: one array each
+            return inputs, [np.concatenate([p[1][i] for p in parts])
+                            for i in range(len(parts[0][1]))]
+        return inputs, np.concatenate([p[1] for p in parts])
 
 
 def augmenting(text: Optional[str], seed: int, data: "ModelData") -> Optional[Augment]:
@@ -268,46 +276,94 @@ def augmenting(text: Optional[str], seed: int, data: "ModelData") -> Optional[Au
 
 
 def load_model_data(spec: str, model, val_fraction: float = 0.2,
-                    preprocess: Optional[dict] = None, workers: int = 1) -> ModelData:
+                    preprocess: Optional[dict] = None, workers: int = 1, loss=None,
+                    strict: bool = False) -> ModelData:
     """The data of ``spec`` for ``model`` (a ModelSpec), split and ready to stream. Images
     are fitted to the model's input and standardized with ``preprocess`` when given (a
     run's or manifest's), else with statistics of the training split's first
-    STATS_SAMPLES images; other inputs are fed as stored, in their declared dtypes."""
-    if model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",):
-        rows, y, skipped = open_images(spec, model.input_shape, model.num_classes)
-        train_idx, val_idx = split_indices(len(y), val_fraction)
-        c, h, w = model.input_shape
-        if preprocess is not None:
-            prep = Preprocess(**preprocess)
-            shape = (prep.channels, prep.height, prep.width)
-            if isinstance(rows, ImageFiles):
-                rows = ImageFiles(rows.paths, shape[1:])
-        else:
-            shape = model.input_shape
-            mean, std = _statistics(rows, train_idx, _Fit(shape, spec), workers)
-            prep = Preprocess(h, w, c, mean, std)
-        return ModelData(rows, y, train_idx, val_idx, prep, spec, _Fit(shape, spec, prep),
-                         skipped, workers)
-    rows, y = open_arrays(spec, model.inputs, model.num_classes)
-    train_idx, val_idx = split_indices(len(y), val_fraction)
-    return ModelData(rows, y, train_idx, val_idx, None, spec, None, [], workers)
+    STATS_SAMPLES images; other inputs are fed as stored, in their declared dtypes.
+
+    Targets are the ones ``loss`` (a ``losses.LossSpec``) takes; without one, class labels
+    when ``losses.default_loss`` picks cross-entropy, else (``strict``: a UsageError asking
+    for ``--loss``) the data's targets as stored. ``ModelData.loss`` is the loss they fit."""
+    declared = loss.targets if loss is not None and loss.declared else None
+    image = model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",)
+    if image:
+        rows, (names, ys), skipped = open_images(spec, model.input_shape, model.num_classes,
+                                                 declared, labels=False)
+    else:
+        (rows, (names, ys)), skipped = open_arrays(spec, model.inputs, model.num_classes,
+                                                   declared, labels=False), []
+    loss, labels = _fit_targets(spec, model, rows, names, ys, loss, strict, image)
+    train_idx, val_idx = split_indices(len(rows), val_fraction)
+    if not image:
+        return ModelData(rows, labels, train_idx, val_idx, None, spec, None, [], workers,
+                         loss, names)
+    c, h, w = model.input_shape
+    if preprocess is not None:
+        prep = Preprocess(**preprocess)
+        shape = (prep.channels, prep.height, prep.width)
+        if isinstance(rows, ImageFiles):
+            rows = ImageFiles(rows.paths, shape[1:])
+    else:
+        shape = model.input_shape
+        mean, std = _statistics(rows, train_idx, _Fit(shape, spec), workers)
+        prep = Preprocess(h, w, c, mean, std)
+    return ModelData(rows, labels, train_idx, val_idx, prep, spec, _Fit(shape, spec, prep),
+                     skipped, workers, loss, names)
+
+
+def _fit_targets(spec: str, model, rows, names: tuple, ys: list, loss, strict: bool,
+                 image: bool) -> tuple:
+    """(the loss, the labels ModelData streams: int32 class labels or a ``Targets``)."""
+    from amptool.losses import default_loss
+    from amptool.sources import check_rows, class_labels
+
+    counts = [len(rows)] if image else [len(a) for a in rows.arrays]
+    if loss is None:
+        try:
+            loss = default_loss(model.num_classes, ys, getattr(model, "name", "the model"), spec)
+        except UsageError:
+            if strict:
+                raise
+            check_rows(spec, counts, names, ys)
+            return None, Targets(ys)
+    if loss.classifier:
+        if len(ys) > 1:
+            raise UsageError(f"{spec} gives the targets {', '.join(names)}; loss {loss.name} "
+                             "takes one array of class labels (y)", "save the labels as y (N,)")
+        return loss, class_labels(spec, counts, ys[0], model.num_classes, image)
+    if loss.kind != "factory" and len(ys) != 1:
+        raise UsageError(f"{spec} gives the targets {', '.join(names)}; loss {loss.name} takes "
+                         "one target (y)", "save one target array y, or pass a --loss "
+                         "factory that takes them all")
+    check_rows(spec, counts, names, ys)
+    return loss, Targets(ys, [loss.target_dtype(y.dtype) for y in ys])
 
 
 def load_eval_inputs(spec: str, model, preprocess, val_fraction: float = 0.2,
-                     samples=None) -> tuple:
-    """(inputs, labels) of the held-out split, preprocessed as a run or manifest says."""
-    data = load_model_data(spec, model, val_fraction, preprocess)
+                     samples=None, loss=None) -> tuple:
+    """(inputs, labels) of the held-out split, preprocessed as a run or manifest says
+    (``loss``: the run's ``LossSpec``, whose targets the labels are)."""
+    data = load_model_data(spec, model, val_fraction, preprocess, loss=loss)
     return data.val_inputs(samples)
 
 
 def load_val_raw(spec: str, input_shape: tuple, num_classes, val_fraction: float,
-                 samples: Optional[int] = None) -> tuple:
+                 samples: Optional[int] = None, loss=None) -> tuple:
     """(images in [0, 1] fitted to ``input_shape``, labels) of the held-out split (its
-    first ``samples``), not standardized: only those rows are read."""
-    rows, y, _ = open_images(spec, input_shape, num_classes)
-    _, val_idx = split_indices(len(y), val_fraction)
+    first ``samples``), not standardized: only those rows are read. With a ``loss`` that
+    is not class cross-entropy the labels are its one target as stored (None for several)."""
+    if loss is not None and not loss.classifier:
+        declared = loss.targets if loss.declared else None
+        rows, (_, ys), _ = open_images(spec, input_shape, None, declared, labels=False)
+        y = Targets(ys) if len(ys) == 1 else None
+    else:
+        rows, y, _ = open_images(spec, input_shape, num_classes)
+    _, val_idx = split_indices(len(rows), val_fraction)
     if samples is not None:
         val_idx = val_idx[:samples]
     if isinstance(rows, ImageFiles):
         rows = ImageFiles(rows.paths, tuple(input_shape[1:]))
-    return _Fit(input_shape, spec)(rows.take(val_idx))[0], y[val_idx]
+    labels = None if y is None else (y[val_idx][0] if isinstance(y, Targets) else y[val_idx])
+    return _Fit(input_shape, spec)(rows.take(val_idx))[0], labels

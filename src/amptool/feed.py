@@ -69,6 +69,34 @@ class ArrayRows:
         return out
 
 
+class Targets:
+    """Several target arrays read together, each row cast to its dtype when taken (held in
+    memory or memory-mapped, like ``ArrayRows``). ``labels`` anywhere below is a 1-D array
+    of class labels or a ``Targets``: batches then hold a list of arrays, one a target."""
+
+    def __init__(self, arrays: list, dtypes: Optional[list] = None):
+        self.arrays = arrays
+        self.dtypes = dtypes or [None] * len(arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays[0])
+
+    def __getitem__(self, idx) -> list:
+        idx = np.asarray(idx)
+        order = np.argsort(idx, kind="stable")  # sorted reads: a memmap seeks forward
+        out = []
+        for array, dtype in zip(self.arrays, self.dtypes):
+            rows = np.empty((len(idx), *array.shape[1:]), array.dtype)
+            rows[order] = array[idx[order]]
+            out.append(rows if dtype is None else rows.astype(dtype))
+        return out
+
+
+def target_columns(labels) -> list:
+    """The target arrays of one batch: a ``Targets`` batch as it is, labels as one."""
+    return labels if isinstance(labels, list) else [labels]
+
+
 class ImageFiles:
     """Image files with labels, decoded and resized to (height, width) by MindSpore's
     vision transforms in the pipeline's workers; ``take`` gives float32 (N, 3, H, W) in
@@ -113,7 +141,7 @@ class _Batches:
         parts = self.rows.take(idx)
         if self.fit:
             parts = _kept(self.fit, parts, _changing(self.augment, idx, i))
-        return (*parts, self.labels[idx])
+        return (*parts, *target_columns(self.labels[idx]))
 
     def __len__(self) -> int:
         return len(self.index_batches)
@@ -275,12 +303,16 @@ def pipeline(rows, labels: np.ndarray, index_batches, fit: Optional[Callable] = 
     ``workers`` workers. ``augment(x, idx, k)`` changes batch k's fitted-size images
     (rows ``idx``) before the fit standardizes them."""
     if isinstance(rows, ImageFiles):
+        if isinstance(labels, Targets):
+            raise ValueError("image files take one array of class labels")
         size, last = len(index_batches[0]), len(index_batches[len(index_batches) - 1])
         if last > size:
             raise ValueError("image files are batched in equal batches (the last may be short)")
         return _image_pipeline(rows, labels, index_batches, size, last == size, fit, workers,
                                augment)
-    names = [f"input{i}" for i in range(len(rows.arrays))] + ["label"]
+    labels_names = (["label"] if not isinstance(labels, Targets)
+                    else [f"target{i}" for i in range(len(labels.arrays))])
+    names = [f"input{i}" for i in range(len(rows.arrays))] + labels_names
     return _dataset().GeneratorDataset(_Batches(rows, labels, index_batches, fit, augment),
                                        names, shuffle=False, num_parallel_workers=workers,
                                        python_multiprocessing=False)
@@ -304,11 +336,13 @@ def _read(data, rows, index_batches) -> Iterator:
 
     done = 0
     _RAISED.clear()
+    n_inputs = 1 if isinstance(rows, ImageFiles) else len(rows.arrays)
     iterator = data.create_tuple_iterator(output_numpy=True, num_epochs=1)
     try:
         for parts in iterator:
             keep_handlers()  # the data engine's SIGTERM handler replaced Python's
-            yield list(parts[:-1]), parts[-1]
+            targets = list(parts[n_inputs:])
+            yield list(parts[:n_inputs]), targets[0] if len(targets) == 1 else targets
             done += 1
     except RuntimeError as exc:
         if _RAISED:  # a mistake in the data, found by a worker: as the worker said it

@@ -63,6 +63,12 @@ sits above fp32 reordering noise (3e-7 to 7.5e-6 measured on seeded repvgg_a0 lo
 2,400 to 56,000) and below what fp16 storage leaves (2e-4 to 5e-4)."""
 
 
+NOT_LOGITS_MAX_ABS_SCALED = 1e-2
+"""Default limit on ``max_abs_scaled`` for an output its run's loss says is no class logits
+(a regression's): 1 % of the output's scale, where top-1 and accuracy do not apply (an fp16
+MindIR of a small MLP regressor measured 5.9e-4)."""
+
+
 def default_thresholds(ref_precision: str, cand_precision: str) -> Thresholds:
     return SAME_PRECISION if ref_precision == cand_precision == "fp32" else FP16_VS_FP32
 
@@ -160,12 +166,16 @@ def _output_table(table: dict, output: Optional[tuple]) -> dict:
 
 def resolve_thresholds(ref_precision: Optional[str], cand_precision: Optional[str],
                        file_table: Optional[dict] = None, flags: Optional[dict] = None,
-                       output: Optional[tuple] = None) -> Thresholds:
+                       output: Optional[tuple] = None, logits: bool = True) -> Thresholds:
     """The limits one candidate (one output: ``(index, name)``) is held to: the pair's
     defaults, then a config file's ``thresholds`` table, its pair table and the output's
-    table, then flags."""
+    table, then flags. ``logits=False`` (a run whose loss is no class cross-entropy):
+    top-1 and accuracy are left out and the scaled error is bounded by default."""
     th = default_thresholds(ref_precision, cand_precision)
     pair = "same_precision" if th == default_thresholds("fp32", "fp32") else "fp16_vs_fp32"
+    if not logits:
+        th = dataclasses.replace(th, min_top1=None, max_acc_drop=None, max_abs_scaled=min(
+            th.max_abs_scaled or NOT_LOGITS_MAX_ABS_SCALED, NOT_LOGITS_MAX_ABS_SCALED))
     table = file_table or {}
     general = {k: v for k, v in table.items() if k not in _TABLES}
     th = thresholds_from_dict(_clean(general, "config thresholds"), th)

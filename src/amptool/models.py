@@ -138,7 +138,7 @@ def _find_factory(name: str, samples: dict) -> tuple:
         from .trust import trust_file
 
         trust_file(where, "--model")
-    module = _import_file(Path(where)) if is_file else _import_module(where)
+    module = _import_file(Path(where)) if is_file else import_module(where)
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise UsageError(f"model {where} has no callable '{factory_name}'",
@@ -146,11 +146,13 @@ def _find_factory(name: str, samples: dict) -> tuple:
     return factory, f"{where}:{factory_name}", str(Path(where).resolve()) if is_file else None
 
 
-def _import_module(dotted: str):
+def import_module(dotted: str, what: str = "model"):
+    """Import the module a ``package.module:factory`` reference names (a ``what``: model,
+    loss); its import errors become one UsageError line."""
     try:
         return importlib.import_module(dotted)
     except Exception as exc:
-        raise UsageError(f"model module {dotted} failed to import: {type(exc).__name__}: "
+        raise UsageError(f"{what} module {dotted} failed to import: {type(exc).__name__}: "
                          f"{first_line(exc)}",
                          "install the package or fix the module name") from None
 
@@ -324,6 +326,27 @@ def model_copy(spec: ModelSpec, folder) -> Optional[tuple]:
     facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
     trust_code(facts["sha256"], spec.file, "--model")
     return target, data, facts
+
+
+def keep_code_file(file, folder, what: str) -> dict:
+    """Copy a user's ``what`` file (a loss, a metric: code a run runs) into
+    ``folder``/model/``what``_NAME.py, remember it as trusted (the user named it) and return
+    the facts to record: ``file`` relative to ``folder`` and its ``sha256``."""
+    import hashlib
+
+    from .fileio import write_bytes
+    from .trust import KEPT_FOLDER, trust_code
+
+    data = Path(file).read_bytes()
+    kept = Path(folder) / KEPT_FOLDER
+    own = Path(file).resolve().parent == kept.resolve()  # a resumed run's copy: kept as it is
+    target = kept / (Path(file).name if own else f"{what}_{Path(file).name}")
+    facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
+    trust_code(facts["sha256"], file, f"--{what}")
+    if not (target.is_file() and target.read_bytes() == data):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(target, data)
+    return facts
 
 
 def keep_model_file(spec: ModelSpec, folder) -> dict:

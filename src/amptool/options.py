@@ -108,6 +108,15 @@ PolicyFileOption = Annotated[Optional[Path], typer.Option(
 RangeSafetyOption = Annotated[Optional[float], typer.Option(
     help="With --policy auto: the share of fp16's largest value (65504) a cell's fp32 output "
     "or input may reach before the cell is kept in fp32, in (0, 1]. \\[default: 0.5]")]
+LossOption = Annotated[Optional[str], typer.Option(
+    help="cross-entropy, token-cross-entropy[:IGNORE], mse, l1, smooth-l1, bce, "
+    "path/to/file.py:factory or package.module:factory (a function of the outputs, then the "
+    "targets, returning a scalar; computed in fp32). \\[default: cross-entropy for class "
+    "logits on integer labels]")]
+TrainMetricOption = Annotated[Optional[str], typer.Option(
+    help="Task metric path/to/file.py:fn (fn(outputs, targets) -> float, higher is better) "
+    "scored on the held-out split each epoch; picks best. \\[default: accuracy for "
+    "classifiers, else minus the validation loss]")]
 EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs. \\[default: 5]")]
 BatchSizeOption = Annotated[Optional[int], typer.Option(
     help="Training batch size (per worker). \\[default: 32]")]

@@ -231,7 +231,10 @@ def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
         rows.append(_row(cand, report.verdict(cand.path), sizes.get((cand.format, "fp32"))))
     rows[0]["accuracy"] = report.reference_accuracy
     return {"passed": report.passed, "config": cfg.to_dict(), "out": cfg.out,
-            "train": {"val_acc": train.val_acc, "best_acc": train.best_acc, "steps": train.steps,
+            "train": {"val_acc": train.val_acc, "best_acc": train.best_acc,
+                      **{k: train.extra[k] for k in ("loss", "score", "val_score", "best_score",
+                                                      "val_loss") if k in train.extra},
+                      "steps": train.steps,
                       "overflow_steps": train.overflow_steps, "loss_scale": train.loss_scale,
                       "policy": train.policy, "device": train.device, "seconds": train.seconds},
             "artefacts": rows, "parity": {"passed": report.passed, "samples": report.samples,
@@ -270,8 +273,10 @@ def format_summary(result: PipelineResult) -> str:
     summary = result.summary
     train = summary["train"]
     model = summary["config"]["train"]["model"]
+    score = (f"val acc {_fixed(train['val_acc'])}" if train.get("val_loss") is None
+             else f"val loss {train['val_loss']:.4g}")
     lines = [f"trained   {model} {train['policy']} on {train['device']}: "
-             f"val acc {_fixed(train['val_acc'])}, {train['steps']} steps, "
+             f"{score}, {train['steps']} steps, "
              f"{train['overflow_steps']} overflow steps skipped",
              "",
              f"{'format':<7} {'precision':<9} {'size':>11} {'vs fp32':>8} {'accuracy':>9} "

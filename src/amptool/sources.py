@@ -37,16 +37,48 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
             return z["x"].astype(np.float32)[:, None] / 16.0, z["y"].astype(np.int32)
 
 
-def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+def _npz(path: str, declared: Optional[tuple] = None) -> tuple[np.ndarray, list, list]:
+    """(images x, target names, target arrays) of an image npz."""
     arrays = npz_arrays(path)
-    if "x" not in arrays or "y" not in arrays:
+    if "x" not in arrays or not (declared or _has_targets(arrays, declared)):
         raise UsageError(f"{path} lacks array 'x' or 'y' (has {', '.join(sorted(arrays))})",
                          "save images as x (N,H,W) or (N,C,H,W) and labels as y (N,)")
-    x = arrays["x"]
+    x = arrays.pop("x")
     if x.dtype != np.uint8 and not np.issubdtype(x.dtype, np.floating):
         raise UsageError(f"{path}: images are {x.dtype}",
                          "store x as uint8 (0-255) or floats in [0, 1]")
-    return x, np.asarray(arrays["y"])
+    names, ys = pick_targets(arrays, declared, f"npz:{path}")
+    return x, names, ys
+
+
+def _has_targets(arrays: dict, declared: Optional[tuple]) -> bool:
+    if declared:
+        return all(n in arrays for n in declared)
+    return "y" in arrays or "y0" in arrays
+
+
+def pick_targets(arrays: dict, declared: Optional[tuple], source: str) -> tuple:
+    """(names, arrays) of the targets, taken out of ``arrays``: the names a loss declares,
+    else ``y``, else ``y0, y1, ...`` (numbered from 0, without gaps)."""
+    if declared:
+        missing = [n for n in declared if n not in arrays]
+        if missing:
+            raise UsageError(f"{source} has arrays {', '.join(sorted(arrays))}, the loss takes "
+                             f"the targets {', '.join(declared)}",
+                             f"save the arrays {', '.join(missing)} in the npz")
+        names = tuple(declared)
+    elif "y" in arrays:
+        names = ("y",)
+    else:
+        count = 0
+        while f"y{count}" in arrays:
+            count += 1
+        if not count:
+            raise UsageError(f"{source} has no target array y (has {', '.join(sorted(arrays))})",
+                             "save the targets as y (N, ...), or y0, y1, ... for several")
+        names = tuple(f"y{i}" for i in range(count))
+    return names, [np.asarray(arrays.pop(n)) if not isinstance(arrays[n], np.memmap)
+                   else arrays.pop(n) for n in names]
 
 
 def _mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -72,33 +104,62 @@ def _synthetic(shape: tuple, classes: int, n: int = 1024) -> tuple[np.ndarray, n
     return x, y
 
 
-def open_images(spec: str, input_shape: tuple, num_classes) -> tuple:
-    """(rows, int32 labels, skipped files) of an image source, nothing decoded yet: arrays
+def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[tuple] = None,
+                labels: bool = True) -> tuple:
+    """(rows, targets, skipped files) of an image source, nothing decoded yet: arrays
     stay in their stored dtype (memory-mapped for an uncompressed npz), image files are
-    only listed."""
+    only listed. ``labels``: the one target is int32 class labels (checked against
+    ``num_classes``); else ``targets`` is (names, arrays as stored) of an npz's targets
+    (``declared``: the names a loss takes)."""
     kind, arg = parse_data_spec(spec)
     _, h, w = input_shape
     skipped: list = []
     if kind == "tokens":
         raise UsageError("data source 'tokens' holds token ids, not images",
                          "train a token model on it (e.g. --model textcls)")
+    names, ys = ("y",), None
     if kind == "imagefolder":
         paths, y, _, skipped = image_files(arg)
         rows = ImageFiles(paths, (h, w))
+    elif kind == "npz":
+        x, names, ys = _npz(arg, declared)
+        y = ys[0]
     else:
-        x, y = {"digits": _digits, "npz": lambda: _npz(arg), "mnist": lambda: _mnist(arg),
+        x, y = {"digits": _digits, "mnist": lambda: _mnist(arg),
                 "synthetic": lambda: _synthetic(input_shape, num_classes)}[kind]()
+    if kind != "imagefolder":
         if x.ndim not in (3, 4):
             raise UsageError(f"{spec}: images have shape {x.shape[1:]}, expected (H, W) or "
                              "(C, H, W)", "store images as (N, H, W) or (N, C, H, W)")
         rows = ArrayRows([x], images=True)
-    y = np.asarray(y).reshape(-1)
-    if len(rows) != len(y) or len(y) < 2:
-        raise UsageError(f"{spec}: {len(rows)} images but {len(y)} labels",
-                         "give one integer label per image")
-    _check_labels(y, num_classes, spec)
-    return rows, y.astype(np.int32), skipped
+    if not labels:
+        return rows, (names, ys if ys is not None else [np.asarray(y)]), skipped
+    return rows, class_labels(spec, [len(rows)], y, num_classes, images=True), skipped
 
+
+def class_labels(spec: str, counts: list, y, num_classes, images: bool) -> np.ndarray:
+    """The int32 class labels of a source whose inputs hold ``counts`` rows, checked: one
+    integer label per sample, each below ``num_classes``."""
+    y = np.asarray(y).reshape(-1)
+    if images and (counts[0] != len(y) or len(y) < 2):
+        raise UsageError(f"{spec}: {counts[0]} images but {len(y)} labels",
+                         "give one integer label per image")
+    if not images and (any(n != len(y) for n in counts) or len(y) < 2):
+        raise UsageError(f"{spec}: arrays hold {counts} samples, labels {len(y)}",
+                         "store one row per sample in every array and in y")
+    _check_labels(y, num_classes, spec)
+    return y.astype(np.int32)
+
+
+def check_rows(spec: str, counts: list, names: tuple, ys: list) -> None:
+    """Every input and target array holds the same number of rows, at least 2 (``counts``:
+    the inputs' rows)."""
+    n = counts[0]
+    bad = [f"{name} {len(y)}" for name, y in zip(names, ys) if len(y) != n]
+    if bad or len(set(counts)) > 1 or n < 2:
+        raise UsageError(f"{spec}: inputs hold {counts} samples, targets "
+                         f"{', '.join(f'{k} {len(y)}' for k, y in zip(names, ys))}",
+                         "store one row per sample in every array")
 
 
 # --- networks whose inputs are not images (token ids, several inputs) -----------------
@@ -119,45 +180,58 @@ def tokens_dataset(n: int = 2048, length: int = 32, vocab: int = 64, classes: in
     return {"tokens": ids}, y
 
 
-def _named_arrays(spec: str, names: list) -> tuple:
+def _named_arrays(spec: str, names: list, declared: Optional[tuple] = None) -> tuple:
+    """(input arrays, target names, target arrays): inputs named after the model's inputs
+    (or ``x`` / the one array left for a single input, or ``input0, input1, ...``),
+    targets as ``pick_targets`` finds them."""
     kind, arg = parse_data_spec(spec)
     if kind == "tokens":
         arrays, y = tokens_dataset()
+        targets = (("y",), [y])
     elif kind == "npz":
         arrays = npz_arrays(arg)
-        if "y" not in arrays:
+        if not declared and not _has_targets(arrays, declared):
             raise UsageError(f"{arg} has no labels array 'y' (has {', '.join(sorted(arrays))})",
-                             "save the class labels as y (N,)")
-        y = arrays.pop("y")
+                             "save the class labels as y (N,), or the targets as y or "
+                             "y0, y1, ...")
+        targets = pick_targets(arrays, declared, spec)
     else:
         raise UsageError(f"data source '{spec}' holds images, the model takes {', '.join(names)}",
                          "give npz:FILE with one array per input (named after it) and y, "
                          "or tokens")
-    if len(names) == 1 and names[0] not in arrays and len(arrays) == 1:
-        arrays = {names[0]: next(iter(arrays.values()))}
+    if not all(n in arrays for n in names):
+        numbered = [f"input{i}" for i in range(len(names))]
+        if len(names) == 1 and "x" in arrays:
+            arrays = {names[0]: arrays["x"]}
+        elif len(names) == 1 and len(arrays) == 1:
+            arrays = {names[0]: next(iter(arrays.values()))}
+        elif all(n in arrays for n in numbered):
+            arrays = {n: arrays[k] for n, k in zip(names, numbered)}
     missing = [n for n in names if n not in arrays]
     if missing:
         raise UsageError(f"{spec} has arrays {', '.join(sorted(arrays))}, the model takes "
-                         f"{', '.join(names)}", "name the arrays after the model's inputs, plus y")
-    return [arrays[n] for n in names], np.asarray(y).reshape(-1)
+                         f"{', '.join(names)}", "name the arrays after the model's inputs "
+                         "(or input0, input1, ...), plus y")
+    return [arrays[n] for n in names], targets[0], targets[1]
 
 
-def open_arrays(spec: str, inputs: tuple, num_classes) -> tuple:
-    """(rows giving one array per input in its declared dtype, int32 labels) of a data
-    source for a network that does not take images; arrays stay as stored until read."""
-    arrays, y = _named_arrays(spec, [i.name for i in inputs])
+def open_arrays(spec: str, inputs: tuple, num_classes, declared: Optional[tuple] = None,
+                labels: bool = True) -> tuple:
+    """(rows giving one array per input in its declared dtype, targets) of a data source
+    for a network that does not take images; arrays stay as stored until read. ``labels``:
+    the one target is int32 class labels; else (names, arrays as stored) of the targets
+    (``declared``: the names a loss takes)."""
+    arrays, names, ys = _named_arrays(spec, [i.name for i in inputs], declared)
     for array, want in zip(arrays, inputs):
         shape = list(array.shape)
         if len(shape) != len(want.shape) or any(w not in (-1, h)
                                                 for w, h in zip(want.shape[1:], shape[1:])):
             raise UsageError(f"{spec}: array {want.name} has shape {shape}, the model takes "
                              f"{list(want.shape)}", "store arrays of the declared shape")
-    if any(len(a) != len(y) for a in arrays) or len(y) < 2:
-        raise UsageError(f"{spec}: arrays hold {[len(a) for a in arrays]} samples, labels {len(y)}",
-                         "store one row per sample in every array and in y")
-    _check_labels(y, num_classes, spec)
     rows = ArrayRows(list(arrays), images=False, dtypes=[np.dtype(i.dtype) for i in inputs])
-    return rows, y.astype(np.int32)
+    if not labels:
+        return rows, (names, ys)
+    return rows, class_labels(spec, [len(a) for a in arrays], ys[0], num_classes, images=False)
 
 
 def _check_labels(y: np.ndarray, num_classes, source: str) -> None:

@@ -29,6 +29,9 @@ class TrainedModel:
     data: Optional[str]
     """The training data source."""
     val_fraction: Optional[float]
+    task: Optional[dict] = None
+    """The run's loss as recorded (``losses.task_record``: name, kind, targets, classifier);
+    None when unknown (a checkpoint alone, a run from before ``--loss``)."""
 
     @property
     def model_ref(self) -> str:
@@ -55,9 +58,11 @@ class TrainedModel:
         (``data`` overrides the source)."""
         from .data import load_eval_inputs
 
+        from .losses import loss_from_record
+
         source = data or self.data or ("digits" if self.spec.input_shape else "tokens")
         return load_eval_inputs(source, self.spec, self.preprocess, self.val_fraction or 0.2,
-                                samples)
+                                samples, loss_from_record(self.task))
 
 
 def from_run(run: str | os.PathLike, which: Optional[str] = "best",
@@ -89,8 +94,16 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
                "input_spec": input_spec if input_spec is not None or not own
                else ref.get("input_spec")}
     prep = dict(data["preprocess"]) if data["preprocess"] else None
-    return TrainedModel(resolve_model(ref), path, policy, prep, data.get("source"),
-                        data.get("val_fraction"))
+    from .losses import task_record
+
+    task = task_record(info.get("loss"))
+    spec = resolve_model(ref)
+    if task is not None and not task.get("classifier", True):  # no class logits to judge
+        import dataclasses
+
+        spec = dataclasses.replace(spec, num_classes=None)
+    return TrainedModel(spec, path, policy, prep, data.get("source"), data.get("val_fraction"),
+                        task)
 
 
 def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optional[str] = "digits",

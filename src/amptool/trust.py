@@ -180,20 +180,40 @@ def vet_recorded(ref: dict) -> dict:
                      f"{PACKAGES_ENV}")
 
 
-def _vet_file(ref: dict, name: str, target: str) -> Path:
-    """The kept copy of a recorded model file, once it is the recorded code and trusted."""
+def vet_recorded_code(name: str, kept: Optional[dict], where, folder, what: str) -> str:
+    """The reference to run for a loss or metric (``what``) that a run.json names: a
+    built-in name (no ':') as it is; a ``file.py:fn`` only from the copy the folder keeps
+    (``kept``: its recorded file and sha256), trusted by this user; a ``package.module:fn``
+    only from a trusted package. Anything else is a UsageError, as for a model."""
+    target, _, fn = name.rpartition(":")
+    if not target:
+        return name
+    if target.endswith(".py"):
+        ref = {"recorded_in": str(where), "folder": str(folder), **(kept or {})}
+        return f"{_vet_file(ref, name, target, what)}:{fn}"
+    package = target.partition(".")[0]
+    if package in trusted_packages():
+        return name
+    raise UsageError(f"{where} names the {what} {name} from package {package}, which is not "
+                     f"trusted", f"pass --{what} {name} to run it, or add {package} to "
+                     f"{PACKAGES_ENV}")
+
+
+def _vet_file(ref: dict, name: str, target: str, what: str = "model") -> Path:
+    """The kept copy of a recorded model (loss, metric) file, once it is the recorded code
+    and trusted."""
     from .fileio import sha256
 
     where, folder = ref["recorded_in"], Path(ref["folder"]).resolve()
     kept = (folder / ref["file"]).resolve() if ref.get("file") else None
-    problem = f"{where} names the model file {target}, which amptool does not run on a file's word"
+    problem = f"{where} names the {what} file {target}, which amptool does not run on a file's word"
     if kept is None or folder not in kept.parents or not kept.is_file():
         raise UsageError(f"{problem} (the folder holds no copy of it with a recorded sha256)",
-                         f"pass --model {name} if you trust that file")
+                         f"pass --{what} {name} if you trust that file")
     digest = sha256(kept)
     if digest != ref.get("sha256"):
         raise UsageError(f"{problem} (its copy in the folder does not match the recorded "
-                         f"sha256)", f"pass --model {name} if you trust that file")
+                         f"sha256)", f"pass --{what} {name} if you trust that file")
     if not is_trusted(digest):
         raise UsageError(f"{problem} (its copy {kept}, sha256 {digest[:12]}, is not code you "
                          f"have trusted on this machine)", f"pass {TRUST_FLAG} {ref['folder']} "

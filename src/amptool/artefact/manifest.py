@@ -5,7 +5,9 @@ source_policy (the training run's), inputs, outputs, params {count, bytes, tenso
 dtypes}, file_size, sha256, checkpoint {path, sha256}, model {name, spec, input_shape,
 num_classes}, preprocess, data, val_fraction, batch {size, dynamic}, mindspore_version,
 amptool_version, created, encrypted, deployment {needed, kept_fp32, precision_mode, files,
-why} (the runtime settings that keep fp32 cells fp32). Keys are never part of it.
+why} (the runtime settings that keep fp32 cells fp32), task (the training run's loss: name,
+kind, targets, classifier; null when unknown: parity then takes a 2-D first output for class
+logits). Keys are never part of it.
 """
 from __future__ import annotations
 
