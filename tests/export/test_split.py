@@ -237,3 +237,29 @@ def test_too_little_free_space_is_refused_up_front(ckpt, tmp_path, monkeypatch):
         res.output
     assert "which has 5.00 MB free; nothing was written" in res.output
     assert not (tmp_path / "o").exists() or listing(tmp_path / "o") == []
+
+
+def test_the_deployment_settings_follow_the_form_written(ckpt, tmp_path):
+    """Settings of a split fp16 graph are named after its graph file and checked by inspect;
+    re-exported in one file with --force, the split form's graph, weights and settings go
+    and the one file gets its own."""
+    policy = tmp_path / "keep.json"
+    policy.write_text(json.dumps({"level": "O2", "fp32_cells": ["fc2"]}))
+    out = tmp_path / "o"
+    base = ["export", "--ckpt", ckpt, "--model", MODEL, "--data", "none", "--policy", policy,
+            "--precision", "fp16", "--out", out]
+    res = invoke(*base, env=SPLIT)
+    assert res.exit_code == 0, res.output
+    graph = out / "wide_mlp_fp16_graph.mindir"
+    settings = [f"{graph.name}.lite.ini", f"{graph.name}.atc.txt"]
+    assert set(settings) <= set(listing(out))
+    manifest = json.loads((out / f"{graph.name}.json").read_text())
+    assert sorted(f["name"] for f in manifest["deployment"]["files"]) == sorted(settings)
+    res = invoke("inspect", graph)
+    assert res.exit_code == 0 and "deployment settings" in res.output, res.output
+    res = invoke(*base, "--force")
+    assert res.exit_code == 0, res.output
+    one = "wide_mlp_fp16.mindir"
+    assert listing(out) == sorted(["model", "model/user_models.py", one, f"{one}.json",
+                                   f"{one}.lite.ini", f"{one}.atc.txt"])
+
