@@ -148,22 +148,20 @@ class _TrainingRun:
         """The network under the policy, its optimizer, the loss-scaled step, the state a
         checkpoint holds and the evaluator."""
         from amptool import checkpoint as ckpt
-        from amptool.precision import apply_policy
 
-        from .engine import TrainStep, make_optimizer
+        from .ampstep import AmpStep
+        from .engine import make_optimizer
 
-        amp_net = apply_policy(self.net, self.policy)
         self.optimizer = make_optimizer(self.cfg.optimizer, self.net.trainable_params(),
                                         self.cfg.lr)
-        self.trainer = TrainStep(amp_net, self.loss_cell, self.optimizer, self.loss_scale,
-                                 reducer=self.world if self.world > 1 else None,
-                                 inputs=len(self.spec.inputs))
+        # the step a user's own loop gets from amptool.AmpStep, assembled from this run's parts
+        self.amp = AmpStep.assemble(self.net, self.policy, self.loss_cell, self.optimizer,
+                                    self.loss_scale, reducer=self.world if self.world > 1 else None,
+                                    inputs=len(self.spec.inputs))
+        self.trainer = self.amp.trainer
         self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
-        self.evaluator = Evaluator(amp_net, self.loss_cell, self.loss.classifier,
+        self.evaluator = Evaluator(self.amp.amp_net, self.loss_cell, self.loss.classifier,
                                    self.metric, self.cfg.metric)
-        # cells start in inference mode: train mode, so BatchNorm updates its statistics
-        # and Dropout drops, in the step graph compiled next
-        self.trainer.step.set_train(True)
 
     def restore(self) -> None:
         from amptool import checkpoint as ckpt
@@ -398,8 +396,9 @@ class _TrainingRun:
 
     def stop_forward_overflow(self, inputs: list) -> None:
         """The loss itself is not finite: record the forensics in run.json and stop."""
-        forensics, problem, fix = forward_overflow(self.spec, self.net, self.policy, inputs,
-                                                   self.state.forward_bad, self.state.step)
+        forensics, problem, fix = forward_overflow(self.spec.build, self.net, self.policy,
+                                                   inputs, self.state.forward_bad,
+                                                   self.state.step)
         if self.lead and self.info is not None:
             self.info["forensics"] = forensics
             self.run_dir.write(self.info)

@@ -27,21 +27,30 @@ def auto_policy(cfg, data, net, base) -> tuple:
     when computing in fp16) join the fp32 cells of the ``base`` policy unless it keeps them
     already. Returns (the policy to train under, the range pass's report for run.json)."""
     from amptool.data import epoch_batches
-    from amptool.policy import make_policy
-    from amptool.precision import cell_origins
 
     positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
                                                      cfg.seed, 0), range(AUTO_BATCHES))]
-    found = []
+    joined = None
     if base.dtype == "float16":  # bfloat16 has fp32's range: nothing to keep
         joined = data.train_inputs(np.concatenate(positions))  # one eager call
-        found = auto_candidates(net, joined, base, cfg.range_safety)
+    policy, kept = range_pass(net, joined, base, cfg.range_safety)
+    return policy, {"safety": cfg.range_safety, "batches": len(positions),
+                    "file": "policy.auto.toml", "kept": kept}
+
+
+def range_pass(net, joined, base, safety: float) -> tuple:
+    """The range pass of ``--policy auto`` (and of ``amptool.find_fp32_cells``) over
+    ``joined`` (a list of numpy arrays, one per network input: the calibration batches in
+    one call; None: nothing to measure): (``base`` with the cells found joined to its fp32
+    cells, the found cells as dicts with ``where`` they come from)."""
+    from amptool.policy import make_policy
+    from amptool.precision import cell_origins
+
+    found = [] if joined is None else auto_candidates(net, joined, base, safety)
     cells = list(base.fp32_cells) + [r.path for r in found]
     policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
     where = cell_origins(net, [r.path for r in found])
-    return policy, {"safety": cfg.range_safety, "batches": len(positions),
-                    "file": "policy.auto.toml",
-                    "kept": [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]}
+    return policy, [{**r.to_dict(), "where": where.get(r.path, r.type)} for r in found]
 
 
 def auto_candidates(net, inputs: list, base, safety: float) -> list:
@@ -100,20 +109,12 @@ def check_updates(state, loss_scale, scale_value: Callable[[], float], kept: str
                             + ("; last good checkpoint kept in " + kept if kept else ""))
 
 
-def forward_overflow(spec, net, policy, inputs: list, bad: int, step: int) -> tuple:
+def forward_overflow(build, net, policy, inputs: list, bad: int, step: int) -> tuple:
     """The loss itself is not finite (the forward pass overflowed, which no loss scale
     can fix): name the first cell whose low-precision output is not finite while its
     fp32 output is. Returns (the forensics for run.json, the problem, the fix); ``bad``
     steps in a row up to ``step`` overflowed."""
-    from amptool.checkpoint import load_into_net
-    from amptool.precision import apply_policy
-    from amptool.ranges import first_overflow
-
-    weights = {p.name: p for p in net.get_parameters()}
-    fp32, low = spec.build(), spec.build()
-    for built in (fp32, low):
-        load_into_net(built, weights, "the training weights")
-    culprit = first_overflow(fp32, low, apply_policy(low, policy), inputs, batch_stats=True)
+    culprit = overflow_culprit(build, net, policy, inputs)
     steps = f"{bad} consecutive steps to step {step}"
     if culprit is None:
         problem = (f"the loss is not finite in the forward pass ({steps}), and no cell's "
@@ -128,3 +129,18 @@ def forward_overflow(spec, net, policy, inputs: list, bad: int, step: int) -> tu
                f"in a --policy file)")
     forensics = {"kind": "forward_overflow", "step": step, "steps": bad, "culprit": culprit}
     return forensics, problem, fix
+
+
+def overflow_culprit(build, net, policy, inputs: list):
+    """The first cell of ``net`` (its weights as they are now) whose ``policy`` output is
+    not finite on ``inputs`` while its fp32 output is (``ranges.first_overflow``), or None;
+    ``build()`` makes a fresh fp32 network of the same structure (twice)."""
+    from amptool.checkpoint import load_into_net
+    from amptool.precision import apply_policy
+    from amptool.ranges import first_overflow
+
+    weights = {p.name: p for p in net.get_parameters()}
+    fp32, low = build(), build()
+    for built in (fp32, low):
+        load_into_net(built, weights, "the training weights")
+    return first_overflow(fp32, low, apply_policy(low, policy), inputs, batch_stats=True)

@@ -1,7 +1,8 @@
 """amptool: mixed-precision training, FP16 export and parity gates for MindSpore.
 
 The public API is imported lazily, so ``import amptool`` (and ``amptool --help``) stays
-free of MindSpore: ``from amptool import train, export, parity, search, convert_checkpoint``.
+free of MindSpore: ``from amptool import train, export, parity, search, convert_checkpoint``,
+and ``AmpStep``, ``find_fp32_cells``, ``find_overflow`` for a training loop of one's own.
 """
 import os as _os
 
@@ -18,10 +19,11 @@ _os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 __version__ = "0.1.0"
 
-_API = ("CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "ExportResult",
+_API = ("AmpStep", "CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "ExportResult",
         "LaunchOptions", "ParityConfig", "ParityReport", "PipelineConfig", "PipelineResult",
-        "SearchConfig", "SearchResult", "TrainConfig", "TrainSummary", "convert_checkpoint",
-        "export", "parity", "run", "search", "train")
+        "RangePass", "SearchConfig", "SearchResult", "StepResult", "TrainConfig", "TrainSummary",
+        "convert_checkpoint", "export", "find_fp32_cells", "find_overflow", "parity", "run",
+        "search", "train")
 
 
 def __getattr__(name):

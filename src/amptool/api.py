@@ -7,6 +7,10 @@ the function its command calls too; ``convert_checkpoint(cfg: CkptConfig) -> Ckp
 is ``amptool.convert.ckpt.convert_checkpoint``. The calls never print or exit: failures raise
 ``amptool.errors.AmpToolError`` (``CheckFailed`` for a diverged run); a parity breach is a
 report whose ``passed`` is False.
+
+For a training loop of one's own: ``AmpStep`` (the step ``amptool train`` runs:
+``step(*inputs, *targets) -> StepResult``), ``find_fp32_cells`` (the ``--policy auto`` range
+pass over one's batches) and ``find_overflow`` (forward-overflow forensics on one batch).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from amptool.export.api import ExportConfig, ExportReport, ExportResult
 from amptool.parity.config import ParityConfig
 from amptool.parity.report import ParityReport
 from amptool.pipeline import PipelineConfig, PipelineResult, run_pipeline
+from amptool.train.ampstep import AmpStep, RangePass, StepResult, find_fp32_cells, find_overflow
 from amptool.train.config import LaunchOptions, TrainConfig
 from amptool.train.summary import TrainSummary
 
@@ -36,7 +41,8 @@ run = run_pipeline
 """``run(cfg: PipelineConfig, on_event=None) -> PipelineResult``: train, export fp32/fp16
 MINDIR (+ ONNX), check parity."""
 
-__all__ = ["CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "ExportResult",
+__all__ = ["AmpStep", "CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "ExportResult",
            "LaunchOptions", "ParityConfig", "ParityReport", "PipelineConfig", "PipelineResult",
-           "SearchConfig", "SearchResult", "TrainConfig", "TrainSummary", "convert_checkpoint",
-           "export", "parity", "run", "search", "train"]
+           "RangePass", "SearchConfig", "SearchResult", "StepResult", "TrainConfig", "TrainSummary",
+           "convert_checkpoint", "export", "find_fp32_cells", "find_overflow", "parity", "run",
+           "search", "train"]

@@ -1,0 +1,154 @@
+"""``amptool.AmpStep`` in a loop of one's own: the losses ``amptool train`` logs, an
+overflowing batch skipped, the range pass and forward-overflow forensics on one's network,
+and one line per mistake."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import amptool
+from amptool.device import set_device
+from amptool.errors import UsageError
+
+PLANTED = f"{Path(__file__).resolve().parent.parent / 'planted_branches.py'}:build"
+
+
+@pytest.fixture(scope="module")
+def ms():
+    set_device("CPU")
+    import mindspore
+
+    return mindspore
+
+
+def _digits(model: str):
+    from amptool.data import load_model_data
+    from amptool.models import resolve_model
+
+    spec = resolve_model(model)
+    return spec, load_model_data("digits", spec, 0.2)
+
+
+def _snapshot(cell):
+    return {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
+
+
+@pytest.mark.slow  # trains simplecnn twice for 2 epochs (~17 s on 2 shared cores)
+def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path):
+    """The same seed, data order, batch size, epochs and lr: every step's loss is the one
+    ``amptool train`` wrote to metrics.jsonl (logged at every step here)."""
+    from amptool.data import epoch_batches
+    from amptool.feed import target_columns
+    from amptool.train.config import TrainConfig
+    from amptool.train.run import run_training
+
+    out = tmp_path / "run"
+    summary = run_training(TrainConfig(epochs=2, out=str(out), log_every=1))
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    logged = {r["step"]: r for r in logged if "loss" in r}
+
+    spec, data = _digits("simplecnn")
+    ms.set_seed(0)
+    net = spec.build()
+    step = amptool.AmpStep(net, loss="cross-entropy", optimizer="adam", lr=1e-3, level="O2")
+    losses, scales, n = {}, {}, 0
+    for epoch in range(2):
+        order = list(epoch_batches(len(data.train_idx), 32, 0, epoch))
+        for inputs, labels in data.train_batches(order):
+            result = step(*inputs, *target_columns(labels))
+            n += 1
+            losses[n], scales[n] = result.loss, result.loss_scale
+            assert result.applied
+    assert n == summary.steps == max(logged)
+    ref = np.array([logged[s]["loss"] for s in sorted(logged)])
+    own = np.array([losses[s] for s in sorted(logged)])
+    assert np.array_equal(own, ref), np.max(np.abs(own - ref) / np.abs(ref))  # bit-identical
+    assert [scales[s] for s in sorted(logged)] == [logged[s]["loss_scale"] for s in sorted(logged)]
+    assert step.skipped == summary.overflow_steps == 0
+
+
+def test_an_overflowing_batch_is_skipped(ms):
+    """A scale of 2**40 overflows fp16 gradients: the weights and the optimizer state stay
+    bit-identical, the scale halves, and the next steps back off until one applies."""
+    from amptool.models import sample_spec
+
+    ms.set_seed(0)
+    net = sample_spec("simplecnn").build()
+    step = amptool.AmpStep(net, level="O2", scale_init=2.0 ** 40)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 16).astype(np.int32)
+    before, before_opt = _snapshot(net), _snapshot(step.optimizer)
+    result = step(x, y)
+    assert not result.applied and np.isfinite(result.loss)
+    assert result.loss_scale == step.loss_scale == 2.0 ** 39
+    assert step.skipped == step.skipped_in_row == 1
+    after, after_opt = _snapshot(net), _snapshot(step.optimizer)
+    assert all(np.array_equal(v, after[k]) for k, v in before.items())
+    assert all(np.array_equal(v, after_opt[k]) for k, v in before_opt.items())
+    tries = 1
+    while not step(x, y).applied:
+        tries += 1
+        assert tries < 40
+    assert step.skipped == tries and step.skipped_in_row == 0
+    assert any(not np.array_equal(v, _snapshot(net)[k]) for k, v in before.items())
+
+
+def test_range_pass_names_trapmlp_norm_and_auto_keeps_it(ms):
+    spec, data = _digits("trapmlp")
+    batches = [data.train_inputs(np.arange(i * 32, (i + 1) * 32)) for i in range(2)]
+    ms.set_seed(0)
+    found = amptool.find_fp32_cells(spec.build(), batches)
+    assert found.paths == ["norm"] and found.policy.fp32_cells == ("norm",)
+    assert found.kept[0]["type"] == "L2Normalize" and "models.py" in found.kept[0]["where"]
+    ms.set_seed(0)
+    net = spec.build()
+    step = amptool.AmpStep(net, level="auto", calibration=batches)
+    assert step.policy.fp32_cells == ("norm",) and step.found.paths == ["norm"]
+    inputs, labels = next(iter(data.train_batches([np.arange(32)])))
+    result = step(*inputs, labels)
+    assert np.isfinite(result.loss)
+
+
+def test_forensics_names_the_overflowing_cell(ms):
+    spec, data = _digits(PLANTED)
+    x = data.train_inputs(np.arange(32))
+    ms.set_seed(0)
+    net = spec.build()
+    culprit = amptool.find_overflow(net, x, "O2")
+    assert culprit["path"] == "block" and culprit["fp32_max"] > 65504
+    assert amptool.find_overflow(net, x, {"level": "O2", "fp32_cells": ["block"]}) is None
+    step = amptool.AmpStep(net, level="O2")
+    assert step.find_overflow(x)["path"] == "block"
+
+
+def _one_line(exc) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and "; " in text, text
+    return text
+
+
+def test_mistakes_are_one_line(ms):
+    from amptool.models import sample_spec
+
+    net = sample_spec("simplecnn").build()
+    with pytest.raises(UsageError) as exc:
+        amptool.AmpStep(net, level="O5")
+    assert _one_line(exc).startswith("unknown AMP level 'O5'")
+    with pytest.raises(UsageError) as exc:
+        amptool.AmpStep(net, level="auto")
+    assert "calibration" in _one_line(exc)
+    with pytest.raises(UsageError) as exc:
+        amptool.AmpStep(net, loss="hinge")
+    assert _one_line(exc).startswith("unknown loss 'hinge'")
+
+    def three(logits, labels, extra):
+        return (logits * 0).sum()
+
+    step = amptool.AmpStep(net, loss=three)
+    x = np.zeros((4, 1, 28, 28), np.float32)
+    with pytest.raises(UsageError) as exc:
+        step(x, np.zeros(4, np.int32))
+    assert _one_line(exc).startswith("loss three takes 3 argument(s), but the network gives "
+                                     "1 output(s) and the loss 1 target(s)")

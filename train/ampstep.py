@@ -1,0 +1,275 @@
+"""``AmpStep``: the AMP training step for a user's own loop, the one ``amptool train`` runs.
+
+``step = AmpStep(net, loss="cross-entropy", optimizer="adam", lr=1e-3, level="O2")``, then
+``out = step(x, y)`` per batch: one forward and backward under the policy, the loss scaled,
+the update applied only when the gradients are finite (``out.applied``), the scale adjusted.
+The training loop (``loop._TrainingRun``) builds its step with ``AmpStep.assemble``: the
+same policy application, ``engine.TrainStep`` and compiled ``StepCell`` either way.
+
+``find_fp32_cells`` (the ``--policy auto`` range pass) and ``find_overflow`` (the
+forensics of a run whose loss stops being finite) take the user's network and batches.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from amptool.errors import UsageError
+
+from .engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
+from .overflow import overflow_culprit, range_pass
+
+AUTO = "auto"
+LEVEL_FIX = ("pass level='O0'..'O3', 'auto' (with calibration= batches), a Policy or a "
+             "policy mapping")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one call of an ``AmpStep`` did."""
+
+    loss: float
+    """The batch's loss (unscaled, fp32)."""
+    applied: bool
+    """Whether the weights were updated (False: the gradients overflowed; step skipped)."""
+    loss_scale: float
+    """The loss scale after the step (backed off on an overflow, grown after a clean window)."""
+
+
+@dataclass(frozen=True)
+class RangePass:
+    """What ``find_fp32_cells`` found."""
+
+    policy: object
+    """The base policy with the found cells kept in fp32 (an ``amptool.policy.Policy``)."""
+    kept: list = field(default_factory=list)
+    """The found cells, as run.json's ``policy_auto.kept`` records them (path, type, ranges,
+    ``where`` the cell class is defined)."""
+
+    @property
+    def paths(self) -> list:
+        return [row["path"] for row in self.kept]
+
+
+def resolve_level(level):
+    """(the policy, whether the range pass picks fp32 cells) of ``level``: 'O0'..'O3',
+    'auto' (O2 and the range pass), a ``Policy`` or a policy mapping."""
+    from amptool.policy import Policy, make_policy, policy_from_dict
+
+    if isinstance(level, Policy):
+        return level, False
+    if isinstance(level, dict):
+        return policy_from_dict(level, "level"), False
+    if isinstance(level, str) and level.strip().lower() == AUTO:
+        return make_policy("O2"), True
+    from amptool.policy import LEVELS
+
+    if not isinstance(level, str) or level.strip().upper() not in LEVELS:
+        raise UsageError(f"unknown AMP level {level!r}", LEVEL_FIX)
+    return make_policy(level.strip()), False
+
+
+def as_arrays(batch) -> list:
+    """One batch's network inputs (a tensor or array, or a tuple of them) as numpy arrays."""
+    items = batch if isinstance(batch, (tuple, list)) else (batch,)
+    return [np.asarray(b.asnumpy() if hasattr(b, "asnumpy") else b) for b in items]
+
+
+def joined_inputs(batches, what: str) -> list:
+    """``batches`` (each a tensor, an array or a tuple of them per network input) joined
+    along the rows: one list of arrays, one per input."""
+    rows = [as_arrays(b) for b in (batches or [])]
+    if not rows or any(len(r) != len(rows[0]) for r in rows):
+        raise UsageError(f"{what} needs a list of batches, each the network's inputs",
+                         "pass e.g. calibration=[x0, x1] or [(x0a, x0b), ...]")
+    return [np.concatenate([r[i] for r in rows]) for i in range(len(rows[0]))]
+
+
+def find_fp32_cells(net, batches, level="O2", safety: float = 0.5) -> RangePass:
+    """The range pass of ``--policy auto`` on ``net`` (fp32, not yet under a policy) over
+    ``batches`` (joined into one eager call, batch normalizations on its statistics): the
+    cells whose fp32 outputs fp16 cannot hold or that break computing in fp16."""
+    base, _ = resolve_level("O2" if level == AUTO else level)
+    if base.level not in ("O2", "O3"):
+        raise UsageError(f"the range pass has nothing to keep in fp32 at {base.level}",
+                         "use level O2 or O3 with it")
+    if not 0 < safety <= 1:
+        raise UsageError(f"range safety must be a share in (0, 1] (got {safety})",
+                         "pass safety=0.5 (the default) or another share")
+    joined = joined_inputs(batches, "the range pass")
+    policy, kept = range_pass(net, joined if base.dtype == "float16" else None, base, safety)
+    return RangePass(policy, kept)
+
+
+def find_overflow(net, inputs, level="O2") -> Optional[dict]:
+    """Forward-overflow forensics: the first cell of ``net`` (fp32, not under a policy; its
+    weights as they are) whose output under ``level`` is not finite on ``inputs`` (one
+    batch) while its fp32 output is: {path, type, fp32_max, input_finite}, or None."""
+    policy, _ = resolve_level(level)
+    return overflow_culprit(lambda: copy.deepcopy(net), net, policy, as_arrays(inputs))
+
+
+class AmpStep:
+    """One AMP training step over ``net``, called once per batch: ``step(*inputs, *targets)``
+    (tensors or numpy arrays; ``inputs``: how many lead arguments go to the network, default
+    all but the last) returns a ``StepResult``. ``net`` trains in place.
+
+    ``loss``: a built-in name (as ``--loss``), an ``nn.Cell`` or a function of (outputs...,
+    targets...) -> scalar; it computes on fp32 outputs. ``optimizer``: adam, sgd, momentum
+    (with ``lr``) or a MindSpore optimizer over ``net``'s parameters. ``level``: 'O0'..'O3',
+    a ``Policy`` or a policy mapping, or 'auto' (O2 plus the range pass over ``calibration``
+    batches). ``loss_scale``: 'dynamic', 'static:VALUE' or 'none' (None: dynamic for O1/O2,
+    none for O0/O3), starting at ``scale_init``.
+    """
+
+    def __init__(self, net, loss="cross-entropy", optimizer="adam", lr: float = 1e-3,
+                 level="O2", loss_scale: Optional[str] = None, calibration=None,
+                 inputs: Optional[int] = None, scale_init: float = 2.0 ** 16,
+                 scale_factor: int = 2, scale_window: int = 2000, safety: float = 0.5):
+        policy, auto = resolve_level(level)
+        if auto and not calibration:
+            raise UsageError("level 'auto' runs the range pass on calibration batches, and none "
+                             "were given", "pass calibration=[batch, ...] (a few training "
+                             "batches' inputs), or a level such as 'O2'")
+        if loss_scale is not None and not isinstance(loss_scale, str):
+            raise UsageError(f"loss_scale must be a string (got {loss_scale!r})",
+                             "pass 'dynamic', 'static:VALUE' or 'none'")
+        self.loss_scale_kind = parse_loss_scale(loss_scale, policy.level, scale_init,
+                                                scale_factor, scale_window)
+        self.found = None
+        if auto:
+            self.found = find_fp32_cells(net, calibration, policy, safety)
+            policy = self.found.policy
+        self.policy = policy
+        self.net = net
+        self._fresh = copy.deepcopy(net)  # the structure, fp32, for forensics
+        self.optimizer = _optimizer(optimizer, net, lr)
+        self._loss = _loss_spec(loss, 1) if isinstance(loss, str) else loss  # a name: checked now
+        self._inputs = inputs
+        self.trainer: Optional[TrainStep] = None
+        self.amp_net = None
+
+    @classmethod
+    def assemble(cls, net, policy, loss_cell, optimizer, loss_scale: LossScale,
+                 reducer=None, inputs: Optional[int] = None) -> "AmpStep":
+        """The step from resolved parts (``amptool train``'s: its loss cell already probed on
+        the network), built now."""
+        self = cls.__new__(cls)
+        self.net, self.policy, self.optimizer, self.loss_scale_kind = (net, policy, optimizer,
+                                                                      loss_scale)
+        self.found, self._fresh, self._loss, self._inputs = None, None, loss_cell, inputs
+        self._build(loss_cell, reducer)
+        return self
+
+    def _build(self, loss_cell, reducer=None) -> None:
+        from amptool.precision import apply_policy
+
+        self.amp_net = apply_policy(self.net, self.policy)
+        self.trainer = TrainStep(self.amp_net, loss_cell, self.optimizer, self.loss_scale_kind,
+                                 reducer=reducer, inputs=self._inputs)
+        # cells start in inference mode: train mode, so BatchNorm updates its statistics
+        # and Dropout drops, in the step graph compiled next
+        self.trainer.step.set_train(True)
+
+    def __call__(self, *args) -> StepResult:
+        import mindspore as ms
+
+        from amptool.device import execution_mode
+
+        tensors = [a if isinstance(a, ms.Tensor) else ms.Tensor(np.asarray(a)) for a in args]
+        if self.trainer is None:
+            self._build(self._probe_loss(tensors))
+        if ms.get_context("mode") == ms.GRAPH_MODE:
+            loss, finite = self.trainer.step(*tensors)
+        else:  # the step compiles once, whatever mode the caller's loop is in
+            with execution_mode(graph=True):
+                loss, finite = self.trainer.step(*tensors)
+        return StepResult(float(loss.asnumpy()), bool(finite.asnumpy()),
+                          self.trainer.scale_value())
+
+    def _probe_loss(self, tensors: list):
+        """The loss cell, once the loss took the fp32 network's outputs on the first rows of
+        the first batch (a mistake is one line before anything compiles)."""
+        from amptool.losses import build_loss, probe_loss
+        from amptool.models import run_eager
+
+        split = len(tensors) - 1 if self._inputs is None else self._inputs
+        if not 0 < split < len(tensors):
+            raise UsageError(f"a step takes the network's inputs, then the targets: got "
+                             f"{len(tensors)} argument(s) for {split} input(s)",
+                             "call step(*inputs, *targets)")
+        rows = [t.asnumpy()[:4] for t in tensors]
+        outputs = run_eager(self.net, rows[:split], type(self.net).__name__, ())
+        targets = rows[split:]
+        spec = _loss_spec(self._loss, len(targets))
+        cell = build_loss(spec, len(outputs))
+        names = spec.targets if len(spec.targets) == len(targets) else _target_names(targets)
+        probe_loss(spec, cell, outputs, targets, names)
+        return cell
+
+    @property
+    def loss_scale(self) -> float:
+        """The loss scale now (1.0 without scaling)."""
+        return self.trainer.scale_value() if self.trainer else float(
+            self.loss_scale_kind.init if self.loss_scale_kind.kind != "none" else 1.0)
+
+    @property
+    def skipped(self) -> int:
+        """Steps skipped so far (their gradients overflowed)."""
+        return self.trainer.counters()[0] if self.trainer else 0
+
+    @property
+    def skipped_in_row(self) -> int:
+        """Steps skipped in a row up to the last one."""
+        return self.trainer.counters()[1] if self.trainer else 0
+
+    @property
+    def bad_losses_in_row(self) -> int:
+        """Steps in a row up to the last one whose loss itself was not finite (the forward
+        pass overflowed: ``find_overflow`` names the cell)."""
+        return self.trainer.counters()[2] if self.trainer else 0
+
+    def find_overflow(self, inputs) -> Optional[dict]:
+        """``find_overflow`` on this step's network, its weights as trained so far, under its
+        policy, on one batch's ``inputs``."""
+        fresh = self._fresh
+        if fresh is None:
+            raise UsageError("this step was assembled without a copy of its network",
+                             "call amptool.find_overflow(net, inputs, policy) on a fresh build")
+        return overflow_culprit(lambda: copy.deepcopy(fresh), self.net, self.policy,
+                                as_arrays(inputs))
+
+
+def _optimizer(optimizer, net, lr: float):
+    if isinstance(optimizer, str):
+        return make_optimizer(optimizer.lower(), net.trainable_params(), lr)
+    if hasattr(optimizer, "parameters") and callable(optimizer):
+        return optimizer
+    raise UsageError(f"optimizer must be a name or a MindSpore optimizer (got "
+                     f"{type(optimizer).__name__})",
+                     "pass 'adam', 'sgd', 'momentum' or e.g. nn.Adam(net.trainable_params())")
+
+
+def _target_names(targets: list) -> tuple:
+    return ("y",) if len(targets) == 1 else tuple(f"y{i}" for i in range(len(targets)))
+
+
+def _loss_spec(loss, n_targets: int):
+    """The ``LossSpec`` of a loss name, cell or function taking ``n_targets`` targets."""
+    from amptool.losses import FIX, LossSpec, resolve_loss
+
+    if isinstance(loss, LossSpec):
+        return loss
+    if isinstance(loss, str):
+        spec = resolve_loss(loss)
+        if spec is None:
+            raise UsageError("loss is empty", FIX)
+        return spec
+    if not callable(loss):
+        raise UsageError(f"loss must be a name, a cell or a function (got "
+                         f"{type(loss).__name__})", FIX)
+    name = getattr(loss, "__name__", type(loss).__name__)
+    return LossSpec(name, "factory", _target_names([None] * n_targets), factory=lambda: loss)
