@@ -123,6 +123,11 @@ class AmpStep:
     a ``Policy`` or a policy mapping, or 'auto' (O2 plus the range pass over ``calibration``
     batches). ``loss_scale``: 'dynamic', 'static:VALUE' or 'none' (None: dynamic for O1/O2,
     none for O0/O3), starting at ``scale_init``.
+
+    The first call checks the loss on the fp32 network's outputs for the batch's first rows
+    (one line if it does not take them), then applies the policy to ``net`` and compiles the
+    step. ``amptool train`` adds one thing of its own around the same step: a dynamic-scale
+    run's first batch is tried again while it overflows (``loop.settle_scale``).
     """
 
     def __init__(self, net, loss="cross-entropy", optimizer="adam", lr: float = 1e-3,

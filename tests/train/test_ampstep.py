@@ -152,3 +152,26 @@ def test_mistakes_are_one_line(ms):
         step(x, np.zeros(4, np.int32))
     assert _one_line(exc).startswith("loss three takes 3 argument(s), but the network gives "
                                      "1 output(s) and the loss 1 target(s)")
+
+
+def test_a_loss_cell_or_function_trains_as_the_named_loss(ms):
+    """``loss=nn.CrossEntropyLoss()`` and a plain function computing it give the losses the
+    name ``cross-entropy`` gives, step for step."""
+    from mindspore import nn, ops
+
+    from amptool.models import sample_spec
+
+    def ce(logits, labels):
+        return ops.cross_entropy(logits, labels)
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((16, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 16).astype(np.int32)
+    runs = []
+    for loss in ("cross-entropy", nn.CrossEntropyLoss(), ce):
+        ms.set_seed(0)
+        step = amptool.AmpStep(sample_spec("simplecnn").build(), loss=loss, level="O2")
+        runs.append([step(x, y).loss for _ in range(3)])
+    assert runs[0][-1] < runs[0][0]
+    assert runs[1] == runs[0]
+    assert np.allclose(runs[2], runs[0], rtol=1e-6, atol=0), runs
