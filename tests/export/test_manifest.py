@@ -37,7 +37,7 @@ def test_manifest_fields(fmt, precision, exports, runs):
                           "num_classes": 10, "args": {}, "input_spec": None,
                           "inputs": [{"name": "x", "shape": [-1, 1, 28, 28], "dtype": "float32"}]}
     assert m["preprocess"] == run["data"]["preprocess"]
-    assert m["data"] == "digits" and m["val_fraction"] == 0.2
+    assert m["data"] == run["data"]["source"] and m["val_fraction"] == 0.2
     assert m["source_policy"] == run["policy"]
     assert m["policy"]["level"] == ("O2" if precision == "fp16" else "O0")
     assert m["inputs"] == [{"name": "input0", "shape": [-1, 1, 28, 28], "dtype": "float32"}]
