@@ -208,13 +208,8 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     works over a read-only (mode 0400) existing target.
     """
     target = Path(target)
-    parent = target.parent
-    drop_stale_temps(parent)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent))
+    tmpdir = _staging_folder(target.parent)
     try:
-        if not set(str(tmpdir)) <= _MS_SAFE:
-            os.rmdir(tmpdir)
-            tmpdir = Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
         tmp = tmpdir / ("part" + (suffix or target.suffix))
         yield tmp
         produced = tmp if tmp.exists() else _single_file(tmpdir)
@@ -227,6 +222,18 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         remove_tree(tmpdir)
 
 
+def _staging_folder(parent: Path) -> Path:
+    """A new private folder for staged writes: in ``parent`` (named for this process, so
+    ``drop_stale_temps`` and ``drop_own_temps`` find it) when MindSpore accepts that path,
+    else in the system temp folder. Stale ones of dead processes in ``parent`` go first."""
+    drop_stale_temps(parent)
+    folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent))
+    if set(str(folder)) <= _MS_SAFE:
+        return folder
+    os.rmdir(folder)
+    return Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
+
+
 @contextlib.contextmanager
 def atomic_set(folder: str | os.PathLike, replaces=()) -> Iterator[Path]:
     """Yield a private staging folder whose entries (files and folders, named as they are
@@ -237,12 +244,8 @@ def atomic_set(folder: str | os.PathLike, replaces=()) -> Iterator[Path]:
     The staging folder's name is one MindSpore accepts (else it is in the system temp
     folder, and entries are copied beside their targets under temp names, then renamed)."""
     folder = Path(folder)
-    drop_stale_temps(folder)
-    stage = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=folder))
+    stage = _staging_folder(folder)
     try:
-        if not set(str(stage)) <= _MS_SAFE:
-            os.rmdir(stage)
-            stage = Path(tempfile.mkdtemp(prefix="amptool-tmp-"))
         yield stage
         entries = sorted(stage.iterdir(), key=lambda p: p.is_file())  # folders first
         if not entries:

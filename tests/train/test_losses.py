@@ -4,14 +4,13 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from amptool.cli import app
 from amptool.device import set_device
 from amptool.errors import UsageError
 from amptool.losses import LossSpec, build_loss, resolve_loss
 
-runner = CliRunner()
+from .test_cli import assert_one_line_error, invoke
+
 
 REG_MODEL = '''
 import mindspore.nn as nn
@@ -69,17 +68,6 @@ def broken(outputs, targets):
 '''
 
 
-def invoke(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.output
-
-
-def assert_one_line_error(code, output, *fragments):
-    assert code == 2, output
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("amptool: error: "), output
-    for fragment in fragments:
-        assert fragment in lines[0], output
 
 
 @pytest.fixture(scope="module")
