@@ -22,20 +22,20 @@ def ms():
     return mindspore
 
 
-def _digits(model: str):
+def _digits(model: str, source: str = "digits"):
     from amptool.data import load_model_data
     from amptool.models import resolve_model
 
     spec = resolve_model(model)
-    return spec, load_model_data("digits", spec, 0.2)
+    return spec, load_model_data(source, spec, 0.2)
 
 
 def _snapshot(cell):
     return {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
 
 
-@pytest.mark.slow  # trains simplecnn twice for 2 epochs (~17 s on 2 shared cores)
-def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path):
+@pytest.mark.slow  # trains simplecnn twice for 2 epochs of 18 steps
+def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path, few_digits):
     """The same seed, data order, batch size, epochs and lr: every step's loss is the one
     ``amptool train`` wrote to metrics.jsonl (logged at every step here)."""
     from amptool.data import epoch_batches
@@ -44,11 +44,11 @@ def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path):
     from amptool.train.run import run_training
 
     out = tmp_path / "run"
-    summary = run_training(TrainConfig(epochs=2, out=str(out), log_every=1))
+    summary = run_training(TrainConfig(epochs=2, out=str(out), log_every=1, data=few_digits))
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     logged = {r["step"]: r for r in logged if "loss" in r}
 
-    spec, data = _digits("simplecnn")
+    spec, data = _digits("simplecnn", few_digits)
     ms.set_seed(0)
     net = spec.build()
     step = amptool.AmpStep(net, loss="cross-entropy", optimizer="adam", lr=1e-3, level="O2")
