@@ -135,6 +135,7 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
         failure_fix,
         failure_line,
         format_table,
+        resolution_warnings,
         write_junit,
         write_report_json,
     )
@@ -151,7 +152,8 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
         opt.print_json(report)
     else:
         text = format_table(report)
-        typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
+        quiet = resolution_warnings(report) + text.splitlines()[-1:]
+        typer.echo("\n".join(quiet) if mode == "quiet" else text)
     if not report["passed"]:
         raise CheckFailed(failure_line(report), failure_fix(report))
 

@@ -269,8 +269,9 @@ def _judge(run: _Baseline, cand: Side) -> dict:
         from amptool.parity.task import judge_task
 
         result["task"] = judge_task(cfg.metric, run.task[0], run.task[1], cand_out,
-                                    inputs.metric_targets, th.max_metric_drop)
+                                    inputs.metric_targets, th.max_metric_drop, inputs.count)
     result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
+    result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
     if cfg.emulate_settings:
         from amptool.parity.emulate import settings_ignored
 
@@ -303,6 +304,14 @@ def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     rows = check_metrics(metrics, th)
     return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
             "thresholds": th.to_dict()}
+
+
+def resolution_findings(groups: list) -> list:
+    """A finding per checked count whose budget is below one of the samples counted."""
+    from amptool.metrics import resolution_finding
+
+    found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
+    return [f for f in found if f is not None]
 
 
 def _task_of(ref: Side, cand: Side) -> Optional[bool]:
