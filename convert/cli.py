@@ -168,7 +168,7 @@ def search_command(
     from amptool.convert.search import SearchConfig, search_policy
     from amptool.models import parse_model_args
 
-    th = _thresholds(thresholds, limits)
+    table, flags = _limits(thresholds, limits)
     if plot is not None:
         from amptool.plotting import pyplot
 
@@ -178,7 +178,8 @@ def search_command(
                        model=model, model_args=parse_model_args(model_arg) or None,
                        input_spec=input_spec, data=data, samples=samples or None,
                        level=level.upper(),
-                       policy=str(policy) if policy else None, thresholds=th, out=str(out),
+                       policy=str(policy) if policy else None, threshold_table=table,
+                       threshold_flags=flags, out=str(out),
                        force=force, device=device, range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
     opt.consent(trust_model)
@@ -211,25 +212,39 @@ def _range_safety(text: str) -> Optional[float]:
     return value
 
 
-def _thresholds(path: Optional[Path], flags: dict):
-    """Parity's fp16-vs-fp32 limits for the output the search judges, the network's first:
-    a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then flags. The file is
-    read as parity reads it (a parity config's ``thresholds`` table works whole)."""
+def _limits(path: Optional[Path], flags: dict) -> tuple:
+    """(table, flags) over parity's fp16-vs-fp32 limits for the output the search judges,
+    the network's first (a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then
+    flags), checked now; the search lays them over the limits its network's task takes.
+    The file is read as parity reads it (a parity config's ``thresholds`` table works whole)."""
     from amptool.config import read_config_file
-    from amptool.metrics import flag_overrides, resolve_thresholds, validate_file_thresholds
+    from amptool.metrics import flag_overrides, validate_file_thresholds
 
     table = {}
     if path:
         data = read_config_file(path)
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
         validate_file_thresholds(table, f"thresholds file {path}")
-    return resolve_thresholds("fp32", "fp16", table, flag_overrides(**flags),
-                              output=(0, "output0"))
+    flags = flag_overrides(**flags)
+    _thresholds_of(table, flags)  # every error now, before any work
+    return table, flags
+
+
+def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
+    """The limits ``_limits`` gives for a network whose first output is (``logits``) or is
+    not class logits."""
+    return _thresholds_of(*_limits(path, flags), logits)
+
+
+def _thresholds_of(table: dict, flags: dict, logits: bool = True):
+    from amptool.metrics import resolve_thresholds
+
+    return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 
 
 def _fmt_metric(metrics: dict) -> str:
     parts = [f"cosine {metrics['cosine']:.6f}"]
-    for key in ("top1_agree", "acc_drop", "max_abs"):
+    for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled"):
         if key in metrics:
             parts.append(f"{key} {metrics[key]:.4g}")
     if metrics.get("nonfinite"):

@@ -24,6 +24,9 @@ class SearchSubject:
     y: np.ndarray
     ckpt: str
     data: str
+    classifier: bool = True
+    """Whether the network's first output is class logits, by its run's recorded loss (a
+    run without one, or a checkpoint alone: a classifier, as before ``--loss``)."""
 
 
 def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
@@ -47,5 +50,6 @@ def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
         raise UsageError(f"model {trained.model_ref} takes {len(inputs)} inputs; the search runs "
                          "on single-input networks", "search a single-input network")
     x = inputs[0]
-    return SearchSubject(trained.spec, trained.fp32_weights(), x, y, str(trained.checkpoint),
-                      data or trained.data or "digits")
+    classifier = trained.task is None or bool(trained.task.get("classifier", True))
+    return SearchSubject(trained.spec, trained.fp32_weights(), x, y if classifier else None,
+                         str(trained.checkpoint), data or trained.data or "digits", classifier)
