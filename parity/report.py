@@ -154,7 +154,7 @@ def _metric_lines(output: dict) -> list:
 def finding_text(finding: dict) -> str:
     """A finding's message; with its fix where the finding is about the gate itself."""
     if finding["kind"] == "under_resolved":
-        return f"{finding['message']}: {finding['fix']}"
+        return f"{finding['message']}; {finding['fix']}"
     return finding["message"]
 
 
