@@ -160,6 +160,16 @@ def search_command(
     plot: Optional[Path] = typer.Option(None, help="Write the range pass's chart: each cell's "
                                         "fp32 magnitudes against fp16's range (PNG; needs "
                                         "matplotlib)."),
+    max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest "
+                                                 "max|c - r| / max(1, max|ref|) (a number or "
+                                                 "'off'). \\[default: off for class logits, "
+                                                 "1e-2 for any other task]"),
+    metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn (fn(outputs, "
+                                                    "targets) -> float, higher is better) each "
+                                                    "trial is held to as well."),
+    max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop", help="Largest "
+                                                  "drop of --metric from the fp32 reference's "
+                                                  "value (a number or 'off'). \\[default: 0]"),
     quiet: opt.QuietOption = False,
     as_json: opt.about(opt.JsonOption, "the result with the whole trace") = False,
     limits: Optional[dict] = None,
@@ -168,7 +178,14 @@ def search_command(
     from amptool.convert.search import SearchConfig, search_policy
     from amptool.models import parse_model_args
 
-    table, flags = _limits(thresholds, limits)
+    if max_metric_drop is not None and not metric:
+        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
+    if metric:
+        from amptool.taskmetric import check_metric_spec
+
+        check_metric_spec(metric)
+    table, flags = _limits(thresholds, dict(limits or {}, max_abs_scaled=max_abs_scaled,
+                                            max_metric_drop=max_metric_drop))
     if plot is not None:
         from amptool.plotting import pyplot
 
@@ -179,7 +196,7 @@ def search_command(
                        input_spec=input_spec, data=data, samples=samples or None,
                        level=level.upper(),
                        policy=str(policy) if policy else None, threshold_table=table,
-                       threshold_flags=flags, out=str(out),
+                       threshold_flags=flags, metric=metric, out=str(out),
                        force=force, device=device, range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
     opt.consent(trust_model)
@@ -244,7 +261,7 @@ def _thresholds_of(table: dict, flags: dict, logits: bool = True):
 
 def _fmt_metric(metrics: dict) -> str:
     parts = [f"cosine {metrics['cosine']:.6f}"]
-    for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled"):
+    for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "task_drop"):
         if key in metrics:
             parts.append(f"{key} {metrics[key]:.4g}")
     if metrics.get("nonfinite"):

@@ -72,6 +72,10 @@ class SearchConfig:
     ``outputs.0`` tables apply)."""
     threshold_flags: Optional[dict] = None
     """Limits given as flags (``metrics.flag_overrides``), over the table."""
+    metric: Optional[str] = None
+    """A task metric ``path/file.py:fn`` (parity's ``--metric``: fn(outputs, targets) ->
+    float, higher is better): every trial's drop from the fp32 reference's value must stay
+    within ``max_metric_drop`` (default 0) as well."""
     out: str = "policy.toml"
     """Where the found policy is written (.toml, .yaml or .json)."""
     force: bool = False
@@ -129,7 +133,7 @@ class Trials:
     """Runs and memoizes trials on one eager network whose cells' dtypes are switched."""
 
     def __init__(self, net, policy, x, ref, labels, thresholds: Thresholds, emit,
-                 logits: bool = True):
+                 logits: bool = True, task=None):
         from amptool.precision import cell_paths, ms_dtype, output_fp32, resolve_fp32_cells
 
         self.net = net
@@ -142,6 +146,7 @@ class Trials:
         self.candidates: list = []
         self.x, self.ref, self.labels, self.th, self.emit = x, ref, labels, thresholds, emit
         self.logits = logits
+        self.task = task  # a TaskCheck, or None
         self.log: list = []
         self.cache: dict = {}
 
@@ -164,7 +169,7 @@ class Trials:
             return self.cache[key]
         set_precision(self.net, closed, self._dtype)
         out = self.amp_net(self.x).asnumpy()
-        ok, metrics = judge(self.ref, out, self.labels, self.th, self.logits)
+        ok, metrics = judge(self.ref, out, self.labels, self.th, self.logits, self.task)
         self.cache[key] = ok
         record = {"trial": len(self.log) + 1, "phase": phase,
                   "fp32": in_order(self.candidates, kept), "metrics": metrics,
@@ -174,12 +179,43 @@ class Trials:
         return ok
 
 
-def judge(ref, out, labels, th: Thresholds, logits: bool = True) -> tuple[bool, dict]:
+def judge(ref, out, labels, th: Thresholds, logits: bool = True,
+          task: Optional["TaskCheck"] = None) -> tuple[bool, dict]:
     """(passed, metrics) of one trial's first output: top-1 and accuracy only on class
-    logits (``logits``), the error metrics always."""
+    logits (``logits``), the error metrics always, and the task metric's drop with one."""
     metrics = compute_metrics(ref, out, labels if logits else None, atol=th.atol, rtol=th.rtol,
                               logits=logits)
-    return passed(check_metrics(metrics, th)), metrics
+    ok = passed(check_metrics(metrics, th))
+    if task is not None:
+        metrics.update(task.judge(out))
+        ok = ok and (th.max_metric_drop is None or metrics["task_drop"] <= th.max_metric_drop
+                     + 1e-12)
+    return ok, metrics
+
+
+@dataclass
+class TaskCheck:
+    """A ``--metric`` on the search batch: the fp32 reference's value, once."""
+
+    spec: str
+    fn: Callable
+    targets: object
+    ref_value: float = 0.0
+
+    @classmethod
+    def load(cls, spec: str, ref, targets) -> "TaskCheck":
+        from amptool.taskmetric import evaluate, load_metric
+
+        check = cls(spec, load_metric(spec), targets)
+        check.ref_value = evaluate(check.fn, spec, [ref], targets, "reference")
+        return check
+
+    def judge(self, out) -> dict:
+        from amptool.taskmetric import evaluate
+
+        value = evaluate(self.fn, self.spec, [out], self.targets, "candidate")
+        return {"task_ref": self.ref_value, "task_cand": value,
+                "task_drop": self.ref_value - value}
 
 
 def search_thresholds(cfg: SearchConfig, classifier: bool) -> Thresholds:
@@ -329,7 +365,8 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     order = [c.path for c in calls if c.path not in base.fp16_cells
              and not any(within(c.path, k) for k in resolve_fp32_cells(net, base))]
     th = search_thresholds(cfg, src.classifier)
-    trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier)
+    task = TaskCheck.load(cfg.metric, ref, src.y) if cfg.metric else None
+    trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier, task)
     trials.add_candidates(order)
     emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
           "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
@@ -338,7 +375,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
-    confirm = confirm_policy(src, policy, x, ref, th)
+    confirm = confirm_policy(src, policy, x, ref, th, task)
     if not confirm["passed"]:
         raise CheckFailed(f"the found policy fails parity on a fresh network compiled in graph "
                           f"mode, as train and export run it (cosine "
@@ -360,7 +397,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
                         0.0, str(cfg.out), src.spec.name, len(src.x),
                         extra={"device": device, "ckpt": src.ckpt, "base": given.describe(),
                                "kept_where": where, "classifier": src.classifier,
-                               "thresholds": th.to_dict()},
+                               "thresholds": th.to_dict(), "metric": cfg.metric},
                         ranged=ranged)
 
 
@@ -431,7 +468,7 @@ def _final_policy(base, kept: list):
     return make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
 
 
-def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
+def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
     """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
     GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
     from amptool.checkpoint import build_with_weights
@@ -447,7 +484,7 @@ def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
         raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",
                           "an operator mixes a kept cell's fp32 output with a float16 value: "
                           "keep the cells around it in fp32 with a base --policy") from None
-    ok, metrics = judge(ref, out, src.y, th, src.classifier)
+    ok, metrics = judge(ref, out, src.y, th, src.classifier, task)
     return {"passed": ok, "metrics": metrics, "mode": "graph"}
 
 

@@ -16,12 +16,13 @@ from amptool.errors import UsageError
 
 @dataclass
 class SearchSubject:
-    """A model spec, its fp32 weights and one batch of held-out inputs with labels."""
+    """A model spec, its fp32 weights and one batch of held-out inputs with their targets
+    (class labels, or the run's targets: one array, a list for several)."""
 
     spec: object
     weights: dict
     x: np.ndarray
-    y: np.ndarray
+    y: object
     ckpt: str
     data: str
     classifier: bool = True
@@ -51,5 +52,5 @@ def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
                          "on single-input networks", "search a single-input network")
     x = inputs[0]
     classifier = trained.task is None or bool(trained.task.get("classifier", True))
-    return SearchSubject(trained.spec, trained.fp32_weights(), x, y if classifier else None,
-                         str(trained.checkpoint), data or trained.data or "digits", classifier)
+    return SearchSubject(trained.spec, trained.fp32_weights(), x, y, str(trained.checkpoint),
+                         data or trained.data or "digits", classifier)

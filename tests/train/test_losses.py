@@ -343,3 +343,27 @@ def test_search_on_a_regression_run_is_held_to_the_scaled_error(reg_run, tmp_pat
                           range_safety=None, threshold_flags={"max_abs_scaled": 1e-6})
     with pytest.raises(CheckFailed, match="had to stay fp32"):
         search_policy(strict)
+
+
+@pytest.mark.slow
+def test_search_holds_its_trials_to_the_users_metric(reg_run, task, tmp_path):
+    """With --metric each trial's drop from the fp32 reference's value counts too: within
+    its budget nothing is kept; a budget even fp32 cannot meet stops the search; a metric
+    that raises is one line."""
+    from amptool.convert.search import SearchConfig, search_policy
+    from amptool.errors import CheckFailed
+
+    out, _ = reg_run
+    base = dict(run=str(out), samples=64, range_safety=None,
+                metric=f"{task / 'metrics.py'}:neg_mae")
+    found = search_policy(SearchConfig(out=str(tmp_path / "p.toml"), **base,
+                                       threshold_flags={"max_metric_drop": 0.05})).to_dict()
+    first = found["trials"][0]["metrics"]
+    assert found["kept"] == [] and found["metric"] == base["metric"]
+    assert first["task_ref"] < 0 and abs(first["task_drop"]) < 0.05 * abs(first["task_ref"])
+    with pytest.raises(CheckFailed, match="stricter than fp32 itself"):
+        search_policy(SearchConfig(out=str(tmp_path / "q.toml"), **base,
+                                   threshold_flags={"max_metric_drop": -1.0}))
+    broken = dict(base, metric=f"{task / 'metrics.py'}:broken")
+    with pytest.raises(UsageError, match="metrics.py:broken raised KeyError"):
+        search_policy(SearchConfig(out=str(tmp_path / "r.toml"), **broken))
