@@ -116,9 +116,10 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
     shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
-    x, y = load_val_raw(spec, shape, num_classes, val_fraction, samples,
-                        loss_from_record(task))
-    return InputSet(x, None, y, f"{spec} held-out split ({len(x)} samples)", preprocess)
+    x, names, ys = load_val_raw(spec, shape, num_classes, val_fraction, samples,
+                                loss_from_record(task))
+    inputs = InputSet(x, None, None, f"{spec} held-out split ({len(x)} samples)", preprocess)
+    return target_set(inputs, names, ys, num_classes)
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,

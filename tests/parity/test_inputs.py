@@ -88,3 +88,18 @@ def test_golden_outputs_keep_several_targets(tmp_path):
     _, loaded, _ = load_golden(str(tmp_path / "g.npz"))
     assert loaded.target_names == ("y_a", "y_b") and loaded.labels_from == "y_b"
     assert np.array_equal(loaded.metric_targets[0], IDS[:, :2])
+
+
+def test_an_image_source_with_several_targets_keeps_its_class_labels(tmp_path):
+    from amptool.parity.inputs import load_data_inputs
+
+    rng = np.random.RandomState(1)
+    np.savez(tmp_path / "det.npz", x=rng.randint(0, 255, (40, 8, 8)).astype(np.uint8),
+             y_box=rng.rand(40, 4).astype(np.float32), y_cls=rng.randint(0, 3, 40))
+    prep = {"channels": 1, "height": 8, "width": 8, "mean": 0.5, "std": 0.25}
+    task = {"kind": "factory", "name": "loss.py:det", "targets": ["y_box", "y_cls"],
+            "classifier": False}
+    got = load_data_inputs(f"npz:{tmp_path / 'det.npz'}", prep, None, 0.25, None, task)
+    assert got.raw.shape == (10, 1, 8, 8) and got.labels_from == "y_cls"
+    assert [t.shape for t in got.metric_targets] == [(10, 4), (10,)]
+    assert np.array_equal(got.labels, got.metric_targets[1])
