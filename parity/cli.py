@@ -152,8 +152,10 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
         opt.print_json(report)
     else:
         text = format_table(report)
-        quiet = resolution_warnings(report) + text.splitlines()[-1:]
-        typer.echo("\n".join(quiet) if mode == "quiet" else text)
+        typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
+        if mode == "quiet":  # the table's notes are not shown: say it on stderr
+            for line in resolution_warnings(report):
+                typer.echo(f"amptool: {line}", err=True)
     if not report["passed"]:
         raise CheckFailed(failure_line(report), failure_fix(report))
 
