@@ -261,8 +261,9 @@ def _thresholds_of(table: dict, flags: dict, logits: bool = True):
 
 def _fmt_metric(metrics: dict) -> str:
     parts = [f"cosine {metrics['cosine']:.6f}"]
+    scaled = "top1_agree" not in metrics  # no class logits: judged by the scaled error
     for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "task_drop"):
-        if key in metrics:
+        if key in metrics and (key != "max_abs_scaled" or scaled):
             parts.append(f"{key} {metrics[key]:.4g}")
     if metrics.get("nonfinite"):
         parts.append(f"nonfinite {metrics['nonfinite']}")
