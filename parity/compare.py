@@ -308,7 +308,7 @@ def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
 
 def resolution_findings(groups: list) -> list:
     """A finding per checked count whose budget is below one of the samples counted."""
-    from amptool.metrics import resolution_finding
+    from amptool.counts import resolution_finding
 
     found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
     return [f for f in found if f is not None]

@@ -21,7 +21,7 @@ def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels
     """The task entry of a candidate: name, metrics, checks, passed (as an output's). A
     metric that is a rate over the ``samples`` (both values k/n, one strictly between 0 and
     1) gets the interval and resolution of a count (``metrics.count_resolution``)."""
-    from amptool.metrics import count_resolution, drop_interval
+    from amptool.counts import count_resolution, drop_interval
 
     value = evaluate(fn, spec, cand_out, labels, "candidate")
     drop = ref_value - value

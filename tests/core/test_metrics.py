@@ -439,7 +439,7 @@ def test_boolean_threshold_refused():
 # ---------------------------------------------------------------- what a sample count resolves
 
 def test_wilson_interval_matches_its_textbook_values():
-    from amptool.metrics import wilson
+    from amptool.counts import wilson
 
     assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
@@ -447,7 +447,7 @@ def test_wilson_interval_matches_its_textbook_values():
 
 
 def test_paired_drop_interval_holds_the_drop_and_narrows_with_samples():
-    from amptool.metrics import paired_drop_interval
+    from amptool.counts import paired_drop_interval
 
     rng = np.random.RandomState(0)
     widths = []
@@ -466,7 +466,7 @@ def test_paired_drop_interval_holds_the_drop_and_narrows_with_samples():
 
 def test_a_budget_below_one_sample_is_named_with_its_fix():
     """The issue's case: one lost label in 128 (0.78 %) against a 0.5 % budget."""
-    from amptool.metrics import resolution_finding
+    from amptool.counts import resolution_finding
 
     ref = np.eye(10)[np.arange(128) % 10] * 5.0
     cand = ref.copy()
