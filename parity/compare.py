@@ -124,12 +124,14 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
     if fn is not None:
         from amptool.parity.task import evaluate
 
-        run.task = (fn, evaluate(fn, cfg.metric, ref_out, inputs.labels, "reference"))
+        run.task = (fn, evaluate(fn, cfg.metric, ref_out, inputs.metric_targets,
+                                   "reference"))
     results = [_judge(run, cand) for cand in cands]
     label_fp16_fidelity(results, device)
     return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
             "inputs": {"description": inputs.description, "samples": inputs.count,
-                       "labels": inputs.labels is not None},
+                       "labels": inputs.labels is not None,
+                       "targets": list(inputs.target_names), "labels_from": inputs.labels_from},
             "candidates": results, "golden_saved": cfg.save_outputs or None}
 
 
@@ -227,7 +229,10 @@ def _data_spec(cfg: ParityConfig, sides: list) -> str:
 def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
     sides = [ref] + cands
     if cfg.inputs:
-        return load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
+        task = next((s.task for s in sides if s.task), None)
+        classes = next((s.num_classes for s in sides if s.num_classes), None)
+        return load_npz_inputs(cfg.inputs, ref.input_names, cfg.samples, task,
+                               tuple(str(i["name"]) for i in ref.inputs), classes)
     val = cfg.val_fraction or next((s.val_fraction for s in sides if s.val_fraction), 0.2)
     prep = next((s.preprocess for s in sides if s.preprocess), None)
     model_ref = next((s.model_ref for s in sides if s.model_ref), None)
@@ -264,8 +269,9 @@ def _judge(run: _Baseline, cand: Side) -> dict:
         from amptool.parity.task import judge_task
 
         result["task"] = judge_task(cfg.metric, run.task[0], run.task[1], cand_out,
-                                    inputs.labels, th.max_metric_drop)
+                                    inputs.metric_targets, th.max_metric_drop, inputs.count)
     result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
+    result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
     if cfg.emulate_settings:
         from amptool.parity.emulate import settings_ignored
 
@@ -298,6 +304,14 @@ def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     rows = check_metrics(metrics, th)
     return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
             "thresholds": th.to_dict()}
+
+
+def resolution_findings(groups: list) -> list:
+    """A finding per checked count whose budget is below one of the samples counted."""
+    from amptool.counts import resolution_finding
+
+    found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
+    return [f for f in found if f is not None]
 
 
 def _task_of(ref: Side, cand: Side) -> Optional[bool]:

@@ -72,6 +72,15 @@ class Side:
         return self.runner.inputs if self.runner is not None else self.golden["inputs_meta"]
 
     @property
+    def input_names(self) -> list:
+        """The model's own input names, as its manifest records them (one per input of the
+        artefact), else the artefact's."""
+        declared = ((self.manifest or {}).get("model") or {}).get("inputs") or []
+        if len(declared) == len(self.inputs) and all(d.get("name") for d in declared):
+            return [str(d["name"]) for d in declared]
+        return [str(i["name"]) for i in self.inputs]
+
+    @property
     def outputs(self) -> list:
         return self.runner.outputs if self.runner is not None else self.golden["outputs_meta"]
 

@@ -81,6 +81,14 @@ def pick_targets(arrays: dict, declared: Optional[tuple], source: str) -> tuple:
                    else arrays.pop(n) for n in names]
 
 
+def found_targets(arrays: dict, declared: Optional[tuple], source: str) -> tuple:
+    """``pick_targets`` for data whose targets are optional (parity's ready inputs): ((), [])
+    when ``arrays`` holds none of them; a loss's declared targets found in part is one line."""
+    if not (any(n in arrays for n in declared) if declared else _has_targets(arrays, None)):
+        return (), []
+    return pick_targets(arrays, declared, source)
+
+
 def _mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
     import mindspore.dataset as ds
 
@@ -199,20 +207,39 @@ def _named_arrays(spec: str, names: list, declared: Optional[tuple] = None) -> t
         raise UsageError(f"data source '{spec}' holds images, the model takes {', '.join(names)}",
                          "give npz:FILE with one array per input (named after it) and y, "
                          "or tokens")
-    if not all(n in arrays for n in names):
-        numbered = [f"input{i}" for i in range(len(names))]
-        if len(names) == 1 and "x" in arrays:
-            arrays = {names[0]: arrays["x"]}
-        elif len(names) == 1 and len(arrays) == 1:
-            arrays = {names[0]: next(iter(arrays.values()))}
-        elif all(n in arrays for n in numbered):
-            arrays = {n: arrays[k] for n, k in zip(names, numbered)}
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise UsageError(f"{spec} has arrays {', '.join(sorted(arrays))}, the model takes "
-                         f"{', '.join(names)}", "name the arrays after the model's inputs "
-                         "(or input0, input1, ...), plus y")
-    return [arrays[n] for n in names], targets[0], targets[1]
+    return match_inputs(arrays, names, spec, targets=targets[0]), targets[0], targets[1]
+
+
+INPUTS_RULE = ("arrays are matched to a model's inputs by the model's own input names; else, "
+               "for a single input, 'x' or the one array left; else input0, input1, ... in "
+               "order. Targets are the names the loss declares, else y, else y0, y1, ...")
+"""The one rule ``npz`` data (training) and ``parity --inputs`` (ready inputs) follow."""
+
+
+def match_inputs(arrays: dict, names: list, source: str, also: tuple = (),
+                 targets: tuple = ()) -> list:
+    """One array per model input out of ``arrays`` (targets already taken out), by
+    ``INPUTS_RULE``; ``also``: another naming of the same inputs that is accepted too (an
+    artefact graph's own names). One line naming the arrays found (``targets``: those
+    taken out as targets) and the inputs when they do not match."""
+    for naming in (list(names), list(also)):
+        if naming and all(n in arrays for n in naming):
+            return [arrays[n] for n in naming]
+    if len(names) == 1 and "x" in arrays:
+        return [arrays["x"]]
+    if len(names) == 1 and len(arrays) == 1:
+        return [next(iter(arrays.values()))]
+    numbered = [f"input{i}" for i in range(len(names))]
+    if all(n in arrays for n in numbered):
+        return [arrays[n] for n in numbered]
+    takes = ", ".join(names) + (f" (or {', '.join(also)})" if also and list(also) != list(names)
+                                else "")
+    found = ", ".join(sorted(arrays)) or "none"
+    found += f" (targets {', '.join(targets)})" if targets else ""
+    raise UsageError(f"{source} has arrays {found}, the model "
+                     f"takes {takes}",
+                     "name the arrays after the model's inputs (or input0, input1, ...; x for "
+                     "a single input), plus the targets (y, or y0, y1, ...)")
 
 
 def open_arrays(spec: str, inputs: tuple, num_classes, declared: Optional[tuple] = None,
