@@ -30,6 +30,13 @@ class InputSet:
     labels: Optional[np.ndarray]
     description: str
     fallback_preprocess: Optional[dict] = None
+    class_labels: Optional[np.ndarray] = None
+    """Class labels for the outputs a model declares as class logits: ``labels`` when they
+    are integers, else the run's one integer target of one value per sample among several."""
+
+    def __post_init__(self):
+        if self.class_labels is None:
+            self.class_labels = integer_labels(self.labels)
 
     @property
     def count(self) -> int:
@@ -49,7 +56,18 @@ class InputSet:
         return InputSet(None if self.raw is None else self.raw[:n],
                         None if self.given is None else [g[:n] for g in self.given],
                         None if self.labels is None else self.labels[:n], self.description,
-                        self.fallback_preprocess)
+                        self.fallback_preprocess,
+                        None if self.class_labels is None else self.class_labels[:n])
+
+
+def integer_labels(targets) -> Optional[np.ndarray]:
+    """The one array of ``targets`` (an array, a list of them, or None) that holds one whole
+    number per sample; None when there is none or more than one."""
+    arrays = targets if isinstance(targets, list) else [] if targets is None else [targets]
+    found = [np.asarray(a).reshape(-1) for a in arrays
+             if np.issubdtype(np.asarray(a).dtype, np.integer)
+             and (np.ndim(a) == 1 or np.shape(a)[1:] == (1,))]
+    return found[0].astype(np.int64) if len(found) == 1 else None
 
 
 def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
@@ -65,7 +83,10 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
     x, y = load_val_raw(spec, shape, num_classes, val_fraction, samples,
                         loss_from_record(task))
-    return InputSet(x, None, y, f"{spec} held-out split ({len(x)} samples)", preprocess)
+    several = isinstance(y, list)  # several targets: parity's labels are one array
+    return InputSet(x, None, None if several else y,
+                    f"{spec} held-out split ({len(x)} samples)", preprocess,
+                    integer_labels(y))
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,
@@ -89,9 +110,10 @@ def load_signature_inputs(spec: str, model_ref, val_fraction: float,
 
         model = dataclasses.replace(model, num_classes=None)
     given, labels = load_eval_inputs(spec, model, None, val_fraction, samples, loss)
-    if isinstance(labels, list):  # several targets: parity's labels are one array
-        labels = None
-    return InputSet(None, given, labels, f"{spec} held-out split ({len(given[0])} samples)")
+    several = isinstance(labels, list)  # several targets: parity's labels are one array
+    return InputSet(None, given, None if several else labels,
+                    f"{spec} held-out split ({len(given[0])} samples)",
+                    class_labels=integer_labels(labels))
 
 
 def generate_inputs(inputs: tuple, count: int, seed: int = 0) -> InputSet:
@@ -157,7 +179,8 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
     meta = {"reference": ref.path, "format": ref.format, "precision": ref.precision,
             "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
-            "num_classes": ref.num_classes, "task": ref.task, "inputs_meta": ref.inputs,
+            "num_classes": ref.num_classes, "task": ref.task, "class_logits": ref.class_logits,
+            "inputs_meta": ref.inputs,
             "outputs_meta": ref.outputs, "description": inputs.description}
     arrays = {f"input_{i}": a for i, a in enumerate(fed)}
     arrays.update({f"output_{i}": o for i, o in enumerate(outputs)})
@@ -165,6 +188,8 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
         arrays["raw"] = inputs.raw
     if inputs.labels is not None:
         arrays["labels"] = inputs.labels
+    if inputs.class_labels is not None:
+        arrays["class_labels"] = inputs.class_labels
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     with atomic_path(path, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
@@ -173,7 +198,7 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
 def load_golden(path: str):
     """(Side standing for the stored reference, its InputSet, its outputs)."""
-    from amptool.parity.sides import Side
+    from amptool.parity.sides import Side, _indices
 
     fix = "make it with 'amptool parity REFERENCE --save-outputs FILE'"
     bad = f"--load-outputs {path} is not a golden outputs file"
@@ -197,7 +222,9 @@ def load_golden(path: str):
                model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
                if isinstance(named, str) and named else None,
                num_classes=meta.get("num_classes"), task=task_record(meta.get("task")),
+               class_logits=_indices(meta.get("class_logits")),
                golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
     inputs = InputSet(arrays.get("raw"), fed, arrays.get("labels"),
-                      f"golden {meta['description']}", meta["preprocess"])
+                      f"golden {meta['description']}", meta["preprocess"],
+                      arrays.get("class_labels"))
     return src, inputs, outputs

@@ -11,6 +11,8 @@ import math
 import mindspore as ms
 from mindspore import nn, ops
 
+from .tasks import TinyCausalLM, TinyDetector
+
 
 class SimpleCNN(nn.Cell):
     """Conv2d 1->32 (3x3), ReLU, Flatten, Dense to 10 classes; input 1x28x28."""
@@ -221,4 +223,9 @@ SAMPLES = {
                 "MLP with a planted fp16-unsafe L2 normalization (for parity demos)"),
     "textcls": (TextClassifier, "tokens:-1x32:int32:0..64", 4,
                 "text classifier on int32 token ids: Embedding, transformer encoder, pooling"),
+    # not classifiers (no class count: their first output is not class logits)
+    "causallm": (TinyCausalLM, "tokens:-1x32:int32:0..32", None,
+                 "decoder-only causal language model: next-token logits (N, T, V) of int32 ids"),
+    "detector": (TinyDetector, (1, 32, 32), None,
+                 "detector-like network: box (N, 4), then class logits (N, 3) of one object"),
 }
