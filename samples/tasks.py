@@ -23,7 +23,7 @@ class RMSNorm(nn.Cell):
 
 class CausalSelfAttention(nn.Cell):
     """Multi-head self-attention in which a position sees itself and earlier ones only:
-    later positions are filled with -1e9 before the softmax."""
+    -1e9 is added to the scores of later positions before the softmax."""
 
     def __init__(self, dim: int, heads: int, length: int):
         super().__init__()
@@ -33,14 +33,14 @@ class CausalSelfAttention(nn.Cell):
         self.qkv = nn.Dense(dim, 3 * dim)
         self.softmax = nn.Softmax(axis=-1)
         self.proj = nn.Dense(dim, dim)
-        self.future = Tensor(np.triu(np.ones((length, length), np.bool_), k=1))
+        self.causal = Tensor(np.tril(np.ones((length, length), np.float32)))
 
     def construct(self, x):
         b, n, d = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).transpose(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         scores = ops.matmul(q, k.transpose(0, 1, 3, 2)) * self.scale
-        scores = ops.masked_fill(scores, self.future[:n, :n], -1e9)
+        scores = scores + (1.0 - self.causal[:n, :n]) * -1e9
         attn = self.softmax(scores)
         out = ops.matmul(attn, v).transpose(0, 2, 1, 3).reshape(b, n, d)
         return self.proj(out)

@@ -325,3 +325,33 @@ def test_cells_a_policy_keeps_stay_fp32_inside_a_probed_cell():
     kept = {r.path: r for r in measure_ranges(net, [[x]], fp32_kept=(net.block.norm,))}
     assert alone["block"].local_error >= 0.1 and alone["block.norm"].local_error >= 0.1
     assert kept["block"].local_error < 0.01
+
+
+def test_a_norm_whose_fp16_gradient_overflows_is_kept_and_its_forward_is_not_blamed():
+    """x * rsqrt(mean(x^2)): fine forward in fp16, but on small inputs (an embedding's) the
+    derivative of rsqrt, -0.5 * rsqrt^3, passes 65504; written x / sqrt(...) it does not
+    at these magnitudes."""
+    from mindspore import nn, ops
+
+    class Norm(nn.Cell):
+        def __init__(self, rsqrt: bool):
+            super().__init__()
+            self.rsqrt = rsqrt
+
+        def construct(self, x):
+            ms_ = (x * x).mean(axis=-1, keep_dims=True) + 1e-6
+            return x * ops.rsqrt(ms_) if self.rsqrt else x / ops.sqrt(ms_)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.head = Norm(True), Norm(False), nn.Dense(8, 2)
+
+        def construct(self, x):
+            return self.head(self.a(x) + self.b(x))
+
+    x = (np.random.RandomState(0).randn(6, 8) * 0.02).astype(np.float32)
+    rows = {r.path: r for r in measure_ranges(Net(), [[x]])}
+    assert rows["a"].grad_overflow and not rows["b"].grad_overflow
+    assert rows["a"].local_error < 0.01 and rows["a"].out_max < 10  # its forward is fine
+    assert [r.path for r in range_candidates(list(rows.values()))] == ["a"]
