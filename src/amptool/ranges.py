@@ -8,7 +8,8 @@ itself is also run once more on the same fp32 inputs computing in fp16 (``to_flo
 as a policy would set it), and the relative L2 error of that output against the fp32 one
 is its ``local_error``: it sees what the output's magnitude cannot, an intermediate value
 inside the cell's own construct (a sum of squares) or an input fp16 cannot hold. A leaf
-cell (one that holds no other) is also differentiated there, in fp16 and, when that
+cell (one that holds no other) of the user's own (not a MindSpore layer) is also
+differentiated there, in fp16 and, when that
 gradient is not finite, in fp32: ``grad_overflow`` is a backward that fp16 cannot hold
 while the forward can (the derivative of ``rsqrt`` of a small mean square).
 
@@ -105,9 +106,9 @@ class CellRange:
     chain: bool = False
     """The cell only calls its sub-cells one after another (``nn.SequentialCell``)."""
     grad_overflow: bool = False
-    """A leaf cell whose gradient with respect to its float inputs is not finite computing
-    in fp16 while it is in fp32 (a backward that overflows: the derivative of ``rsqrt`` of
-    a small mean square in a hand-written RMS normalization)."""
+    """A leaf cell of the user's own whose gradient with respect to its float inputs is not
+    finite computing in fp16 while it is in fp32 (a backward that overflows: the derivative
+    of ``rsqrt`` of a small mean square in a hand-written RMS normalization)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -180,7 +181,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             error = None if ref is None else relative_error(low, ref)
             if error is None or error >= LOCAL_ERROR:
                 error = relative_error(low, floats(cell(*inputs)))
-            if np.isfinite(error) and not cell._cells and _grad_overflows(cell, inputs):
+            if np.isfinite(error) and _own_leaf(cell) and _grad_overflows(cell, inputs):
                 overflowing.add(id(cell))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
@@ -220,6 +221,12 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
                       errors.get(path), chains[path], ids[path] in overflowing)
             for path, row in stats.items()]
+
+
+def _own_leaf(cell) -> bool:
+    """A cell holding no other whose class is not MindSpore's own: arithmetic written by
+    hand (MindSpore's layers are either white-listed or kept in fp32 by the levels)."""
+    return not cell._cells and not type(cell).__module__.startswith("mindspore.")
 
 
 def _grad_overflows(cell, inputs) -> bool:
