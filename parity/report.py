@@ -30,11 +30,14 @@ class CandidateVerdict:
     deployment: Optional[dict] = None
     """An fp16 candidate's deployment settings and the emulation without them (kept_fp32,
     settings, emulated, depends, message); None for other candidates."""
+    logits_accuracy: Optional[float] = None
+    """``cand_acc`` of the first output that has one (a detector's class logits are its
+    second output)."""
 
     @property
     def accuracy(self) -> Optional[float]:
         """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
-        return self.metrics.get("cand_acc")
+        return self.metrics.get("cand_acc", self.logits_accuracy)
 
     @property
     def cosine(self) -> Optional[float]:
@@ -72,8 +75,8 @@ class ParityReport:
     @property
     def reference_accuracy(self) -> Optional[float]:
         """The reference's top-1 accuracy on the labels (None without labels or candidates)."""
-        return next((o["metrics"].get("ref_acc") for c in self.candidates
-                     for o in c["outputs"]), None)
+        return next((o["metrics"]["ref_acc"] for c in self.candidates for o in c["outputs"]
+                     if o["metrics"].get("ref_acc") is not None), None)
 
     def verdict(self, path: str) -> Optional[CandidateVerdict]:
         """The verdict on the candidate at ``path`` (None: no such candidate)."""
@@ -82,7 +85,9 @@ class ParityReport:
             return None
         return CandidateVerdict(cand["path"], cand["passed"], cand.get("caveat"),
                                 cand.get("culprit"), cand["outputs"][0]["metrics"],
-                                cand.get("deployment"))
+                                cand.get("deployment"),
+                                next((o["metrics"]["cand_acc"] for o in cand["outputs"]
+                                      if o["metrics"].get("cand_acc") is not None), None))
 
     def culprits(self) -> list:
         """Each failed candidate's culprit, with the candidate's path as ``artefact``."""

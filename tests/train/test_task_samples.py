@@ -132,6 +132,8 @@ def test_detector_trains_at_o2_and_parity_judges_each_output(shared):
         checked = {r["metric"] for r in logits["checks"]}
         assert {"top1_agree_clear", "acc_drop_clear"} <= checked  # the logits: top-1, accuracy
         assert 0 <= logits["metrics"]["cand_acc"] <= 1 and cand["passed"]  # labels: y_cls
+    accuracy = [a["accuracy"] for a in summary["artefacts"]]  # the class logits' accuracy
+    assert accuracy[0] is not None and accuracy[0] == accuracy[1]
     manifests = [json.loads(p.read_text()) for p in (run / "export").glob("*.json")]
     recorded = [m for m in manifests if "task" in m]
     assert recorded and all(m["task"]["targets"] == ["y_box", "y_cls"]
