@@ -138,3 +138,11 @@ def test_detector_trains_at_o2_and_parity_judges_each_output(shared):
     recorded = [m for m in manifests if "task" in m]
     assert recorded and all(m["task"]["targets"] == ["y_box", "y_cls"]
                             and m["model"]["class_logits"] == [1] for m in recorded)
+
+
+def test_a_recorded_sample_loss_runs_and_another_package_loss_does_not(tmp_path):
+    from amptool.trust import vet_recorded_code
+
+    assert vet_recorded_code(DETECTOR_LOSS, None, "run.json", tmp_path, "loss") == DETECTOR_LOSS
+    with pytest.raises(UsageError, match="from package amptool, which is not trusted"):
+        vet_recorded_code("amptool.losses:build_loss", None, "run.json", tmp_path, "loss")
