@@ -22,7 +22,8 @@ every block around it).
 
 ``first_overflow`` runs the same input through the fp32 network and the network under a
 low-precision policy and names the first cell whose low-precision output is not finite
-while its fp32 output is.
+while its fp32 output is; when that cell's input is not finite already, the value was made
+in the construct of a cell around it (no cell before it gave one), and that cell is named.
 
 Both run the network eagerly (``amptool.eager``) in inference mode. A training run asks
 for its batch normalizations on the batch's statistics, as its step computes them: a fresh
@@ -360,11 +361,31 @@ def first_overflow(fp32_net, low_net, low_runnable, inputs: list,
                 runnable(*feed)
         finally:
             hooks.close()
-    for path, kind, finite, input_finite in low_rows:
+    for index, (path, kind, finite, input_finite) in enumerate(low_rows):
         ref = fp32_out.get(path)
         if finite or ref is None or not np.all(np.isfinite(ref)):
             continue
+        if not input_finite:  # made by a construct around it, after every cell before it
+            maker = _enclosing(path, low_rows[index + 1:], fp32_out)
+            if maker is not None:
+                path, kind, input_finite = maker
+                ref = fp32_out[path]
         return {"path": path or "(network)", "type": kind,
                 "fp32_max": float(np.abs(ref).max()) if ref.size else 0.0,
                 "input_finite": input_finite}
+    return None
+
+
+def _enclosing(path: str, later: list, fp32_out: dict) -> Optional[tuple]:
+    """(path, type, input finite) of the innermost cell around ``path`` (never the network)
+    whose low-precision output is not finite while its fp32 output is: the cell whose own
+    construct made the value ``path`` took in (a mask's ``0 * -inf``); None without one."""
+    rows = {row[0]: row for row in later}
+    outer = path
+    while "." in outer:
+        outer = outer.rpartition(".")[0]
+        row = rows.get(outer)
+        ref = fp32_out.get(outer)
+        if row is not None and not row[2] and ref is not None and np.all(np.isfinite(ref)):
+            return outer, row[1], row[3]
     return None
