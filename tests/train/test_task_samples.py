@@ -146,3 +146,36 @@ def test_a_recorded_sample_loss_runs_and_another_package_loss_does_not(tmp_path)
     assert vet_recorded_code(DETECTOR_LOSS, None, "run.json", tmp_path, "loss") == DETECTOR_LOSS
     with pytest.raises(UsageError, match="from package amptool, which is not trusted"):
         vet_recorded_code("amptool.losses:build_loss", None, "run.json", tmp_path, "loss")
+
+
+@pytest.mark.slow
+def test_detector_golden_outputs_keep_the_class_labels(shared, tmp_path):
+    from amptool.parity.compare import parity
+    from amptool.parity.config import ParityConfig
+
+    run, _ = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32, lr=0.003)
+    golden = tmp_path / "golden.npz"
+    fp32, fp16 = (str(run / "export" / f"detector_{p}.mindir") for p in ("fp32", "fp16"))
+    parity(ParityConfig(reference=fp32, candidates=(fp16,), save_outputs=str(golden),
+                        samples=32, emulate_settings=False))
+    with np.load(golden) as z:
+        assert "labels" not in z and z["class_labels"].shape == (32,)
+    again = parity(ParityConfig(load_outputs=str(golden), candidates=(fp16,),
+                                emulate_settings=False)).candidates[0]
+    box, logits = again["outputs"]
+    assert "cand_acc" in logits["metrics"] and not set(TOP1) & set(box["metrics"])
+
+
+def test_a_factory_declares_its_class_logits_output(monkeypatch):
+    from amptool.models import resolve_model
+    from amptool.samples.tasks import TinyDetector
+
+    ref = "amptool.samples.tasks:TinyDetector"
+    image = "x:-1x1x32x32:float32"
+    spec = resolve_model(ref, {"num_classes": 5}, image)  # a box head of 4 is no class count
+    assert spec.num_classes is None and spec.class_logits == (1,)
+    assert spec.describe()["class_logits"] == [1]
+    monkeypatch.setattr(TinyDetector, "class_logits", (2,))
+    with pytest.raises(UsageError, match=r"declares class_logits \(2,\), but it has 2 "
+                                         r"output\(s\); declare the indices"):
+        resolve_model(ref, {"num_classes": 5}, image)
