@@ -1,4 +1,5 @@
-"""Sample networks. ``SAMPLES`` lists each with its input shape and class count.
+"""Sample networks. ``SAMPLES`` lists each with its input shape and class count (None for
+the samples whose first output is not class logits, in ``samples/tasks.py``).
 
 A user's own network is given as ``path/to/file.py:factory``; the factory returns an
 ``nn.Cell`` and declares ``input_shape`` (C, H, W) and ``num_classes`` either as
