@@ -242,7 +242,8 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")
     classes = next((s.num_classes for s in sides if s.num_classes), None)
-    if classes is None and (task is None or task.get("classifier", True)):
+    declared = next((s.class_logits for s in sides if s.class_logits is not None), None)
+    if classes is None and declared is None and (task is None or task.get("classifier", True)):
         raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
     return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)
 

@@ -122,11 +122,11 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
                          "train a token model on it (e.g. --model "
                          f"{'textcls' if kind == 'tokens' else 'causallm'})")
     names, ys = ("y",), None
-    if kind == "boxes":
+    if kind == "boxes":  # its targets by their own names; as class labels, the shapes
         arrays = boxes_dataset()
         x = arrays.pop("x")
-        names, ys = pick_targets(arrays, declared, spec)
-        y = ys[0]
+        names, ys = pick_targets(arrays, declared or ("y_box", "y_cls"), spec)
+        y = ys[-1] if labels and not declared else ys[0]
     elif kind == "imagefolder":
         paths, y, _, skipped = image_files(arg)
         rows = ImageFiles(paths, (h, w))

@@ -51,8 +51,8 @@ def test_task_sources_feed_their_models_only():
     assert names == ("y_box", "y_cls") and [y.shape for y in ys] == [(2048, 4), (2048,)]
     with pytest.raises(UsageError, match="holds token ids, not images.*causallm"):
         open_images("sequences", (1, 32, 32), 10)
-    with pytest.raises(UsageError, match="boxes has no target array y \\(has y_box, y_cls\\)"):
-        open_images("boxes", (1, 32, 32), 10)
+    _, labels, _ = open_images("boxes", (1, 32, 32), 3)  # as a classifier's: the shapes
+    assert np.array_equal(labels, boxes_dataset()["y_cls"])
     detector = resolve_model("detector")
     assert detector.num_classes is None and detector.class_logits == (1,)
     assert lm.num_classes is None and lm.class_logits is None
@@ -179,3 +179,31 @@ def test_a_factory_declares_its_class_logits_output(monkeypatch):
     with pytest.raises(UsageError, match=r"declares class_logits \(2,\), but it has 2 "
                                          r"output\(s\); declare the indices"):
         resolve_model(ref, {"num_classes": 5}, image)
+
+
+@pytest.mark.slow
+def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaration(shared,
+                                                                                 tmp_path):
+    """As exported from a bare checkpoint (``export --ckpt``): no ``task`` in the manifests;
+    the model's ``class_logits`` still decides, and ``boxes`` gives its shapes as labels."""
+    import shutil
+
+    from amptool.parity.compare import parity
+    from amptool.parity.config import ParityConfig
+
+    run, _ = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32, lr=0.003)
+    paths = []
+    for precision in ("fp32", "fp16"):
+        name = f"detector_{precision}.mindir"
+        shutil.copy(run / "export" / name, tmp_path / name)
+        manifest = json.loads((run / "export" / f"{name}.json").read_text())
+        manifest.pop("task")
+        manifest["deployment"] = None
+        (tmp_path / f"{name}.json").write_text(json.dumps(manifest))
+        paths.append(str(tmp_path / name))
+    report = parity(ParityConfig(reference=paths[0], candidates=(paths[1],), data="boxes",
+                                 samples=32, emulate_settings=False))
+    box, logits = report.candidates[0]["outputs"]
+    assert not set(TOP1) & set(box["metrics"]) and "max_abs_scaled" in {
+        r["metric"] for r in box["checks"]}
+    assert "cand_acc" in logits["metrics"] and report.passed
