@@ -247,7 +247,8 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")
     classes = next((s.num_classes for s in sides if s.num_classes), None)
-    if classes is None and (task is None or task.get("classifier", True)):
+    declared = next((s.class_logits for s in sides if s.class_logits is not None), None)
+    if classes is None and declared is None and (task is None or task.get("classifier", True)):
         raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
     return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)
 
@@ -296,10 +297,21 @@ def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     # every other output gets no top-1 and no accuracy ("n/a"), labels or not. A run whose
     # loss is not class cross-entropy (a regression, a token model...) has no class logits:
     # its outputs are judged by the error metrics alone, top-1 and accuracy left out.
-    classes = run.ref.num_classes
-    logits = index == 0 and task is not False and (
-        not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
-    metrics = compute_metrics(r, c, run.inputs.labels if logits else None, th.atol, th.rtol,
+    # A model that declares its class-logits outputs (a detector's second) has exactly
+    # those judged as logits, with the run's integer class labels, whatever its loss.
+    declared = _declared_logits(run.ref, cand)
+    if declared is not None:
+        logits = index in declared
+        labels = run.inputs.class_labels
+        if logits != (task is not False):
+            th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
+                                    run.cfg.thresholds, output=(index, name), logits=logits)
+    else:
+        classes = run.ref.num_classes
+        logits = index == 0 and task is not False and (
+            not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
+        labels = run.inputs.labels
+    metrics = compute_metrics(r, c, labels if logits else None, th.atol, th.rtol,
                               logits=logits)
     rows = check_metrics(metrics, th)
     return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
@@ -312,6 +324,10 @@ def resolution_findings(groups: list) -> list:
 
     found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
     return [f for f in found if f is not None]
+def _declared_logits(ref: Side, cand: Side) -> Optional[list]:
+    """The outputs the model declares as class logits (the reference's record, else the
+    candidate's); None when neither records a declaration."""
+    return ref.class_logits if ref.class_logits is not None else cand.class_logits
 
 
 def _task_of(ref: Side, cand: Side) -> Optional[bool]:

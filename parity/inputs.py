@@ -38,6 +38,12 @@ class InputSet:
     """The target array ``labels`` is (class labels for class-logit outputs)."""
 
     @property
+    def class_labels(self) -> Optional[np.ndarray]:
+        """Class labels for the outputs a model declares as class logits: ``labels`` when
+        they are whole class indices (one per sample), else None."""
+        return integer_labels(self.labels)
+
+    @property
     def metric_targets(self):
         """What a ``--metric`` function is given, as training gives it: the one target, a
         list of arrays for several, or None."""
@@ -64,6 +70,16 @@ class InputSet:
                         self.fallback_preprocess,
                         None if self.targets is None else [t[:n] for t in self.targets],
                         self.target_names, self.labels_from)
+
+
+def integer_labels(targets) -> Optional[np.ndarray]:
+    """The one array of ``targets`` (an array, a list of them, or None) that holds one whole
+    number per sample; None when there is none or more than one."""
+    arrays = targets if isinstance(targets, list) else [] if targets is None else [targets]
+    found = [np.asarray(a).reshape(-1) for a in arrays
+             if np.issubdtype(np.asarray(a).dtype, np.integer)
+             and (np.ndim(a) == 1 or np.shape(a)[1:] == (1,))]
+    return found[0].astype(np.int64) if len(found) == 1 else None
 
 
 def pick_labels(names: tuple, ys: list, classes: Optional[int] = None) -> tuple:
@@ -213,7 +229,8 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
     meta = {"reference": ref.path, "format": ref.format, "precision": ref.precision,
             "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
-            "num_classes": ref.num_classes, "task": ref.task, "inputs_meta": ref.inputs,
+            "num_classes": ref.num_classes, "task": ref.task, "class_logits": ref.class_logits,
+            "inputs_meta": ref.inputs,
             "outputs_meta": ref.outputs, "description": inputs.description,
             "target_names": list(inputs.target_names), "labels_from": inputs.labels_from}
     arrays = {f"input_{i}": a for i, a in enumerate(fed)}
@@ -232,7 +249,7 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
 def load_golden(path: str):
     """(Side standing for the stored reference, its InputSet, its outputs)."""
-    from amptool.parity.sides import Side
+    from amptool.parity.sides import Side, _indices
 
     fix = "make it with 'amptool parity REFERENCE --save-outputs FILE'"
     bad = f"--load-outputs {path} is not a golden outputs file"
@@ -256,6 +273,7 @@ def load_golden(path: str):
                model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
                if isinstance(named, str) and named else None,
                num_classes=meta.get("num_classes"), task=task_record(meta.get("task")),
+               class_logits=_indices(meta.get("class_logits")),
                golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
     names = tuple(meta.get("target_names") or ())
     several = [arrays[f"target_{i}"] for i in range(len(names)) if f"target_{i}" in arrays]

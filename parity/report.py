@@ -34,6 +34,9 @@ class CandidateVerdict:
     settings, emulated, depends, message); None for other candidates."""
     warnings: tuple = ()
     """Lines saying a limit cannot be resolved by the samples counted (and the fix)."""
+    logits_accuracy: Optional[float] = None
+    """``cand_acc`` of the first output that has one (a detector's class logits are its
+    second output)."""
 
     @property
     def drop(self) -> Optional[dict]:
@@ -49,7 +52,7 @@ class CandidateVerdict:
     @property
     def accuracy(self) -> Optional[float]:
         """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
-        return self.metrics.get("cand_acc")
+        return self.metrics.get("cand_acc", self.logits_accuracy)
 
     @property
     def cosine(self) -> Optional[float]:
@@ -87,8 +90,8 @@ class ParityReport:
     @property
     def reference_accuracy(self) -> Optional[float]:
         """The reference's top-1 accuracy on the labels (None without labels or candidates)."""
-        return next((o["metrics"].get("ref_acc") for c in self.candidates
-                     for o in c["outputs"]), None)
+        return next((o["metrics"]["ref_acc"] for c in self.candidates for o in c["outputs"]
+                     if o["metrics"].get("ref_acc") is not None), None)
 
     def verdict(self, path: str) -> Optional[CandidateVerdict]:
         """The verdict on the candidate at ``path`` (None: no such candidate)."""
@@ -99,7 +102,9 @@ class ParityReport:
                                 cand.get("culprit"), cand["outputs"][0]["metrics"],
                                 cand.get("deployment"),
                                 tuple(finding_text(f) for f in cand.get("findings", [])
-                                      if f["kind"] == "under_resolved"))
+                                      if f["kind"] == "under_resolved"),
+                                next((o["metrics"]["cand_acc"] for o in cand["outputs"]
+                                      if o["metrics"].get("cand_acc") is not None), None))
 
     def culprits(self) -> list:
         """Each failed candidate's culprit, with the candidate's path as ``artefact``."""

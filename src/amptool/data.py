@@ -16,7 +16,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.feed import ImageFiles, Stream, Targets, at_epochs, batches, pipeline
-from amptool.sources import open_arrays, open_images, parse_data_spec
+from amptool.sources import SEQUENCE_KINDS, open_arrays, open_images, parse_data_spec
 
 SPLIT_SEED = 0
 STATS_SAMPLES = 10_000
@@ -287,7 +287,7 @@ def load_model_data(spec: str, model, val_fraction: float = 0.2,
     when ``losses.default_loss`` picks cross-entropy, else (``strict``: a UsageError asking
     for ``--loss``) the data's targets as stored. ``ModelData.loss`` is the loss they fit."""
     declared = loss.targets if loss is not None and loss.declared else None
-    image = model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",)
+    image = model.input_shape is not None and parse_data_spec(spec)[0] not in SEQUENCE_KINDS
     if image:
         rows, (names, ys), skipped = open_images(spec, model.input_shape, model.num_classes,
                                                  declared, labels=False)
