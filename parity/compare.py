@@ -284,15 +284,17 @@ def _judge(run: _Baseline, cand: Side) -> dict:
 def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     name = run.names[index] if index < len(run.names) else f"output{index}"
     task = _task_of(run.ref, cand)
-    th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                            run.cfg.thresholds, output=(index, name), logits=task is not False)
     # class logits are the first output, as wide as the model's classes where those are known;
     # every other output gets no top-1 and no accuracy ("n/a"), labels or not. A run whose
     # loss is not class cross-entropy (a regression, a token model...) has no class logits:
-    # its outputs are judged by the error metrics alone, top-1 and accuracy left out.
+    # its outputs are judged by the error metrics alone, top-1 and accuracy left out, and so
+    # is any output that cannot be class logits (not (N, C)), whatever the run recorded.
     classes = run.ref.num_classes
     logits = index == 0 and task is not False and (
         not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
+    th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
+                            run.cfg.thresholds, output=(index, name),
+                            logits=logits and np.ndim(r) == 2 and np.shape(r)[1] > 1)
     metrics = compute_metrics(r, c, run.inputs.labels if logits else None, th.atol, th.rtol,
                               logits=logits)
     rows = check_metrics(metrics, th)
