@@ -293,8 +293,8 @@ def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     logits = index == 0 and task is not False and (
         not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
     th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                            run.cfg.thresholds, output=(index, name),
-                            logits=logits and np.ndim(r) == 2 and np.shape(r)[1] > 1)
+                            run.cfg.thresholds, output=(index, name), logits=task is not False,
+                            bound_scaled=not (logits and np.ndim(r) == 2 and np.shape(r)[1] > 1))
     metrics = compute_metrics(r, c, run.inputs.labels if logits else None, th.atol, th.rtol,
                               logits=logits)
     rows = check_metrics(metrics, th)
