@@ -78,7 +78,7 @@ def brute_force(run: Path, level: str, samples: int) -> dict:
     import mindspore as ms
 
     from amptool.checkpoint import build_with_weights
-    from amptool.convert.search import SearchConfig, Trials, base_policy
+    from amptool.convert.search import SearchConfig, Trials, base_policy, search_thresholds
     from amptool.convert.subject import load_subject
     from amptool.convert.trace import record_execution
     from amptool.device import resolve_device, set_device
@@ -97,7 +97,8 @@ def brute_force(run: Path, level: str, samples: int) -> dict:
         base_kept = list(resolve_fp32_cells(net, base))
         order = [c.path for c in calls if c.path not in base.fp16_cells
                  and not any(within(c.path, k) for k in base_kept)]
-        trials = Trials(net, base, x, ref, src.y, cfg.thresholds, lambda event: None)
+        trials = Trials(net, base, x, ref, src.y, search_thresholds(cfg, src.classifier),
+                        lambda event: None, src.classifier)
         trials.add_candidates(order)
         t1 = time.perf_counter()
         failing = [c for c in order if not trials.evaluate([o for o in order if o != c], "brute")]

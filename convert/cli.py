@@ -160,6 +160,16 @@ def search_command(
     plot: Optional[Path] = typer.Option(None, help="Write the range pass's chart: each cell's "
                                         "fp32 magnitudes against fp16's range (PNG; needs "
                                         "matplotlib)."),
+    max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest "
+                                                 "max|c - r| / max(1, max|ref|) (a number or "
+                                                 "'off'). \\[default: off for class logits, "
+                                                 "1e-2 for any other task]"),
+    metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn (fn(outputs, "
+                                                    "targets) -> float, higher is better) each "
+                                                    "trial is held to as well."),
+    max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop", help="Largest "
+                                                  "drop of --metric from the fp32 reference's "
+                                                  "value (a number or 'off'). \\[default: 0]"),
     quiet: opt.QuietOption = False,
     as_json: opt.about(opt.JsonOption, "the result with the whole trace") = False,
     limits: Optional[dict] = None,
@@ -168,7 +178,14 @@ def search_command(
     from amptool.convert.search import SearchConfig, search_policy
     from amptool.models import parse_model_args
 
-    th = _thresholds(thresholds, limits)
+    if max_metric_drop is not None and not metric:
+        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
+    if metric:
+        from amptool.taskmetric import check_metric_spec
+
+        check_metric_spec(metric)
+    table, flags = _limits(thresholds, dict(limits or {}, max_abs_scaled=max_abs_scaled,
+                                            max_metric_drop=max_metric_drop))
     if plot is not None:
         from amptool.plotting import pyplot
 
@@ -178,7 +195,8 @@ def search_command(
                        model=model, model_args=parse_model_args(model_arg) or None,
                        input_spec=input_spec, data=data, samples=samples or None,
                        level=level.upper(),
-                       policy=str(policy) if policy else None, thresholds=th, out=str(out),
+                       policy=str(policy) if policy else None, threshold_table=table,
+                       threshold_flags=flags, metric=metric, out=str(out),
                        force=force, device=device, range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
     opt.consent(trust_model)
@@ -211,26 +229,41 @@ def _range_safety(text: str) -> Optional[float]:
     return value
 
 
-def _thresholds(path: Optional[Path], flags: dict):
-    """Parity's fp16-vs-fp32 limits for the output the search judges, the network's first:
-    a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then flags. The file is
-    read as parity reads it (a parity config's ``thresholds`` table works whole)."""
+def _limits(path: Optional[Path], flags: dict) -> tuple:
+    """(table, flags) over parity's fp16-vs-fp32 limits for the output the search judges,
+    the network's first (a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then
+    flags), checked now; the search lays them over the limits its network's task takes.
+    The file is read as parity reads it (a parity config's ``thresholds`` table works whole)."""
     from amptool.config import read_config_file
-    from amptool.metrics import flag_overrides, resolve_thresholds, validate_file_thresholds
+    from amptool.metrics import flag_overrides, validate_file_thresholds
 
     table = {}
     if path:
         data = read_config_file(path)
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
         validate_file_thresholds(table, f"thresholds file {path}")
-    return resolve_thresholds("fp32", "fp16", table, flag_overrides(**flags),
-                              output=(0, "output0"))
+    flags = flag_overrides(**flags)
+    _thresholds_of(table, flags)  # every error now, before any work
+    return table, flags
+
+
+def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
+    """The limits ``_limits`` gives for a network whose first output is (``logits``) or is
+    not class logits."""
+    return _thresholds_of(*_limits(path, flags), logits)
+
+
+def _thresholds_of(table: dict, flags: dict, logits: bool = True):
+    from amptool.metrics import resolve_thresholds
+
+    return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 
 
 def _fmt_metric(metrics: dict) -> str:
     parts = [f"cosine {metrics['cosine']:.6f}"]
-    for key in ("top1_agree", "acc_drop", "max_abs"):
-        if key in metrics:
+    scaled = "top1_agree" not in metrics  # no class logits: judged by the scaled error
+    for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "task_drop"):
+        if key in metrics and (key != "max_abs_scaled" or scaled):
             parts.append(f"{key} {metrics[key]:.4g}")
     if metrics.get("nonfinite"):
         parts.append(f"nonfinite {metrics['nonfinite']}")

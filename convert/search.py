@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from amptool.errors import CheckFailed, UsageError
-from amptool.metrics import (
-    FP16_VS_FP32,
-    Thresholds,
-    check_metrics,
-    compute_metrics,
-    passed,
-)
+from amptool.metrics import Thresholds
+
+from .judge import TaskCheck, judge, search_thresholds
+
+__all__ = ["SearchConfig", "SearchResult", "TaskCheck", "Trials", "judge", "search_policy",
+           "search_thresholds"]
 
 Callback = Optional[Callable[[dict], None]]
 
@@ -62,8 +61,20 @@ class SearchConfig:
     """Base level, O3 (all fp16) or O2 (BatchNorm/LayerNorm kept fp32)."""
     policy: Optional[str] = None
     """Base policy file (overrides ``level``); its fp32 cells and types stay fp32."""
-    thresholds: Thresholds = FP16_VS_FP32
-    """Parity limits every trial must meet."""
+    thresholds: Optional[Thresholds] = None
+    """Parity limits every trial must meet; None: parity's fp16-vs-fp32 limits for the
+    network's first output as its run's loss says what it is (top-1 and accuracy for class
+    logits; for any other task the scale-aware error bound, ``max_abs_scaled`` 1e-2, and
+    no top-1), with ``threshold_table`` and ``threshold_flags`` over them."""
+    threshold_table: Optional[dict] = None
+    """A parity config's ``thresholds`` table (its general, ``fp16_vs_fp32`` and
+    ``outputs.0`` tables apply)."""
+    threshold_flags: Optional[dict] = None
+    """Limits given as flags (``metrics.flag_overrides``), over the table."""
+    metric: Optional[str] = None
+    """A task metric ``path/file.py:fn`` (parity's ``--metric``: fn(outputs, targets) ->
+    float, higher is better): every trial's drop from the fp32 reference's value must stay
+    within ``max_metric_drop`` (default 0) as well."""
     out: str = "policy.toml"
     """Where the found policy is written (.toml, .yaml or .json)."""
     force: bool = False
@@ -120,7 +131,8 @@ EXACT = 1e-6
 class Trials:
     """Runs and memoizes trials on one eager network whose cells' dtypes are switched."""
 
-    def __init__(self, net, policy, x, ref, labels, thresholds: Thresholds, emit):
+    def __init__(self, net, policy, x, ref, labels, thresholds: Thresholds, emit,
+                 logits: bool = True, task=None):
         from amptool.precision import cell_paths, ms_dtype, output_fp32, resolve_fp32_cells
 
         self.net = net
@@ -132,6 +144,8 @@ class Trials:
         self.dtype_name = policy.dtype
         self.candidates: list = []
         self.x, self.ref, self.labels, self.th, self.emit = x, ref, labels, thresholds, emit
+        self.logits = logits
+        self.task = task  # a TaskCheck, or None
         self.log: list = []
         self.cache: dict = {}
 
@@ -154,7 +168,7 @@ class Trials:
             return self.cache[key]
         set_precision(self.net, closed, self._dtype)
         out = self.amp_net(self.x).asnumpy()
-        ok, metrics = judge(self.ref, out, self.labels, self.th)
+        ok, metrics = judge(self.ref, out, self.labels, self.th, self.logits, self.task)
         self.cache[key] = ok
         record = {"trial": len(self.log) + 1, "phase": phase,
                   "fp32": in_order(self.candidates, kept), "metrics": metrics,
@@ -162,11 +176,6 @@ class Trials:
         self.log.append(record)
         self.emit({"kind": "trial", **record})
         return ok
-
-
-def judge(ref, out, labels, th: Thresholds) -> tuple[bool, dict]:
-    metrics = compute_metrics(ref, out, labels, atol=th.atol, rtol=th.rtol)
-    return passed(check_metrics(metrics, th)), metrics
 
 
 def bisect(candidates: list, trial: Callable[[list, str], bool]) -> list:
@@ -307,15 +316,18 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
         base = _final_policy(given, [r["path"] for r in ranged])
     order = [c.path for c in calls if c.path not in base.fp16_cells
              and not any(within(c.path, k) for k in resolve_fp32_cells(net, base))]
-    trials = Trials(net, base, x, ref, src.y, cfg.thresholds, emit)
+    th = search_thresholds(cfg, src.classifier)
+    task = TaskCheck.load(cfg.metric, ref, src.y) if cfg.metric else None
+    trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier, task)
     trials.add_candidates(order)
     emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
           "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
-          "ranged": ranged, "safety": cfg.range_safety})
+          "ranged": ranged, "safety": cfg.range_safety, "classifier": src.classifier,
+          "thresholds": th.to_dict()})
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
-    confirm = confirm_policy(src, policy, x, ref, cfg.thresholds)
+    confirm = confirm_policy(src, policy, x, ref, th, task)
     if not confirm["passed"]:
         raise CheckFailed(f"the found policy fails parity on a fresh network compiled in graph "
                           f"mode, as train and export run it (cosine "
@@ -336,7 +348,8 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     return SearchResult(policy, kept, base_kept, order, trials.log, params16, flops16, confirm,
                         0.0, str(cfg.out), src.spec.name, len(src.x),
                         extra={"device": device, "ckpt": src.ckpt, "base": given.describe(),
-                               "kept_where": where},
+                               "kept_where": where, "classifier": src.classifier,
+                               "thresholds": th.to_dict(), "metric": cfg.metric},
                         ranged=ranged)
 
 
@@ -407,7 +420,7 @@ def _final_policy(base, kept: list):
     return make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
 
 
-def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
+def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
     """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
     GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
     from amptool.checkpoint import build_with_weights
@@ -423,7 +436,7 @@ def confirm_policy(src, policy, x, ref, th: Thresholds) -> dict:
         raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",
                           "an operator mixes a kept cell's fp32 output with a float16 value: "
                           "keep the cells around it in fp32 with a base --policy") from None
-    ok, metrics = judge(ref, out, src.y, th)
+    ok, metrics = judge(ref, out, src.y, th, src.classifier, task)
     return {"passed": ok, "metrics": metrics, "mode": "graph"}
 
 

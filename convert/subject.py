@@ -16,14 +16,18 @@ from amptool.errors import UsageError
 
 @dataclass
 class SearchSubject:
-    """A model spec, its fp32 weights and one batch of held-out inputs with labels."""
+    """A model spec, its fp32 weights and one batch of held-out inputs with their targets
+    (class labels, or the run's targets: one array, a list for several)."""
 
     spec: object
     weights: dict
     x: np.ndarray
-    y: np.ndarray
+    y: object
     ckpt: str
     data: str
+    classifier: bool = True
+    """Whether the network's first output is class logits, by its run's recorded loss (a
+    run without one, or a checkpoint alone: a classifier, as before ``--loss``)."""
 
 
 def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
@@ -47,5 +51,6 @@ def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
         raise UsageError(f"model {trained.model_ref} takes {len(inputs)} inputs; the search runs "
                          "on single-input networks", "search a single-input network")
     x = inputs[0]
+    classifier = trained.task is None or bool(trained.task.get("classifier", True))
     return SearchSubject(trained.spec, trained.fp32_weights(), x, y, str(trained.checkpoint),
-                      data or trained.data or "digits")
+                         data or trained.data or "digits", classifier)

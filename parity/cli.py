@@ -135,6 +135,7 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
         failure_fix,
         failure_line,
         format_table,
+        resolution_warnings,
         write_junit,
         write_report_json,
     )
@@ -152,6 +153,9 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
     else:
         text = format_table(report)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
+        if mode == "quiet":  # the table's notes are not shown: say it on stderr
+            for line in resolution_warnings(report):
+                typer.echo(f"amptool: {line}", err=True)
     if not report["passed"]:
         raise CheckFailed(failure_line(report), failure_fix(report))
 

@@ -124,12 +124,14 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
     if fn is not None:
         from amptool.parity.task import evaluate
 
-        run.task = (fn, evaluate(fn, cfg.metric, ref_out, inputs.labels, "reference"))
+        run.task = (fn, evaluate(fn, cfg.metric, ref_out, inputs.metric_targets,
+                                   "reference"))
     results = [_judge(run, cand) for cand in cands]
     label_fp16_fidelity(results, device)
     return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
             "inputs": {"description": inputs.description, "samples": inputs.count,
-                       "labels": inputs.labels is not None},
+                       "labels": inputs.labels is not None,
+                       "targets": list(inputs.target_names), "labels_from": inputs.labels_from},
             "candidates": results, "golden_saved": cfg.save_outputs or None}
 
 
@@ -227,7 +229,10 @@ def _data_spec(cfg: ParityConfig, sides: list) -> str:
 def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
     sides = [ref] + cands
     if cfg.inputs:
-        return load_npz_inputs(cfg.inputs, [i["name"] for i in ref.inputs], cfg.samples)
+        task = next((s.task for s in sides if s.task), None)
+        classes = next((s.num_classes for s in sides if s.num_classes), None)
+        return load_npz_inputs(cfg.inputs, ref.input_names, cfg.samples, task,
+                               tuple(str(i["name"]) for i in ref.inputs), classes)
     val = cfg.val_fraction or next((s.val_fraction for s in sides if s.val_fraction), 0.2)
     prep = next((s.preprocess for s in sides if s.preprocess), None)
     model_ref = next((s.model_ref for s in sides if s.model_ref), None)
@@ -242,7 +247,8 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")
     classes = next((s.num_classes for s in sides if s.num_classes), None)
-    if classes is None and (task is None or task.get("classifier", True)):
+    declared = next((s.class_logits for s in sides if s.class_logits is not None), None)
+    if classes is None and declared is None and (task is None or task.get("classifier", True)):
         raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
     return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)
 
@@ -264,8 +270,9 @@ def _judge(run: _Baseline, cand: Side) -> dict:
         from amptool.parity.task import judge_task
 
         result["task"] = judge_task(cfg.metric, run.task[0], run.task[1], cand_out,
-                                    inputs.labels, th.max_metric_drop)
+                                    inputs.metric_targets, th.max_metric_drop, inputs.count)
     result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
+    result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
     if cfg.emulate_settings:
         from amptool.parity.emulate import settings_ignored
 
@@ -287,19 +294,42 @@ def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     # class logits are the first output, as wide as the model's classes where those are known;
     # every other output gets no top-1 and no accuracy ("n/a"), labels or not. A run whose
     # loss is not class cross-entropy (a regression, a token model...) has no class logits:
-    # its outputs are judged by the error metrics alone, top-1 and accuracy left out, and so
-    # is any output that cannot be class logits (not (N, C)), whatever the run recorded.
-    classes = run.ref.num_classes
-    logits = index == 0 and task is not False and (
-        not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
+    # its outputs are judged by the error metrics alone, top-1 and accuracy left out.
+    # A model that declares its class-logits outputs (a detector's second) has exactly
+    # those judged as logits, with the run's integer class labels, whatever its loss.
+    # Any output that cannot be class logits (not (N, C)) has its scaled error bounded by
+    # default, whatever the run recorded (an export from a checkpoint records nothing).
+    declared = _declared_logits(run.ref, cand)
+    if declared is not None:
+        logits = index in declared
+        labels = run.inputs.class_labels
+        as_logits = logits
+    else:
+        classes = run.ref.num_classes
+        logits = index == 0 and task is not False and (
+            not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
+        labels = run.inputs.labels
+        as_logits = task is not False
     th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                            run.cfg.thresholds, output=(index, name), logits=task is not False,
+                            run.cfg.thresholds, output=(index, name), logits=as_logits,
                             bound_scaled=not (logits and np.ndim(r) == 2 and np.shape(r)[1] > 1))
-    metrics = compute_metrics(r, c, run.inputs.labels if logits else None, th.atol, th.rtol,
+    metrics = compute_metrics(r, c, labels if logits else None, th.atol, th.rtol,
                               logits=logits)
     rows = check_metrics(metrics, th)
     return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
             "thresholds": th.to_dict()}
+
+
+def resolution_findings(groups: list) -> list:
+    """A finding per checked count whose budget is below one of the samples counted."""
+    from amptool.counts import resolution_finding
+
+    found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
+    return [f for f in found if f is not None]
+def _declared_logits(ref: Side, cand: Side) -> Optional[list]:
+    """The outputs the model declares as class logits (the reference's record, else the
+    candidate's); None when neither records a declaration."""
+    return ref.class_logits if ref.class_logits is not None else cand.class_logits
 
 
 def _task_of(ref: Side, cand: Side) -> Optional[bool]:

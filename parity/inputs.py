@@ -30,6 +30,24 @@ class InputSet:
     labels: Optional[np.ndarray]
     description: str
     fallback_preprocess: Optional[dict] = None
+    targets: Optional[list] = None
+    """Every target array of the samples (the run's loss's), when there are several."""
+    target_names: tuple = ()
+    """The data arrays the targets (or the labels) come from."""
+    labels_from: Optional[str] = None
+    """The target array ``labels`` is (class labels for class-logit outputs)."""
+
+    @property
+    def class_labels(self) -> Optional[np.ndarray]:
+        """Class labels for the outputs a model declares as class logits: ``labels`` when
+        they are whole class indices (one per sample), else None."""
+        return integer_labels(self.labels)
+
+    @property
+    def metric_targets(self):
+        """What a ``--metric`` function is given, as training gives it: the one target, a
+        list of arrays for several, or None."""
+        return list(self.targets) if self.targets is not None else self.labels
 
     @property
     def count(self) -> int:
@@ -49,7 +67,58 @@ class InputSet:
         return InputSet(None if self.raw is None else self.raw[:n],
                         None if self.given is None else [g[:n] for g in self.given],
                         None if self.labels is None else self.labels[:n], self.description,
-                        self.fallback_preprocess)
+                        self.fallback_preprocess,
+                        None if self.targets is None else [t[:n] for t in self.targets],
+                        self.target_names, self.labels_from)
+
+
+def integer_labels(targets) -> Optional[np.ndarray]:
+    """The one array of ``targets`` (an array, a list of them, or None) that holds one whole
+    number per sample; None when there is none or more than one."""
+    arrays = targets if isinstance(targets, list) else [] if targets is None else [targets]
+    found = [np.asarray(a).reshape(-1) for a in arrays
+             if np.issubdtype(np.asarray(a).dtype, np.integer)
+             and (np.ndim(a) == 1 or np.shape(a)[1:] == (1,))]
+    return found[0].astype(np.int64) if len(found) == 1 else None
+
+
+def pick_labels(names: tuple, ys: list, classes: Optional[int] = None) -> tuple:
+    """(labels, their array's name, what is said about them) of a sample set's targets.
+    One target is the labels, as stored (integers widened to int64). Of several, the labels
+    for class-logit outputs are the one target holding one whole class index per sample
+    (integers, shape (N,) or (N, 1), each in 0..classes-1 when the class count is known);
+    none or several such: no labels, and the note says so."""
+    if not ys:
+        return None, None, ""
+    if len(ys) == 1:
+        y = np.asarray(ys[0])
+        return (y.astype(np.int64) if np.issubdtype(y.dtype, np.integer) else y), names[0], ""
+    fits = [i for i, y in enumerate(ys) if _class_labels(np.asarray(y), classes)]
+    listed = ", ".join(names)
+    if len(fits) != 1:
+        why = "none holds" if not fits else "several hold"
+        return None, None, (f"targets {listed}: {why} one class index per sample, no labels "
+                            "for class logits")
+    i = fits[0]
+    return (np.asarray(ys[i]).reshape(-1).astype(np.int64), names[i],
+            f"targets {listed}; class labels: {names[i]}")
+
+
+def _class_labels(y: np.ndarray, classes: Optional[int]) -> bool:
+    if not np.issubdtype(y.dtype, np.integer) or not (y.ndim == 1 or y.shape[1:] == (1,)):
+        return False
+    return not len(y) or (y.min() >= 0 and (classes is None or y.max() < classes))
+
+
+def target_set(inputs: "InputSet", names: tuple, ys: list, classes: Optional[int]) -> "InputSet":
+    """``inputs`` with these targets: labels picked by ``pick_labels``, all of them kept for
+    ``--metric`` when there are several, and the description saying what is used."""
+    labels, source, note = pick_labels(tuple(names), list(ys), classes)
+    inputs.labels, inputs.labels_from, inputs.target_names = labels, source, tuple(names)
+    inputs.targets = [np.asarray(y) for y in ys] if len(ys) > 1 else None
+    if note:
+        inputs.description = f"{inputs.description[:-1]}; {note})"
+    return inputs
 
 
 def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
@@ -63,9 +132,10 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
     shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
-    x, y = load_val_raw(spec, shape, num_classes, val_fraction, samples,
-                        loss_from_record(task))
-    return InputSet(x, None, y, f"{spec} held-out split ({len(x)} samples)", preprocess)
+    x, names, ys = load_val_raw(spec, shape, num_classes, val_fraction, samples,
+                                loss_from_record(task))
+    inputs = InputSet(x, None, None, f"{spec} held-out split ({len(x)} samples)", preprocess)
+    return target_set(inputs, names, ys, num_classes)
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,
@@ -73,7 +143,7 @@ def load_signature_inputs(spec: str, model_ref, val_fraction: float,
     """Inputs for a network that does not take images: the held-out split of ``spec``
     (``npz:FILE`` with one array per input, or ``tokens``), or with ``random[:SEED]``
     values generated from the signature (in the declared ranges), without labels."""
-    from amptool.data import load_eval_inputs
+    from amptool.data import load_model_data
     from amptool.losses import loss_from_record
     from amptool.models import resolve_model
 
@@ -88,10 +158,11 @@ def load_signature_inputs(spec: str, model_ref, val_fraction: float,
         import dataclasses
 
         model = dataclasses.replace(model, num_classes=None)
-    given, labels = load_eval_inputs(spec, model, None, val_fraction, samples, loss)
-    if isinstance(labels, list):  # several targets: parity's labels are one array
-        labels = None
-    return InputSet(None, given, labels, f"{spec} held-out split ({len(given[0])} samples)")
+    data = load_model_data(spec, model, val_fraction, None, loss=loss)
+    given, ys = data.val_inputs(samples)
+    ys = ys if isinstance(ys, list) else [ys]
+    inputs = InputSet(None, given, None, f"{spec} held-out split ({len(given[0])} samples)")
+    return target_set(inputs, data.target_names, ys, model.num_classes)
 
 
 def generate_inputs(inputs: tuple, count: int, seed: int = 0) -> InputSet:
@@ -113,30 +184,31 @@ def _read_npz(path: str, flag: str, fix: str, unreadable: str) -> dict:
         raise UsageError(unreadable.replace("{name}", type(exc).__name__), fix) from None
 
 
-def load_npz_inputs(path: str, input_names: list, samples: Optional[int]) -> InputSet:
-    """Ready inputs from an .npz: arrays named after the inputs, or ``x`` (labels ``y``)."""
+def load_npz_inputs(path: str, input_names: list, samples: Optional[int],
+                    task: Optional[dict] = None, graph_names: tuple = (),
+                    classes: Optional[int] = None) -> InputSet:
+    """Ready inputs from an .npz, by the rule training's npz data follows
+    (``sources.INPUTS_RULE``): arrays named after the model's inputs (``graph_names``, the
+    artefact's own, are accepted too), ``x`` or the one array left for a single input, or
+    input0, input1, ...; targets by the run's loss (``task``): its declared names, else y,
+    else y0, y1, ... (optional: no labels without them)."""
+    from amptool.losses import loss_from_record
+    from amptool.sources import found_targets, match_inputs
+
     arrays = _read_npz(path, "--inputs", "give an .npz from numpy.savez",
                        f"cannot read --inputs {path} as .npz ({{name}})")
-    if all(n in arrays for n in input_names):
-        given = [arrays[n] for n in input_names]
-    elif len(input_names) == 1 and "x" in arrays:
-        given = [arrays["x"]]
-    elif len(input_names) == 1 and len(arrays) == 1:
-        given = list(arrays.values())
-    else:
-        raise UsageError(f"--inputs {path} has arrays {', '.join(sorted(arrays))}, the model "
-                         f"takes {', '.join(input_names)}",
-                         "name the arrays after the inputs (or 'x' for one input, 'y' for labels)")
-    labels = arrays.get("y")
+    loss = loss_from_record(task)
+    declared = loss.targets if loss is not None and loss.declared else None
+    names, ys = found_targets(arrays, declared, f"--inputs {path}")
+    given = match_inputs(arrays, list(input_names), f"--inputs {path}", tuple(graph_names),
+                         tuple(names))
     if samples is not None:
-        given = [g[:samples] for g in given]
-        labels = None if labels is None else labels[:samples]
-    if len({len(g) for g in given}) != 1 or (labels is not None and len(labels) != len(given[0])):
+        given, ys = [g[:samples] for g in given], [y[:samples] for y in ys]
+    if len({len(a) for a in given + ys}) != 1:
         raise UsageError(f"--inputs {path}: arrays hold different sample counts",
                          "store one row per sample in every array")
-    if labels is not None and np.issubdtype(labels.dtype, np.integer):
-        labels = labels.astype(np.int64)  # class labels; float targets stay as they are
-    return InputSet(None, given, labels, f"{path} ({len(given[0])} samples)")
+    inputs = InputSet(None, given, None, f"{path} ({len(given[0])} samples)")
+    return target_set(inputs, names, ys, classes)
 
 
 def run_batched(runner, arrays: list, chunk: int = 512) -> list:
@@ -157,14 +229,18 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
     meta = {"reference": ref.path, "format": ref.format, "precision": ref.precision,
             "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
-            "num_classes": ref.num_classes, "task": ref.task, "inputs_meta": ref.inputs,
-            "outputs_meta": ref.outputs, "description": inputs.description}
+            "num_classes": ref.num_classes, "task": ref.task, "class_logits": ref.class_logits,
+            "inputs_meta": ref.inputs,
+            "outputs_meta": ref.outputs, "description": inputs.description,
+            "target_names": list(inputs.target_names), "labels_from": inputs.labels_from}
     arrays = {f"input_{i}": a for i, a in enumerate(fed)}
     arrays.update({f"output_{i}": o for i, o in enumerate(outputs)})
     if inputs.raw is not None:
         arrays["raw"] = inputs.raw
     if inputs.labels is not None:
         arrays["labels"] = inputs.labels
+    for i, target in enumerate(inputs.targets or []):
+        arrays[f"target_{i}"] = target
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     with atomic_path(path, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
@@ -173,7 +249,7 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 
 def load_golden(path: str):
     """(Side standing for the stored reference, its InputSet, its outputs)."""
-    from amptool.parity.sides import Side
+    from amptool.parity.sides import Side, _indices
 
     fix = "make it with 'amptool parity REFERENCE --save-outputs FILE'"
     bad = f"--load-outputs {path} is not a golden outputs file"
@@ -197,7 +273,11 @@ def load_golden(path: str):
                model_ref=recorded_reference({"model": named}, None, path, Path(path).parent)
                if isinstance(named, str) and named else None,
                num_classes=meta.get("num_classes"), task=task_record(meta.get("task")),
+               class_logits=_indices(meta.get("class_logits")),
                golden={"inputs_meta": meta["inputs_meta"], "outputs_meta": meta["outputs_meta"]})
+    names = tuple(meta.get("target_names") or ())
+    several = [arrays[f"target_{i}"] for i in range(len(names)) if f"target_{i}" in arrays]
     inputs = InputSet(arrays.get("raw"), fed, arrays.get("labels"),
-                      f"golden {meta['description']}", meta["preprocess"])
+                      f"golden {meta['description']}", meta["preprocess"],
+                      several if len(several) > 1 else None, names, meta.get("labels_from"))
     return src, inputs, outputs

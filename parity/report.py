@@ -12,7 +12,9 @@ from amptool.fileio import jsonable, write_json, write_text
 INFO_METRICS = ("max_abs", "max_abs_scaled", "ref_absmax", "max_rel", "mean_abs", "rmse",
                 "cosine", "rel_l2", "outside_frac", "nonfinite", "top1_agree",
                 "top1_agree_clear", "near_tie_flips", "tie_tol", "ref_acc", "cand_acc",
-                "acc_drop", "acc_drop_clear", "task_ref", "task_cand", "task_drop")
+                "acc_drop", "acc_drop_clear", "counted", "task_ref", "task_cand", "task_drop")
+CI_SUFFIX = "_ci"
+"""A metric's 95 % interval is reported beside it (``<metric>_ci``), not as a row."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,27 @@ class CandidateVerdict:
     deployment: Optional[dict] = None
     """An fp16 candidate's deployment settings and the emulation without them (kept_fp32,
     settings, emulated, depends, message); None for other candidates."""
+    warnings: tuple = ()
+    """Lines saying a limit cannot be resolved by the samples counted (and the fix)."""
+    logits_accuracy: Optional[float] = None
+    """``cand_acc`` of the first output that has one (a detector's class logits are its
+    second output)."""
+
+    @property
+    def drop(self) -> Optional[dict]:
+        """The checked accuracy drop with its 95 % interval and sample count, else the
+        top-1 agreement's (None without class logits)."""
+        for name in ("acc_drop_clear", "top1_agree_clear"):
+            if name in self.metrics:
+                return {"metric": name, "value": self.metrics[name],
+                        "ci": self.metrics.get(name + CI_SUFFIX),
+                        "samples": self.metrics.get("counted")}
+        return None
 
     @property
     def accuracy(self) -> Optional[float]:
         """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
-        return self.metrics.get("cand_acc")
+        return self.metrics.get("cand_acc", self.logits_accuracy)
 
     @property
     def cosine(self) -> Optional[float]:
@@ -72,8 +90,8 @@ class ParityReport:
     @property
     def reference_accuracy(self) -> Optional[float]:
         """The reference's top-1 accuracy on the labels (None without labels or candidates)."""
-        return next((o["metrics"].get("ref_acc") for c in self.candidates
-                     for o in c["outputs"]), None)
+        return next((o["metrics"]["ref_acc"] for c in self.candidates for o in c["outputs"]
+                     if o["metrics"].get("ref_acc") is not None), None)
 
     def verdict(self, path: str) -> Optional[CandidateVerdict]:
         """The verdict on the candidate at ``path`` (None: no such candidate)."""
@@ -82,7 +100,11 @@ class ParityReport:
             return None
         return CandidateVerdict(cand["path"], cand["passed"], cand.get("caveat"),
                                 cand.get("culprit"), cand["outputs"][0]["metrics"],
-                                cand.get("deployment"))
+                                cand.get("deployment"),
+                                tuple(finding_text(f) for f in cand.get("findings", [])
+                                      if f["kind"] == "under_resolved"),
+                                next((o["metrics"]["cand_acc"] for o in cand["outputs"]
+                                      if o["metrics"].get("cand_acc") is not None), None))
 
     def culprits(self) -> list:
         """Each failed candidate's culprit, with the candidate's path as ``artefact``."""
@@ -119,14 +141,30 @@ def _metric_lines(output: dict) -> list:
     lines = [f"    {'output':<10} {'metric':<16} {'value':>12}  {'threshold':<13} result"]
     names = [n for n in INFO_METRICS if n in output["metrics"] or n in checks]
     for name in names + [n for n in output["metrics"] if n not in names]:
+        if name.endswith(CI_SUFFIX):
+            continue
         row = checks.get(name)
         limit = row["limit"] if row else "-"
         verdict = verdict_of(row) if row else "info"
         if row and row["passed"] is None:
             verdict += f" ({row['note']})"
+        ci = output["metrics"].get(name + CI_SUFFIX)
+        if ci:
+            verdict += f" [95% CI {fmt_ci(ci)}]"
         lines.append(f"    {output['name'][:10]:<10} {name:<16} "
                      f"{fmt(output['metrics'].get(name)):>12}  {limit:<13} {verdict}")
     return lines
+
+
+def finding_text(finding: dict) -> str:
+    """A finding's message; with its fix where the finding is about the gate itself."""
+    if finding["kind"] == "under_resolved":
+        return f"{finding['message']}; {finding['fix']}"
+    return finding["message"]
+
+
+def fmt_ci(ci) -> str:
+    return f"{ci[0]:.4g}..{ci[1]:.4g}"
 
 
 def layer_lines(layer: dict) -> list:
@@ -184,7 +222,7 @@ def format_table(report: dict) -> str:
         for group in checked_groups(cand):
             lines.extend(_metric_lines(group))
         for finding in cand["findings"]:
-            lines.append(f"  note: {finding['message']}")
+            lines.append(f"  note: {finding_text(finding)}")
         lines.extend(deployment_lines(cand.get("deployment")))
         weights = cand.get("weights")
         if weights is not None and weights["reference"] == weights["candidate"]:
@@ -205,6 +243,12 @@ def format_table(report: dict) -> str:
                  f"({sum(c['passed'] for c in report['candidates'])}/{len(report['candidates'])}"
                  f" candidates, {report['seconds']:.2f} s)")
     return "\n".join(lines)
+
+
+def resolution_warnings(report: dict) -> list:
+    """One line per limit the samples counted cannot resolve (printed even with -q)."""
+    return [f"warning: {_base(c['path'])}: {finding_text(f)}" for c in report["candidates"]
+            for f in c["findings"] if f["kind"] == "under_resolved"]
 
 
 def failure_fix(report: dict) -> str:
@@ -229,6 +273,9 @@ def failure_line(report: dict) -> str:
         degenerate = [f["message"] for f in cand["findings"] if f["kind"] == "degenerate_reference"]
         if degenerate:
             text += f"; note: {degenerate[0]}"
+        luck = [f for f in cand["findings"] if f["kind"] == "under_resolved"]
+        if luck:
+            text += f"; note: {luck[0]['message']} ({luck[0]['fix']})"
         parts.append(text)
     return "parity failed for " + " | ".join(parts)
 
@@ -275,7 +322,7 @@ def _junit_properties(suite, cand: dict, report: dict) -> None:
     if deployment.get("depends") is not None:
         ET.SubElement(props, "property", name="depends_on_kept_fp32_cells",
                       value=str(deployment["depends"]).lower())
-    notes = [f["message"] for f in cand.get("findings", [])]
+    notes = [finding_text(f) for f in cand.get("findings", [])]
     if deployment.get("emulated"):
         notes.append(deployment["message"])
     if notes:

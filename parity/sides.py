@@ -44,6 +44,8 @@ class Side:
     """Width of the class-logits output, where known."""
     task: Optional[dict] = None
     """The training run's loss as recorded (name, kind, targets, classifier), where known."""
+    class_logits: Optional[list] = None
+    """The outputs (indices) the model declares as class logits; None: undeclared."""
     checkpoint: Optional[str] = None
     """The checkpoint the weights come from, where known."""
     policy: Optional[dict] = None
@@ -71,6 +73,15 @@ class Side:
     @property
     def inputs(self) -> list:
         return self.runner.inputs if self.runner is not None else self.golden["inputs_meta"]
+
+    @property
+    def input_names(self) -> list:
+        """The model's own input names, as its manifest records them (one per input of the
+        artefact), else the artefact's."""
+        declared = ((self.manifest or {}).get("model") or {}).get("inputs") or []
+        if len(declared) == len(self.inputs) and all(d.get("name") for d in declared):
+            return [str(d["name"]) for d in declared]
+        return [str(i["name"]) for i in self.inputs]
 
     @property
     def outputs(self) -> list:
@@ -147,7 +158,8 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
     src = Side(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
                runner=runner, preprocess=data.get("preprocess"), model=ref["model"],
                model_ref=ref, num_classes=classes, task=task,
-               checkpoint=str(ckpt), policy={"level": "O0"}, data=data.get("source"),
+               class_logits=_indices(runner.spec.class_logits), checkpoint=str(ckpt),
+               policy={"level": "O0"}, data=data.get("source"),
                val_fraction=data.get("val_fraction"))
     src.cache["weights"] = numpy_weights(params)
     return src
@@ -176,6 +188,7 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
     if task is not None and not task.get("classifier", True):  # the run's loss says so
         num_classes = None
     return Side(path=str(p), kind="artefact", format=runner.format, task=task,
+                class_logits=_indices(mdl.get("class_logits")),
                 precision=runner.precision or manifest.get("precision"), runner=runner,
                 manifest=runner.manifest, preprocess=manifest.get("preprocess"),
                 model=(model or {}).get("model") or mdl.get("spec") or mdl.get("name"),
@@ -186,6 +199,13 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
                 checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
                 data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
                 encrypted=bool(manifest.get("encrypted")))
+
+
+def _indices(declared) -> Optional[list]:
+    """A recorded ``class_logits`` as a list of output indices (None: none recorded)."""
+    if not isinstance(declared, (list, tuple)):
+        return None
+    return [i for i in declared if isinstance(i, int) and not isinstance(i, bool)]
 
 
 def side_weights(src: Side) -> Optional[dict]:

@@ -17,15 +17,35 @@ __all__ = ["FIX", "evaluate", "judge_task", "load_metric"]
 
 
 def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels,
-               limit: Optional[float]) -> dict:
-    """The task entry of a candidate: name, metrics, checks, passed (as an output's)."""
+               limit: Optional[float], samples: int = 0) -> dict:
+    """The task entry of a candidate: name, metrics, checks, passed (as an output's). A
+    metric that is a rate over the ``samples`` (both values k/n, one strictly between 0 and
+    1) gets the interval and resolution of a count (``metrics.count_resolution``)."""
+    from amptool.counts import count_resolution, drop_interval
+
     value = evaluate(fn, spec, cand_out, labels, "candidate")
     drop = ref_value - value
     metrics = {"task_ref": ref_value, "task_cand": value, "task_drop": drop}
+    counts = rate_counts(ref_value, value, samples)
+    if counts is not None:  # the sides' per-sample outcomes are unknown: taken as independent
+        metrics.update(counted=samples, task_drop_ci=drop_interval(*counts, samples))
     checks = []
     if limit is not None:
         ok = drop == drop and drop <= limit + 1e-12
         checks.append({"metric": "task_drop", "value": drop, "limit": f"<= {limit}",
-                       "passed": bool(ok)})
+                       "passed": bool(ok), **count_resolution("task_drop", limit, metrics)})
     return {"name": "task", "spec": spec, "metrics": metrics, "checks": checks,
             "passed": all(c["passed"] for c in checks)}
+
+
+def rate_counts(ref_value: float, cand_value: float, n: int) -> Optional[tuple]:
+    """(k_ref, k_cand) when both values are counts over ``n`` samples (k/n in [0, 1], one
+    of them strictly inside), else None."""
+    if n < 1 or not all(0.0 <= v <= 1.0 for v in (ref_value, cand_value)):
+        return None
+    if all(v in (0.0, 1.0) for v in (ref_value, cand_value)):
+        return None
+    ks = [v * n for v in (ref_value, cand_value)]
+    if any(abs(k - round(k)) > 1e-6 for k in ks):
+        return None
+    return round(ks[0]), round(ks[1])

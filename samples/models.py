@@ -1,4 +1,5 @@
-"""Sample networks. ``SAMPLES`` lists each with its input shape and class count.
+"""Sample networks. ``SAMPLES`` lists each with its input shape and class count (None for
+the samples whose first output is not class logits, in ``samples/tasks.py``).
 
 A user's own network is given as ``path/to/file.py:factory``; the factory returns an
 ``nn.Cell`` and declares ``input_shape`` (C, H, W) and ``num_classes`` either as
@@ -10,6 +11,8 @@ import math
 
 import mindspore as ms
 from mindspore import nn, ops
+
+from .tasks import TinyCausalLM, TinyDetector
 
 
 class SimpleCNN(nn.Cell):
@@ -221,4 +224,9 @@ SAMPLES = {
                 "MLP with a planted fp16-unsafe L2 normalization (for parity demos)"),
     "textcls": (TextClassifier, "tokens:-1x32:int32:0..64", 4,
                 "text classifier on int32 token ids: Embedding, transformer encoder, pooling"),
+    # not classifiers (no class count: their first output is not class logits)
+    "causallm": (TinyCausalLM, "tokens:-1x32:int32:0..32", None,
+                 "decoder-only causal language model: next-token logits (N, T, V) of int32 ids"),
+    "detector": (TinyDetector, (1, 32, 32), None,
+                 "detector-like network: box (N, 4), then class logits (N, 3) of one object"),
 }

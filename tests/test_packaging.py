@@ -62,11 +62,14 @@ def test_regular_install_runs_train(installed, tmp_path):
                             "import amptool.train.loop as m; print(m.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     assert where.stdout.strip().startswith(str(target))
+    out = tmp_path / "sub run+x"  # a folder name a shell would split or a parser mangle
     run = subprocess.run([sys.executable, "-m", "amptool", "train", "--epochs", "1", "--json",
-                          "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          "--out", str(out)], capture_output=True, text=True,
                          env=env, cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["val_acc"] > 0.8
+    summary = json.loads(run.stdout)
+    assert summary["steps"] == 44 and summary["val_acc"] > 0.8  # the bundled digits, 1 epoch
+    assert (out / "best.ckpt").is_file()
 
 
 def test_help_does_not_import_mindspore():

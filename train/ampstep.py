@@ -126,8 +126,9 @@ class AmpStep:
 
     The first call checks the loss on the fp32 network's outputs for the batch's first rows
     (one line if it does not take them), then applies the policy to ``net`` and compiles the
-    step. ``amptool train`` adds one thing of its own around the same step: a dynamic-scale
-    run's first batch is tried again while it overflows (``loop.settle_scale``).
+    step. ``step.settle_scale(*args)`` in place of the first batch's ``step(*args)`` settles
+    a dynamic loss scale on that batch, retrying it while it overflows, as ``amptool train``
+    does on a run's first batch (the same code).
     """
 
     def __init__(self, net, loss="cross-entropy", optimizer="adam", lr: float = 1e-3,
@@ -156,6 +157,8 @@ class AmpStep:
         self._inputs = inputs
         self.trainer: Optional[TrainStep] = None
         self.amp_net = None
+        self.settle_tries = 0
+        """How many tries the last ``settle_scale`` ran (0: none yet)."""
 
     @classmethod
     def assemble(cls, net, policy, loss_cell, optimizer, loss_scale: LossScale,
@@ -166,6 +169,7 @@ class AmpStep:
         self.net, self.policy, self.optimizer, self.loss_scale_kind = (net, policy, optimizer,
                                                                       loss_scale)
         self.found, self._fresh, self._loss, self._inputs = None, None, loss_cell, inputs
+        self.settle_tries = 0
         self._build(loss_cell, reducer)
         return self
 
@@ -180,18 +184,65 @@ class AmpStep:
         self.trainer.step.set_train(True)
 
     def __call__(self, *args) -> StepResult:
-        import mindspore as ms
+        loss, finite = self._run(self._tensors(args))
+        return self._result(loss, finite)
 
-        from amptool.device import execution_mode
+    def settle_scale(self, *args, max_tries: int = 50) -> StepResult:
+        """``step(*args)`` for a loop's first batch, with the loss scale settled on it, as
+        ``amptool train`` does: while the batch's gradients overflow (its loss finite), it is
+        tried again at the scale the overflow halved, until it updates the weights, the
+        scale reaches 1 or ``max_tries`` tries overflowed. A run's first gradients are often
+        its largest, so the scale settles on them instead of by skipping the first steps'
+        updates (from 2**16, a few tries instead of a few skipped steps). The tries count as
+        one step: one skipped step if the last try overflowed, its overflowing tries skipped
+        in a row (``skipped``, ``skipped_in_row``); ``settle_tries`` says how many ran.
+        BatchNorm's running statistics see the batch once per try. Without a dynamic scale
+        it is one plain step."""
+        tensors = self._tensors(args)
+        tried_at = self.loss_scale
+        loss, finite = self._run(tensors)
+        return self._result(*self.retry_overflow(tensors, loss, finite, tried_at, max_tries))
+
+    def retry_overflow(self, tensors: list, loss, finite, tried_at: float,
+                       max_tries: int) -> tuple:
+        """(loss, finite) of ``settle_scale`` after the batch's first try (at scale
+        ``tried_at``) gave ``loss, finite``: the one settling ``amptool train`` runs too."""
+        tries = 1
+        if self.loss_scale_kind.kind == "dynamic":
+            first_skipped, first_streak, _ = self.trainer.counters()
+            while (not bool(finite.asnumpy()) and np.isfinite(float(loss.asnumpy()))
+                   and tries < max_tries):
+                scale = self.trainer.scale_value()
+                if scale >= tried_at:  # at its floor of 1: another try would overflow again
+                    break
+                loss, finite = self._run(tensors)
+                tries, tried_at = tries + 1, scale
+            if tries > 1:  # the tries are one step: the first try's skip stands for them all
+                overflowed = not bool(finite.asnumpy())
+                self.trainer.set_skip_counters(first_skipped - 1 + int(overflowed),
+                                               first_streak - 1 + tries if overflowed else 0)
+        self.settle_tries = tries
+        return loss, finite
+
+    def _tensors(self, args) -> list:
+        import mindspore as ms
 
         tensors = [a if isinstance(a, ms.Tensor) else ms.Tensor(np.asarray(a)) for a in args]
         if self.trainer is None:
             self._build(self._probe_loss(tensors))
+        return tensors
+
+    def _run(self, tensors: list) -> tuple:
+        import mindspore as ms
+
+        from amptool.device import execution_mode
+
         if ms.get_context("mode") == ms.GRAPH_MODE:
-            loss, finite = self.trainer.step(*tensors)
-        else:  # the step compiles once, whatever mode the caller's loop is in
-            with execution_mode(graph=True):
-                loss, finite = self.trainer.step(*tensors)
+            return self.trainer.step(*tensors)
+        with execution_mode(graph=True):  # the step compiles once, whatever the loop's mode
+            return self.trainer.step(*tensors)
+
+    def _result(self, loss, finite) -> StepResult:
         return StepResult(float(loss.asnumpy()), bool(finite.asnumpy()),
                           self.trainer.scale_value())
 

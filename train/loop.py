@@ -339,24 +339,11 @@ class _TrainingRun:
 
     def settle_scale(self, tensors: list, loss, finite) -> tuple:
         """The run's first batch is tried again while its gradients overflow and its loss is
-        finite, each try at the scale the last overflow halved, until the batch updates the
-        weights, the scale reaches 1 or ``--max-skipped`` tries overflowed. A run's first
-        gradients are often its largest: the scale settles on them instead of by skipping
-        the first steps' updates. The tries are one step: it counts as one skipped step if
-        its last try overflowed, and its overflowing tries count as skipped in a row.
-        BatchNorm's running statistics see the batch once per try."""
-        tries, tried_at = 1, self.loss_scale.init
-        while (not bool(finite.asnumpy()) and np.isfinite(float(loss.asnumpy()))
-               and tries < self.cfg.max_skipped):
-            scale = self.trainer.scale_value()
-            if scale >= tried_at:  # at its floor of 1: another try would overflow again
-                break
-            loss, finite = self.trainer.step(*tensors)
-            tries, tried_at = tries + 1, scale
-        if tries > 1:
-            overflowed = not bool(finite.asnumpy())
-            self.trainer.set_skip_counters(int(overflowed), tries if overflowed else 0)
-        self.state.first_batch_tries = tries
+        finite, until it updates the weights, the scale reaches 1 or ``--max-skipped`` tries
+        overflowed: ``AmpStep.settle_scale``'s settling, the same code."""
+        loss, finite = self.amp.retry_overflow(tensors, loss, finite, self.loss_scale.init,
+                                               self.cfg.max_skipped)
+        self.state.first_batch_tries = self.amp.settle_tries
         return loss, finite
 
     def epoch_order(self, epoch: int) -> list:

@@ -16,7 +16,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.feed import ImageFiles, Stream, Targets, at_epochs, batches, pipeline
-from amptool.sources import open_arrays, open_images, parse_data_spec
+from amptool.sources import SEQUENCE_KINDS, open_arrays, open_images, parse_data_spec
 
 SPLIT_SEED = 0
 STATS_SAMPLES = 10_000
@@ -287,7 +287,7 @@ def load_model_data(spec: str, model, val_fraction: float = 0.2,
     when ``losses.default_loss`` picks cross-entropy, else (``strict``: a UsageError asking
     for ``--loss``) the data's targets as stored. ``ModelData.loss`` is the loss they fit."""
     declared = loss.targets if loss is not None and loss.declared else None
-    image = model.input_shape is not None and parse_data_spec(spec)[0] not in ("tokens",)
+    image = model.input_shape is not None and parse_data_spec(spec)[0] not in SEQUENCE_KINDS
     if image:
         rows, (names, ys), skipped = open_images(spec, model.input_shape, model.num_classes,
                                                  declared, labels=False)
@@ -351,19 +351,21 @@ def load_eval_inputs(spec: str, model, preprocess, val_fraction: float = 0.2,
 
 def load_val_raw(spec: str, input_shape: tuple, num_classes, val_fraction: float,
                  samples: Optional[int] = None, loss=None) -> tuple:
-    """(images in [0, 1] fitted to ``input_shape``, labels) of the held-out split (its
-    first ``samples``), not standardized: only those rows are read. With a ``loss`` that
-    is not class cross-entropy the labels are its one target as stored (None for several)."""
+    """(images in [0, 1] fitted to ``input_shape``, target names, target arrays) of the
+    held-out split (its first ``samples``), not standardized: only those rows are read.
+    With a ``loss`` that is not class cross-entropy the targets are its own, as stored;
+    else the class labels (``y``)."""
     if loss is not None and not loss.classifier:
         declared = loss.targets if loss.declared else None
-        rows, (_, ys), _ = open_images(spec, input_shape, None, declared, labels=False)
-        y = Targets(ys) if len(ys) == 1 else None
+        rows, (names, ys), _ = open_images(spec, input_shape, None, declared, labels=False)
+        y = Targets(ys)
     else:
         rows, y, _ = open_images(spec, input_shape, num_classes)
+        names = ("y",)
     _, val_idx = split_indices(len(rows), val_fraction)
     if samples is not None:
         val_idx = val_idx[:samples]
     if isinstance(rows, ImageFiles):
         rows = ImageFiles(rows.paths, tuple(input_shape[1:]))
-    labels = None if y is None else (y[val_idx][0] if isinstance(y, Targets) else y[val_idx])
-    return _Fit(input_shape, spec)(rows.take(val_idx))[0], labels
+    targets = y[val_idx] if isinstance(y, Targets) else [y[val_idx]]
+    return _Fit(input_shape, spec)(rows.take(val_idx))[0], tuple(names), targets

@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from .counts import count_resolution, paired_drop_interval, wilson
 from .errors import UsageError
 
 
@@ -320,16 +321,21 @@ def top1_metrics(r: np.ndarray, c: np.ndarray, row_err: np.ndarray,
     tied = np.isfinite(row_err[flips]) & (gap <= tol) & (gap <= TIE_SHARE * spread)
     ties = int(tied.sum())
     n = len(r)
-    out = {"top1_agree": float(agree.mean()), "top1_agree_clear": float((agree.sum() + ties) / n),
-           "near_tie_flips": ties, "tie_tol": tol}
+    clear = int(agree.sum()) + ties
+    lo, hi = wilson(n - clear, n)
+    out = {"top1_agree": float(agree.mean()), "top1_agree_clear": float(clear / n),
+           "near_tie_flips": ties, "tie_tol": tol, "counted": n,
+           "top1_agree_clear_ci": [1.0 - hi, 1.0 - lo]}
     if labels_fit(labels, r):
         y = np.asarray(labels).astype(np.int64)
         out["ref_acc"] = float((ref_top == y).mean())
         out["cand_acc"] = float((cand_top == y).mean())
         out["acc_drop"] = out["ref_acc"] - out["cand_acc"]
+        out["acc_drop_ci"] = paired_drop_interval(ref_top == y, cand_top == y)
         settled = cand_top.copy()
         settled[flips[tied]] = ref_top[flips[tied]]
         out["acc_drop_clear"] = out["ref_acc"] - float((settled == y).mean())
+        out["acc_drop_clear_ci"] = paired_drop_interval(ref_top == y, settled == y)
     return out
 
 
@@ -385,7 +391,8 @@ def check_metrics(metrics: dict, th: Thresholds) -> list:
             rows.append({**row, "passed": None, "note": _not_applicable(metric, metrics)})
             continue
         ok = value >= limit if op == ">=" else value <= limit + 1e-12
-        rows.append({**row, "passed": bool(value == value and ok)})
+        rows.append({**row, "passed": bool(value == value and ok),
+                     **count_resolution(metric, limit, metrics)})
     return rows
 
 

@@ -43,6 +43,10 @@ class ModelSpec:
     """The ``--input-spec`` text the signature came from, if any."""
     file: Optional[str] = None
     """The Python file the factory comes from, for a ``path/to/file.py:factory`` reference."""
+    class_logits: Optional[tuple] = None
+    """The outputs (indices) that are class logits, as the model declares them
+    (``class_logits`` on the cell or factory); None: undeclared (the first output, when
+    ``num_classes`` says it is class logits)."""
 
     def build(self):
         return self.factory()
@@ -63,7 +67,9 @@ class ModelSpec:
         return {"name": self.name, "spec": self.name, "args": dict(self.args),
                 "input_spec": self.input_spec, "inputs": [i.to_dict() for i in self.inputs],
                 "input_shape": list(self.input_shape) if self.input_shape else None,
-                "num_classes": self.num_classes}
+                "num_classes": self.num_classes,
+                **({"class_logits": list(self.class_logits)}
+                   if self.class_logits is not None else {})}
 
 
 def model_names() -> list[str]:
@@ -78,8 +84,14 @@ def sample_spec(name: str) -> ModelSpec:
     cls, input_shape, num_classes, summary = SAMPLES[name]
     inputs = (parse_signature(input_shape, "sample")
               if isinstance(input_shape, str) else image_signature(input_shape))
-    return ModelSpec(name, functools.partial(cls, num_classes=num_classes), inputs, num_classes,
-                     summary)
+    logits = getattr(cls, "class_logits", None)
+    return ModelSpec(name, _sample_factory(cls, num_classes), inputs, num_classes, summary,
+                     class_logits=tuple(logits) if logits is not None else None)
+
+
+def _sample_factory(cls, num_classes: Optional[int]):
+    """A sample's class with its class count (a sample without one keeps its own defaults)."""
+    return functools.partial(cls, num_classes=num_classes) if num_classes else cls
 
 
 def resolve_model(name, args: Optional[dict] = None,
@@ -112,22 +124,27 @@ def resolve_model(name, args: Optional[dict] = None,
                                     or not isinstance(num_classes, int) or num_classes < 2):
         raise UsageError(f"model {name} declares num_classes {num_classes!r}",
                          "declare a whole number >= 2 (the width of its class logits)")
-    width = _probe_classes(probe, inputs, name)  # also: the network fits its signature
+    outs = run_eager(probe, [spec.example(2) for spec in inputs], name, inputs)  # they fit
+    logits = _class_logits(_declared(probe, factory, "class_logits"), len(outs), name)
+    width = _width(outs[0]) if logits is None or 0 in logits else None
     if input_spec or _declared(probe, factory, "input_signature") is not None:
         _check_names(probe, inputs, name, "--input-spec" if input_spec else "input_signature")
-    if num_classes is None:
+    if logits is not None and 0 not in logits:
+        num_classes = None
+    elif num_classes is None:
         num_classes = width
     elif width is not None and width != num_classes:
         raise UsageError(f"model {name} declares num_classes {num_classes} but its first output "
                          f"has {width} columns", "declare the width its head really has")
     build = functools.partial(_call_factory, factory, where, args)
-    return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file)
+    return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file,
+                     logits)
 
 
 def _find_factory(name: str, samples: dict) -> tuple:
     if name in samples:
         cls, _, num_classes, _ = samples[name]
-        return functools.partial(cls, num_classes=num_classes), f"sample {name}", None
+        return _sample_factory(cls, num_classes), f"sample {name}", None
     if ":" not in name:
         raise UsageError(f"unknown model '{name}'",
                          f"use one of {', '.join(sorted(samples))}, path/to/file.py:factory "
@@ -254,11 +271,24 @@ def _check_names(net, inputs: tuple, name: str, where: str) -> None:
                      f"name them {', '.join(expected)}, in that order")
 
 
-def _probe_classes(net, inputs: tuple, name: str) -> Optional[int]:
-    """The width of the first output, from one eager forward pass with batch 2."""
-    out = run_eager(net, [spec.example(2) for spec in inputs], name, inputs)
-    first = out[0]
+def _width(first) -> Optional[int]:
+    """The width of a (batch, classes) output, from an eager forward pass."""
     return int(first.shape[1]) if first.ndim == 2 and first.shape[1] > 1 else None
+
+
+def _class_logits(declared, outputs: int, name: str) -> Optional[tuple]:
+    """A model's declared ``class_logits`` (output indices) checked against its outputs."""
+    if declared is None:
+        return None
+    if isinstance(declared, int) and not isinstance(declared, bool):
+        declared = (declared,)
+    ok = isinstance(declared, (list, tuple)) and all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < outputs for i in declared)
+    if not ok:
+        raise UsageError(f"model {name} declares class_logits {declared!r}, but it has "
+                         f"{outputs} output(s)", "declare the indices of its outputs that are "
+                         f"class logits (0..{outputs - 1}), e.g. class_logits = (1,)")
+    return tuple(declared)
 
 
 def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:

@@ -37,9 +37,10 @@ NO_ARGS_IS_HELP = getattr(cli_errors, "NoArgsIsHelpError", ())
 INTERNAL_EXIT = 3
 """Exit code of an unexpected exception (a bug in amptool or a library it calls)."""
 
-MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp, textcls), "
-              "path/to/file.py:factory or package.module:factory.")
-DATA_HELP = "digits, synthetic, tokens, mnist:DIR, imagefolder:DIR or npz:FILE."
+MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp, textcls, "
+              "causallm, detector), path/to/file.py:factory or package.module:factory.")
+DATA_HELP = (
+    "digits, synthetic, tokens, sequences, boxes, mnist:DIR, imagefolder:DIR or npz:FILE.")
 DEVICE_HELP = "auto, CPU, GPU or Ascend."
 LEVEL_HELP = ("AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNorm/LayerNorm, "
               "O3 all fp16.")

@@ -257,6 +257,8 @@ def _row(result, verdict, fp32_size: Optional[int]) -> dict:
         row["max_abs"] = verdict.max_abs
         row["verdict"] = ("PASS" if verdict.passed else "FAIL") + "*" * bool(verdict.caveat)
         row["caveat"] = verdict.caveat
+        row["drop"] = verdict.drop
+        row["warnings"] = list(verdict.warnings)
     section = result.manifest.get("deployment")
     if section is not None:
         emulated = (verdict.deployment or {}) if verdict is not None else {}
@@ -292,6 +294,7 @@ def format_summary(result: PipelineResult) -> str:
         if row.get("caveat"):
             lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
     lines.extend(deployment_lines(summary["artefacts"]))
+    lines.extend(drop_lines(summary["artefacts"]))
     for culprit in parity["culprits"]:
         name = culprit["artefact"].rsplit("/", 1)[-1]
         lines.append(f"culprit in {name}: {culprit['message']}")
@@ -299,6 +302,22 @@ def format_summary(result: PipelineResult) -> str:
     lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
                  f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
     return "\n".join(lines)
+
+
+def drop_lines(rows: list) -> list:
+    """Per artefact: its counted drop with the 95 % interval, and any warning that its
+    budget is below one of the samples counted."""
+    lines = []
+    for row in rows:
+        drop = row.get("drop")
+        if drop and drop.get("ci"):
+            lo, hi = drop["ci"]
+            lines.append(f"{row['format']} {row['precision']}: {drop['metric']} "
+                         f"{drop['value']:.4g} (95% CI {lo:.4g}..{hi:.4g}, "
+                         f"{drop['samples']} samples)")
+        lines.extend(f"warning {row['format']} {row['precision']}: {w}"
+                     for w in row.get("warnings") or [])
+    return lines
 
 
 def deployment_lines(rows: list) -> list:

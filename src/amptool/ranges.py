@@ -7,7 +7,11 @@ outputs below fp16's smallest normal number. During that pass every cell but the
 itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``,
 as a policy would set it), and the relative L2 error of that output against the fp32 one
 is its ``local_error``: it sees what the output's magnitude cannot, an intermediate value
-inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
+inside the cell's own construct (a sum of squares) or an input fp16 cannot hold. A leaf
+cell (one that holds no other) of the user's own (not a MindSpore layer) is also
+differentiated there, in fp16 and, when that
+gradient is not finite, in fp32: ``grad_overflow`` is a backward that fp16 cannot hold
+while the forward can (the derivative of ``rsqrt`` of a small mean square).
 
 Cells to keep in fp32 (``range_candidates``): where a value beyond a safety fraction of
 fp16's largest value is made (the innermost cell whose output reaches it while its inputs
@@ -18,7 +22,8 @@ every block around it).
 
 ``first_overflow`` runs the same input through the fp32 network and the network under a
 low-precision policy and names the first cell whose low-precision output is not finite
-while its fp32 output is.
+while its fp32 output is; when that cell's input is not finite already, the value was made
+in the construct of a cell around it (no cell before it gave one), and that cell is named.
 
 Both run the network eagerly (``amptool.eager``) in inference mode. A training run asks
 for its batch normalizations on the batch's statistics, as its step computes them: a fresh
@@ -101,6 +106,10 @@ class CellRange:
     that output is not finite; None when not probed or the cell cannot run in fp16)."""
     chain: bool = False
     """The cell only calls its sub-cells one after another (``nn.SequentialCell``)."""
+    grad_overflow: bool = False
+    """A leaf cell of the user's own whose gradient with respect to its float inputs is not
+    finite computing in fp16 while it is in fp32 (a backward that overflows: the derivative
+    of ``rsqrt`` of a small mean square in a hand-written RMS normalization)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -144,6 +153,8 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     errors: dict = {}
     chains: dict = {}
     probing: list = []
+    overflowing: set = set()
+    ids: dict = {}
 
     def flat(arrays):
         return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
@@ -171,6 +182,8 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             error = None if ref is None else relative_error(low, ref)
             if error is None or error >= LOCAL_ERROR:
                 error = relative_error(low, floats(cell(*inputs)))
+            if np.isfinite(error) and _own_leaf(cell) and _grad_overflows(cell, inputs):
+                overflowing.add(id(cell))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
         finally:
@@ -194,6 +207,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         row[3] += nonzero
         types[path] = type(cell).__name__
         chains[path] = _chain(cell)
+        ids[path] = id(cell)
         if probe and path and path not in errors and np.isfinite(top):
             errors[path] = local_error(cell, inputs, outs, rows)
 
@@ -206,8 +220,35 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     finally:
         hooks.close()
     return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
-                      errors.get(path), chains[path])
+                      errors.get(path), chains[path], ids[path] in overflowing)
             for path, row in stats.items()]
+
+
+def _own_leaf(cell) -> bool:
+    """A cell holding no other whose class is not MindSpore's own: arithmetic written by
+    hand (MindSpore's layers are either white-listed or kept in fp32 by the levels)."""
+    return not cell._cells and not type(cell).__module__.startswith("mindspore.")
+
+
+def _grad_overflows(cell, inputs) -> bool:
+    """Whether the gradient of ``cell``'s outputs (summed) with respect to its float tensor
+    inputs is not finite computing in fp16 but finite in fp32 (``cell`` computes in fp32)."""
+    import mindspore as ms
+
+    where = tuple(i for i, v in enumerate(inputs)
+                  if isinstance(v, ms.Tensor) and v.dtype in (ms.float32, ms.float16))
+    if not where:
+        return False
+
+    def finite() -> bool:
+        grads = ms.grad(cell, grad_position=where)(*inputs)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        return all(np.isfinite(g.asnumpy()).all() for g in grads)
+
+    with computing_in(cell, ms.float16):
+        if finite():
+            return False
+    return finite()
 
 
 def _inside(path: str, outer: str) -> bool:
@@ -239,7 +280,8 @@ def range_candidates(ranges: list, safety: float = SAFETY,
     - the innermost cells whose outputs are mostly subnormal in fp16 (``subnormal_share``);
     - the innermost cells whose fp16 ``local_error`` reaches ``local_error`` (None: not
       used), an overflow that stays inside a cell; never a chain, which computes nothing of
-      its own (its error is its blocks' errors compounded)."""
+      its own (its error is its blocks' errors compounded);
+    - the leaf cells whose gradient overflows in fp16 (``grad_overflow``)."""
     limit = safety * FP16_MAX
     rows = [r for r in ranges if r.path]
     made = [r for r in rows if _big(r.out_max, limit) and not _big(r.in_max, limit)]
@@ -250,8 +292,9 @@ def range_candidates(ranges: list, safety: float = SAFETY,
     taken = [r for r in taken if not any(_inside(r.path, o.path) for o in taken)]
     tiny = _innermost([r for r in rows if not _big(r.out_max, limit)
                        and fp16_risk(r.out_max, r.subnormal, safety, subnormal_share)])
-    broken = _innermost([r for r in rows if local_error is not None and not r.chain
-                         and r.local_error is not None and r.local_error >= local_error])
+    broken = _innermost([r for r in rows if r.grad_overflow or (
+        local_error is not None and not r.chain and r.local_error is not None
+        and r.local_error >= local_error)])
     chosen = {r.path for r in made + taken + tiny + broken}
     found = [r for r in rows if r.path in chosen]
     return [r for r in found if not any(_inside(r.path, o.path) for o in found)]
@@ -267,6 +310,8 @@ def why_kept(row: dict, safety: float = SAFETY) -> str:
         return f"fp32 inputs up to {row['in_max']:.4g}"
     if row.get("local_error") is not None and row["local_error"] >= LOCAL_ERROR:
         return f"computing alone in fp16 it is off by {row['local_error']:.3g} (relative L2)"
+    if row.get("grad_overflow"):
+        return "its gradient overflows in fp16 (finite in fp32)"
     return f"{row['subnormal']:.0%} of its outputs below fp16's smallest normal"
 
 
@@ -316,11 +361,31 @@ def first_overflow(fp32_net, low_net, low_runnable, inputs: list,
                 runnable(*feed)
         finally:
             hooks.close()
-    for path, kind, finite, input_finite in low_rows:
+    for index, (path, kind, finite, input_finite) in enumerate(low_rows):
         ref = fp32_out.get(path)
         if finite or ref is None or not np.all(np.isfinite(ref)):
             continue
+        if not input_finite:  # made by a construct around it, after every cell before it
+            maker = _enclosing(path, low_rows[index + 1:], fp32_out)
+            if maker is not None:
+                path, kind, input_finite = maker
+                ref = fp32_out[path]
         return {"path": path or "(network)", "type": kind,
                 "fp32_max": float(np.abs(ref).max()) if ref.size else 0.0,
                 "input_finite": input_finite}
+    return None
+
+
+def _enclosing(path: str, later: list, fp32_out: dict) -> Optional[tuple]:
+    """(path, type, input finite) of the innermost cell around ``path`` (never the network)
+    whose low-precision output is not finite while its fp32 output is: the cell whose own
+    construct made the value ``path`` took in (a mask's ``0 * -inf``); None without one."""
+    rows = {row[0]: row for row in later}
+    outer = path
+    while "." in outer:
+        outer = outer.rpartition(".")[0]
+        row = rows.get(outer)
+        ref = fp32_out.get(outer)
+        if row is not None and not row[2] and ref is not None and np.all(np.isfinite(ref)):
+            return outer, row[1], row[3]
     return None

@@ -15,7 +15,9 @@ from amptool.feed import ArrayRows, ImageFiles
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 """What MindSpore's C++ ``Decode`` reads (case-insensitive)."""
-KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens")
+KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens", "sequences", "boxes")
+SEQUENCE_KINDS = ("tokens", "sequences")
+"""Bundled sources of token ids (not images)."""
 
 
 def parse_data_spec(spec: str) -> tuple[str, str]:
@@ -23,7 +25,8 @@ def parse_data_spec(spec: str) -> tuple[str, str]:
     kind = kind.lower()
     if kind not in KINDS:
         raise UsageError(f"unknown data source '{spec}'",
-                         "use digits, synthetic, tokens, mnist:DIR, imagefolder:DIR or npz:FILE")
+                         "use digits, synthetic, tokens, sequences, boxes, mnist:DIR, "
+                         "imagefolder:DIR or npz:FILE")
     if kind in ("mnist", "imagefolder", "npz") and not arg:
         raise UsageError(f"data source '{kind}' needs a path", f"write {kind}:PATH")
     if arg and not Path(arg).exists():
@@ -81,6 +84,14 @@ def pick_targets(arrays: dict, declared: Optional[tuple], source: str) -> tuple:
                    else arrays.pop(n) for n in names]
 
 
+def found_targets(arrays: dict, declared: Optional[tuple], source: str) -> tuple:
+    """``pick_targets`` for data whose targets are optional (parity's ready inputs): ((), [])
+    when ``arrays`` holds none of them; a loss's declared targets found in part is one line."""
+    if not (any(n in arrays for n in declared) if declared else _has_targets(arrays, None)):
+        return (), []
+    return pick_targets(arrays, declared, source)
+
+
 def _mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
     import mindspore.dataset as ds
 
@@ -114,11 +125,17 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
     kind, arg = parse_data_spec(spec)
     _, h, w = input_shape
     skipped: list = []
-    if kind == "tokens":
-        raise UsageError("data source 'tokens' holds token ids, not images",
-                         "train a token model on it (e.g. --model textcls)")
+    if kind in SEQUENCE_KINDS:
+        raise UsageError(f"data source '{kind}' holds token ids, not images",
+                         "train a token model on it (e.g. --model "
+                         f"{'textcls' if kind == 'tokens' else 'causallm'})")
     names, ys = ("y",), None
-    if kind == "imagefolder":
+    if kind == "boxes":  # its targets by their own names; as class labels, the shapes
+        arrays = boxes_dataset()
+        x = arrays.pop("x")
+        names, ys = pick_targets(arrays, declared or ("y_box", "y_cls"), spec)
+        y = ys[-1] if labels and not declared else ys[0]
+    elif kind == "imagefolder":
         paths, y, _, skipped = image_files(arg)
         rows = ImageFiles(paths, (h, w))
     elif kind == "npz":
@@ -180,13 +197,56 @@ def tokens_dataset(n: int = 2048, length: int = 32, vocab: int = 64, classes: in
     return {"tokens": ids}, y
 
 
+SEQUENCES_SEED = 20261202
+
+
+def sequences_dataset(n: int = 2048, length: int = 32, vocab: int = 32):
+    """The bundled next-token task: each row counts through the tokens 1..vocab-1 (wrapping
+    around) from a random start with a step of 1, 2, 3 or 5 of its own; ``y`` is ``tokens``
+    shifted by one (the next token at every position). Past the first position the step
+    shows in the earlier tokens: a model has to look back, through its causal attention,
+    to predict the next one (the first target is one of four guesses)."""
+    rng = np.random.RandomState(SEQUENCES_SEED)
+    start = rng.randint(0, vocab - 1, size=(n, 1))
+    step = np.array([1, 2, 3, 5])[rng.randint(0, 4, size=(n, 1))]
+    seq = (1 + (start + step * np.arange(length + 1)) % (vocab - 1)).astype(np.int32)
+    return {"tokens": seq[:, :-1]}, seq[:, 1:]
+
+
+BOXES_SEED = 20261203
+BOX_CLASSES = ("wide", "tall", "square")
+"""The classes of the ``boxes`` task, by the rectangle's shape."""
+
+
+def boxes_dataset(n: int = 2048, size: int = 32) -> dict:
+    """The bundled detection task: ``x`` (N, 1, size, size) float32 images in [0, 1], each
+    noise with one bright rectangle; ``y_box`` (N, 4) float32 its box (x0, y0, x1, y1 as
+    fractions of the image side, x1 and y1 exclusive); ``y_cls`` (N,) int32 its shape:
+    0 wide (width >= 1.5 height), 1 tall (height >= 1.5 width), 2 square-ish."""
+    rng = np.random.RandomState(BOXES_SEED)
+    x = rng.uniform(0.0, 0.35, size=(n, 1, size, size)).astype(np.float32)
+    cls = rng.randint(0, 3, size=n).astype(np.int32)
+    box = np.zeros((n, 4), np.float32)
+    for row in range(n):
+        long_side = rng.randint(9, 21)
+        short = rng.randint(4, max(5, int(long_side / 1.5) + 1))
+        square = rng.randint(6, 17)
+        w, h = ((long_side, short), (short, long_side), (square, square))[cls[row]]
+        if cls[row] == 2:
+            h = min(size - 1, max(4, w + rng.randint(-1, 2)))
+        x0, y0 = rng.randint(0, size - w + 1), rng.randint(0, size - h + 1)
+        x[row, 0, y0:y0 + h, x0:x0 + w] = rng.uniform(0.65, 1.0)
+        box[row] = (x0, y0, x0 + w, y0 + h)
+    return {"x": x, "y_box": box / size, "y_cls": cls}
+
+
 def _named_arrays(spec: str, names: list, declared: Optional[tuple] = None) -> tuple:
     """(input arrays, target names, target arrays): inputs named after the model's inputs
     (or ``x`` / the one array left for a single input, or ``input0, input1, ...``),
     targets as ``pick_targets`` finds them."""
     kind, arg = parse_data_spec(spec)
-    if kind == "tokens":
-        arrays, y = tokens_dataset()
+    if kind in SEQUENCE_KINDS:
+        arrays, y = tokens_dataset() if kind == "tokens" else sequences_dataset()
         targets = (("y",), [y])
     elif kind == "npz":
         arrays = npz_arrays(arg)
@@ -198,21 +258,40 @@ def _named_arrays(spec: str, names: list, declared: Optional[tuple] = None) -> t
     else:
         raise UsageError(f"data source '{spec}' holds images, the model takes {', '.join(names)}",
                          "give npz:FILE with one array per input (named after it) and y, "
-                         "or tokens")
-    if not all(n in arrays for n in names):
-        numbered = [f"input{i}" for i in range(len(names))]
-        if len(names) == 1 and "x" in arrays:
-            arrays = {names[0]: arrays["x"]}
-        elif len(names) == 1 and len(arrays) == 1:
-            arrays = {names[0]: next(iter(arrays.values()))}
-        elif all(n in arrays for n in numbered):
-            arrays = {n: arrays[k] for n, k in zip(names, numbered)}
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise UsageError(f"{spec} has arrays {', '.join(sorted(arrays))}, the model takes "
-                         f"{', '.join(names)}", "name the arrays after the model's inputs "
-                         "(or input0, input1, ...), plus y")
-    return [arrays[n] for n in names], targets[0], targets[1]
+                         "tokens or sequences")
+    return match_inputs(arrays, names, spec, targets=targets[0]), targets[0], targets[1]
+
+
+INPUTS_RULE = ("arrays are matched to a model's inputs by the model's own input names; else, "
+               "for a single input, 'x' or the one array left; else input0, input1, ... in "
+               "order. Targets are the names the loss declares, else y, else y0, y1, ...")
+"""The one rule ``npz`` data (training) and ``parity --inputs`` (ready inputs) follow."""
+
+
+def match_inputs(arrays: dict, names: list, source: str, also: tuple = (),
+                 targets: tuple = ()) -> list:
+    """One array per model input out of ``arrays`` (targets already taken out), by
+    ``INPUTS_RULE``; ``also``: another naming of the same inputs that is accepted too (an
+    artefact graph's own names). One line naming the arrays found (``targets``: those
+    taken out as targets) and the inputs when they do not match."""
+    for naming in (list(names), list(also)):
+        if naming and all(n in arrays for n in naming):
+            return [arrays[n] for n in naming]
+    if len(names) == 1 and "x" in arrays:
+        return [arrays["x"]]
+    if len(names) == 1 and len(arrays) == 1:
+        return [next(iter(arrays.values()))]
+    numbered = [f"input{i}" for i in range(len(names))]
+    if all(n in arrays for n in numbered):
+        return [arrays[n] for n in numbered]
+    takes = ", ".join(names) + (f" (or {', '.join(also)})" if also and list(also) != list(names)
+                                else "")
+    found = ", ".join(sorted(arrays)) or "none"
+    found += f" (targets {', '.join(targets)})" if targets else ""
+    raise UsageError(f"{source} has arrays {found}, the model "
+                     f"takes {takes}",
+                     "name the arrays after the model's inputs (or input0, input1, ...; x for "
+                     "a single input), plus the targets (y, or y0, y1, ...)")
 
 
 def open_arrays(spec: str, inputs: tuple, num_classes, declared: Optional[tuple] = None,

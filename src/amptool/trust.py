@@ -25,6 +25,9 @@ PACKAGES_ENV = "AMPTOOL_TRUST_PACKAGES"
 """Comma-separated packages whose model factories a run.json or manifest may name."""
 TRUSTED_PACKAGES = ("mindcv", "mindnlp", "mindocr", "mindone", "mindyolo")
 """Model zoos trusted by default (with the samples)."""
+SAMPLE_CODE = "amptool.samples."
+"""Losses and metrics shipped with the samples (``amptool.samples.losses:...``) run from a
+run.json's word, as sample models do."""
 KEPT_FOLDER = "model"
 """Where a run or export folder keeps a copy of the model file it was made with."""
 TRUST_FLAG = "--trust-model"
@@ -184,7 +187,8 @@ def vet_recorded_code(name: str, kept: Optional[dict], where, folder, what: str)
     """The reference to run for a loss or metric (``what``) that a run.json names: a
     built-in name (no ':') as it is; a ``file.py:fn`` only from the copy the folder keeps
     (``kept``: its recorded file and sha256), trusted by this user; a ``package.module:fn``
-    only from a trusted package. Anything else is a UsageError, as for a model."""
+    only from a trusted package or the samples. Anything else is a UsageError, as for a
+    model."""
     target, _, fn = name.rpartition(":")
     if not target:
         return name
@@ -192,7 +196,7 @@ def vet_recorded_code(name: str, kept: Optional[dict], where, folder, what: str)
         ref = {"recorded_in": str(where), "folder": str(folder), **(kept or {})}
         return f"{_vet_file(ref, name, target, what)}:{fn}"
     package = target.partition(".")[0]
-    if package in trusted_packages():
+    if package in trusted_packages() or target.startswith(SAMPLE_CODE):
         return name
     raise UsageError(f"{where} names the {what} {name} from package {package}, which is not "
                      f"trusted", f"pass --{what} {name} to run it, or add {package} to "

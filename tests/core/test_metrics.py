@@ -447,3 +447,69 @@ def test_an_output_that_cannot_be_logits_gets_the_scaled_bound_even_without_a_ta
     assert resolve_thresholds("fp32", "fp32", bound_scaled=True).max_abs_scaled == 1e-4
     off = resolve_thresholds("fp32", "fp16", flags={"max_abs_scaled": None}, bound_scaled=True)
     assert off.max_abs_scaled is None
+
+
+# ---------------------------------------------------------------- what a sample count resolves
+
+def test_wilson_interval_matches_its_textbook_values():
+    from amptool.counts import wilson
+
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_paired_drop_interval_holds_the_drop_and_narrows_with_samples():
+    from amptool.counts import paired_drop_interval
+
+    rng = np.random.RandomState(0)
+    widths = []
+    for n in (128, 2048):
+        ref = rng.rand(n) < 0.9
+        cand = ref.copy()
+        cand[np.flatnonzero(ref)[: n // 64]] = False     # the candidate loses 1/64 of them
+        lo, hi = paired_drop_interval(ref, cand)
+        drop = ref.mean() - cand.mean()
+        assert lo < drop < hi and lo > -0.05 and hi < 0.06
+        widths.append(hi - lo)
+    assert widths[1] < widths[0] / 3                      # ~1/sqrt(n): 16x the samples
+    lo, hi = paired_drop_interval(ref, ref)               # identical outcomes: about 0
+    assert lo < 0 < hi and hi - lo < 0.01
+
+
+def test_a_budget_below_one_sample_is_named_with_its_fix():
+    """The issue's case: one lost label in 128 (0.78 %) against a 0.5 % budget."""
+    from amptool.counts import resolution_finding
+
+    ref = np.eye(10)[np.arange(128) % 10] * 5.0
+    cand = ref.copy()
+    cand[0] = np.roll(cand[0], 1)                         # a clear flip on a labelled sample
+    metrics = compute_metrics(ref, cand, np.arange(128) % 10)
+    assert metrics["counted"] == 128 and metrics["acc_drop_clear"] == pytest.approx(1 / 128)
+    lo, hi = metrics["acc_drop_clear_ci"]
+    assert lo < 0 < 0.005 < 1 / 128 < hi                  # 128 samples cannot tell 0.5 % apart
+    rows = {r["metric"]: r for r in check_metrics(metrics, FP16_VS_FP32)}
+    acc = rows["acc_drop_clear"]
+    assert acc["passed"] is False and acc["ci"] == [lo, hi] and acc["resolution"] == 1 / 128
+    found = resolution_finding("logits", acc)
+    assert "max_acc_drop 0.005 (0.50%) is below one sample in 128 (0.78%)" in found["message"]
+    assert found["fix"] == "use --samples >= 200 or raise --max-acc-drop to 0.0079 or more"
+    top1 = resolution_finding("logits", rows["top1_agree_clear"])   # 1 % of 128 is 1.28 samples
+    assert top1 is None and rows["top1_agree_clear"]["ci"][1] == pytest.approx(1.0, abs=0.01)
+    for budget in (0.0, 1 / 128, 0.01):                   # exact, one sample, more: resolved
+        th = Thresholds(max_acc_drop=budget)
+        acc = {r["metric"]: r for r in check_metrics(metrics, th)}["acc_drop_clear"]
+        assert resolution_finding("logits", acc) is None, budget
+    tight = Thresholds(min_top1=0.995)
+    flips = {r["metric"]: r for r in check_metrics(metrics, tight)}["top1_agree_clear"]
+    assert "use --samples >= 200 or lower --min-top1 to 0.9921 or less" == \
+        resolution_finding("logits", flips)["fix"]
+
+
+def test_a_task_metric_is_a_count_only_when_both_values_are():
+    from amptool.parity.task import rate_counts
+
+    assert rate_counts(0.75, 0.5, 4) == (3, 2)
+    assert rate_counts(-0.3, -0.31, 100) is None          # a negative error: no rate
+    assert rate_counts(0.7512, 0.74, 100) is None          # not a count over 100
+    assert rate_counts(1.0, 1.0, 100) is None              # could be anything

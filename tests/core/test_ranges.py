@@ -325,3 +325,69 @@ def test_cells_a_policy_keeps_stay_fp32_inside_a_probed_cell():
     kept = {r.path: r for r in measure_ranges(net, [[x]], fp32_kept=(net.block.norm,))}
     assert alone["block"].local_error >= 0.1 and alone["block.norm"].local_error >= 0.1
     assert kept["block"].local_error < 0.01
+
+
+def test_a_norm_whose_fp16_gradient_overflows_is_kept_and_its_forward_is_not_blamed():
+    """x * rsqrt(mean(x^2)): fine forward in fp16, but on small inputs (an embedding's) the
+    derivative of rsqrt, -0.5 * rsqrt^3, passes 65504; written x / sqrt(...) it does not
+    at these magnitudes."""
+    from mindspore import nn, ops
+
+    class Norm(nn.Cell):
+        def __init__(self, rsqrt: bool):
+            super().__init__()
+            self.rsqrt = rsqrt
+
+        def construct(self, x):
+            ms_ = (x * x).mean(axis=-1, keep_dims=True) + 1e-6
+            return x * ops.rsqrt(ms_) if self.rsqrt else x / ops.sqrt(ms_)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.head = Norm(True), Norm(False), nn.Dense(8, 2)
+
+        def construct(self, x):
+            return self.head(self.a(x) + self.b(x))
+
+    x = (np.random.RandomState(0).randn(6, 8) * 0.02).astype(np.float32)
+    rows = {r.path: r for r in measure_ranges(Net(), [[x]])}
+    assert rows["a"].grad_overflow and not rows["b"].grad_overflow
+    assert rows["a"].local_error < 0.01 and rows["a"].out_max < 10  # its forward is fine
+    assert [r.path for r in range_candidates(list(rows.values()))] == ["a"]
+
+
+def test_first_overflow_names_the_cell_whose_construct_makes_the_nan_not_its_softmax():
+    """scores + (1 - causal) * -1e9 in fp16: -1e9 is -inf there and 0 * -inf is NaN, made
+    in the attention cell's own construct; the softmax after it only takes the NaN in."""
+    import mindspore as ms
+    from mindspore import nn
+
+    from amptool.precision import apply_policy
+
+    class Masked(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Dense(4, 4)
+            self.softmax = nn.Softmax(axis=-1)
+            self.causal = ms.Tensor(np.tril(np.ones((4, 4), np.float32)))
+
+        def construct(self, x):
+            return self.softmax(self.proj(x) + (1.0 - self.causal) * -1e9)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.head = Masked(), nn.Dense(4, 2)
+
+        def construct(self, x):
+            return self.head(self.attn(x))
+
+    def build():
+        ms.set_seed(0)
+        return Net()
+
+    low = build()
+    x = np.random.RandomState(0).randn(3, 4, 4).astype(np.float32)
+    culprit = first_overflow(build(), low, apply_policy(low, make_policy("O2")), [x])
+    assert culprit["path"] == "attn" and culprit["type"] == "Masked" and culprit["input_finite"]

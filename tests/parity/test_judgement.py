@@ -128,8 +128,18 @@ def test_near_tie_flip_passes_and_a_clear_flip_fails(simplecnn, tmp_path):
     flipped = _rewrite(golden, tmp_path / "flipped.npz", real_flip)
     bad = _parity("--load-outputs", flipped, simplecnn["mindir_fp16"], "--json-out", js)
     assert bad.exit_code == 1, bad.output
-    assert "top1_agree_clear 0.984375 (limit >= 0.99)" in _error_line(bad)
+    line = _error_line(bad)
+    assert "top1_agree_clear 0.984375 (limit >= 0.99)" in line
     assert _cand(js)["outputs"][0]["metrics"]["near_tie_flips"] == 1
+    # 1 % of 64 samples is less than one: the gate allows no flip, and says so on either verdict
+    luck = "min_top1 0.99 leaves 0.01 (1.00%) is below one sample in 64 (1.56%)"
+    assert luck in line and "use --samples >= 100 or lower --min-top1 to 0.9843" in line
+    row = next(r for r in _cand(js)["outputs"][0]["checks"] if r["metric"] == "top1_agree_clear")
+    assert row["samples"] == 64 and row["ci"][0] < 63 / 64 < row["ci"][1] and row["under_resolved"]
+    quiet = _parity("--load-outputs", tied, simplecnn["mindir_fp16"], "-q")
+    assert quiet.exit_code == 0 and quiet.stdout.startswith("parity PASSED"), quiet.output
+    assert quiet.stderr.startswith("amptool: warning: ") and luck in quiet.stderr
+    assert "[95% CI " in ok.output and luck in ok.output
 
 
 TWO_HEADS = '''

@@ -22,20 +22,20 @@ def ms():
     return mindspore
 
 
-def _digits(model: str):
+def _digits(model: str, source: str = "digits"):
     from amptool.data import load_model_data
     from amptool.models import resolve_model
 
     spec = resolve_model(model)
-    return spec, load_model_data("digits", spec, 0.2)
+    return spec, load_model_data(source, spec, 0.2)
 
 
 def _snapshot(cell):
     return {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
 
 
-@pytest.mark.slow  # trains simplecnn twice for 2 epochs (~17 s on 2 shared cores)
-def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path):
+@pytest.mark.slow  # trains simplecnn twice for 2 epochs of 18 steps
+def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path, few_digits):
     """The same seed, data order, batch size, epochs and lr: every step's loss is the one
     ``amptool train`` wrote to metrics.jsonl (logged at every step here)."""
     from amptool.data import epoch_batches
@@ -44,11 +44,11 @@ def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path):
     from amptool.train.run import run_training
 
     out = tmp_path / "run"
-    summary = run_training(TrainConfig(epochs=2, out=str(out), log_every=1))
+    summary = run_training(TrainConfig(epochs=2, out=str(out), log_every=1, data=few_digits))
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     logged = {r["step"]: r for r in logged if "loss" in r}
 
-    spec, data = _digits("simplecnn")
+    spec, data = _digits("simplecnn", few_digits)
     ms.set_seed(0)
     net = spec.build()
     step = amptool.AmpStep(net, loss="cross-entropy", optimizer="adam", lr=1e-3, level="O2")
@@ -94,6 +94,37 @@ def test_an_overflowing_batch_is_skipped(ms):
     assert step.skipped == tries and step.skipped_in_row == 0
     assert any(not np.array_equal(v, _snapshot(net)[k]) for k, v in before.items())
 
+
+
+@pytest.mark.slow  # compiles simplecnn's step twice
+def test_settle_scale_tries_the_first_batch_until_it_applies(ms):
+    """From 2**32 the first batch overflows: ``settle_scale`` tries it again at each halved
+    scale, as ``amptool train`` does, and ends where plain steps on that batch end (same
+    scale, bit-identical weights) with no step counted as skipped; ``max_tries`` stops it."""
+    from amptool.models import sample_spec
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 16).astype(np.int32)
+    nets, steps = [], []
+    for _ in range(2):
+        ms.set_seed(0)
+        nets.append(sample_spec("simplecnn").build())
+        steps.append(amptool.AmpStep(nets[-1], level="O2", scale_init=2.0 ** 32))
+    settled, plain = steps
+    capped = settled.settle_scale(x, y, max_tries=3)      # three tries, all overflowing
+    assert not capped.applied and settled.settle_tries == 3
+    assert capped.loss_scale == 2.0 ** 29 and settled.skipped == 1
+    assert settled.skipped_in_row == 3                    # as train's --max-skipped counts them
+    result = settled.settle_scale(x, y)
+    assert result.applied and settled.skipped == 1 and settled.skipped_in_row == 0
+    calls = 1
+    while not plain(x, y).applied:
+        calls += 1
+        assert calls < 40
+    assert 3 + settled.settle_tries == calls and plain.skipped == calls - 1
+    assert result.loss_scale == plain.loss_scale == 2.0 ** 32 / 2 ** (calls - 1)
+    assert all(np.array_equal(v, _snapshot(nets[1])[k]) for k, v in _snapshot(nets[0]).items())
 
 def test_range_pass_names_trapmlp_norm_and_auto_keeps_it(ms):
     spec, data = _digits("trapmlp")

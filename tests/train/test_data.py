@@ -393,7 +393,7 @@ def test_augmented_streams_resume_exactly(tmp_path, source):
 
 
 @pytest.mark.slow
-def test_a_run_leaves_no_pipeline_workers_behind(tmp_path, monkeypatch):
+def test_a_run_leaves_no_pipeline_workers_behind(tmp_path, monkeypatch, few_digits):
     """The training stream reads ahead past the last step: the run stops it, so calling
     ``amptool.train`` again and again does not pile up the pipeline's worker threads; and
     it releases its compiled graphs, also when it stops on a mistake."""
@@ -421,7 +421,8 @@ def test_a_run_leaves_no_pipeline_workers_behind(tmp_path, monkeypatch):
 
     before = settled(0)
     for i in range(2):
-        amptool.train(TrainConfig(epochs=1, data_workers=2, out=str(tmp_path / f"run{i}")))
+        amptool.train(TrainConfig(epochs=1, data_workers=2, data=few_digits,
+                                  out=str(tmp_path / f"run{i}")))
         assert settled(before) <= before
     assert len(recycled) == 2
     with pytest.raises(UsageError, match="nothing.npz"):

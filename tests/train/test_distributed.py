@@ -190,12 +190,14 @@ def test_loss_trajectory_matches_one_process_with_the_global_batch(two_workers, 
     assert abs(two_workers[1]["val_acc"] - one_process[1].val_acc) <= 0.02
 
 
-def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path, left_alive):
+def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path, left_alive,
+                                                                  few_digits):
     out = tmp_path / "crash"
     model = tmp_path / "crash.py"
     model.write_text(CRASH_MODEL.format(out=str(out)))
     result = CliRunner().invoke(app, ["train", "--workers", "2", "--epochs", "3", "--model",
-                                      f"{model}:build", "--out", str(out), "-q"])
+                                      f"{model}:build", "--data", few_digits, "--out", str(out),
+                                      "-q"])
     assert result.exit_code == 1
     message = result.stderr.strip()
     assert "\n" not in message and "Traceback" not in message

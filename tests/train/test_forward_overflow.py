@@ -74,11 +74,12 @@ def test_range_safety_outside_zero_one_is_refused(value, tmp_path):
         assert not (tmp_path / command).exists()
 
 
-def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tmp_path):
+def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tmp_path,
+                                                                              few_digits):
     """The range pass adds nothing to simplecnn's O2 policy; on trapmlp it keeps the norm
     (an overflow inside the cell) and the fp16 export of that run passes parity."""
-    result = runner.invoke(app, ["train", "--policy", "auto", "--epochs", "1",
-                                 "--out", str(tmp_path / "cnn"), "-q"])
+    result = runner.invoke(app, ["train", "--policy", "auto", "--epochs", "1", "--data",
+                                 few_digits, "--out", str(tmp_path / "cnn"), "-q"])
     assert result.exit_code == 0, result.output
     run = json.loads((tmp_path / "cnn" / "run.json").read_text())
     assert run["policy_auto"]["kept"] == [] and list(run["policy"]["fp32_cells"]) == []

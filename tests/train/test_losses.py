@@ -318,3 +318,52 @@ def test_amptool_run_on_a_regression_network_passes_parity(task, tmp_path):
     assert ("MINDIR", "fp16") in formats
     manifest = json.loads((out / "export" / "build_fp16.mindir.json").read_text())
     assert manifest["task"]["kind"] == "mse" and manifest["model"]["num_classes"] is None
+
+
+# --- convert search judges a regression by its errors, not by top-1 --------------------------
+
+@pytest.mark.slow
+def test_search_on_a_regression_run_is_held_to_the_scaled_error(reg_run, tmp_path):
+    """The run's loss (mse) says its 3 outputs are no class logits: the trials carry no top-1,
+    and the limits are parity's for such outputs (max_abs_scaled 1e-2); a bound below what
+    fp16 leaves keeps every cell in fp32, which is no fp16 policy."""
+    from amptool.convert.search import SearchConfig, search_policy
+    from amptool.errors import CheckFailed
+
+    out, _ = reg_run
+    found = search_policy(SearchConfig(run=str(out), samples=64, out=str(tmp_path / "p.toml"),
+                                       range_safety=None))
+    result = found.to_dict()
+    assert result["classifier"] is False and result["kept"] == []
+    assert result["thresholds"]["min_top1"] is None and result["thresholds"]["max_acc_drop"] is None
+    assert result["thresholds"]["max_abs_scaled"] == 1e-2
+    metrics = result["trials"][0]["metrics"]
+    assert "top1_agree" not in metrics and 0 < metrics["max_abs_scaled"] < 1e-2
+    strict = SearchConfig(run=str(out), samples=64, out=str(tmp_path / "q.toml"),
+                          range_safety=None, threshold_flags={"max_abs_scaled": 1e-6})
+    with pytest.raises(CheckFailed, match="had to stay fp32"):
+        search_policy(strict)
+
+
+@pytest.mark.slow
+def test_search_holds_its_trials_to_the_users_metric(reg_run, task, tmp_path):
+    """With --metric each trial's drop from the fp32 reference's value counts too: within
+    its budget nothing is kept; a budget even fp32 cannot meet stops the search; a metric
+    that raises is one line."""
+    from amptool.convert.search import SearchConfig, search_policy
+    from amptool.errors import CheckFailed
+
+    out, _ = reg_run
+    base = dict(run=str(out), samples=64, range_safety=None,
+                metric=f"{task / 'metrics.py'}:neg_mae")
+    found = search_policy(SearchConfig(out=str(tmp_path / "p.toml"), **base,
+                                       threshold_flags={"max_metric_drop": 0.05})).to_dict()
+    first = found["trials"][0]["metrics"]
+    assert found["kept"] == [] and found["metric"] == base["metric"]
+    assert first["task_ref"] < 0 and abs(first["task_drop"]) < 0.05 * abs(first["task_ref"])
+    with pytest.raises(CheckFailed, match="stricter than fp32 itself"):
+        search_policy(SearchConfig(out=str(tmp_path / "q.toml"), **base,
+                                   threshold_flags={"max_metric_drop": -1.0}))
+    broken = dict(base, metric=f"{task / 'metrics.py'}:broken")
+    with pytest.raises(UsageError, match="metrics.py:broken raised KeyError"):
+        search_policy(SearchConfig(out=str(tmp_path / "r.toml"), **broken))

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # trains or exports real networks
 
 SMALL = ["--epochs", "1", "--batch-size", "64", "--workers", "1", "--nodes", "2",
          "--master-addr", "127.0.0.1", "--json"]
-START_LIMIT_S = 25  # node 1 alone: how long it waits for a node 0 that never comes
+START_LIMIT_S = 15  # node 1 alone: how long it waits for a node 0 that never comes
 JOIN_LIMIT_S = 120  # the real 2-node job: both on 2 shared cores, generous but bounded
 RUN_LIMIT_S = 300
 

@@ -1,6 +1,7 @@
-"""Training under loss scaling on the bundled digits: the first batch settles the scale,
-forced overflows are skipped and counted, read-backs change nothing; the other sample models
-and safetensors checkpoints train and resume."""
+"""Training under loss scaling on a slice of the bundled digits (``few_digits``: 18 steps an
+epoch): the first batch settles the scale, forced overflows are skipped and counted,
+read-backs change nothing; the other sample models and safetensors checkpoints train and
+resume."""
 import json
 
 import numpy as np
@@ -18,11 +19,12 @@ def _losses(out):
     return [r["loss"] for r in rows if "loss" in r]
 
 
-def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path):
+def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path, few_digits):
     """A scale far too large overflows the first batch: the batch is tried again at each
     halved scale until it updates, instead of the run skipping its first ~20 steps (a later
     batch may still overflow once at the settled scale)."""
-    summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40))
+    summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
+                                       data=few_digits))
     tries = summary.extra["first_batch_tries"]
     assert 10 < tries < 40 and summary.overflow_steps <= 2
     first = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
@@ -33,43 +35,46 @@ def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path):
     assert summary.val_acc > 0.5
 
 
-def test_first_batch_tries_stop_at_max_skipped_and_only_with_a_dynamic_scale(tmp_path):
+def test_first_batch_tries_stop_at_max_skipped_and_only_with_a_dynamic_scale(tmp_path,
+                                                                              few_digits):
     with pytest.raises(DivergedError, match=r"3 consecutive overflow steps skipped by step 1 "
                        r"\(the first batch's tries"):
         run_training(TrainConfig(epochs=1, out=str(tmp_path / "tries"), scale_init=2.0 ** 40,
-                                 max_skipped=3))
+                                 max_skipped=3, data=few_digits))
     assert not (tmp_path / "tries" / "last.ckpt").exists()
     static = run_training(TrainConfig(epochs=1, out=str(tmp_path / "static"),
-                                      loss_scale="static:1024"))
+                                      loss_scale="static:1024", data=few_digits))
     assert "first_batch_tries" not in static.extra
 
 
-def test_forced_overflow_is_counted(tmp_path):
+def test_forced_overflow_is_counted(tmp_path, few_digits):
     """A scale that grows after every clean step overflows again and again: each such step
     is skipped and counted."""
     summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
-                                       scale_window=1))
-    assert summary.overflow_steps >= 10
+                                       scale_window=1, data=few_digits))
+    assert summary.overflow_steps >= summary.steps // 3
     assert summary.loss_scale <= 2.0 ** 30
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert sum(r["skipped"] for r in rows if "skipped" in r) == summary.overflow_steps
     assert summary.val_acc > 0.5
 
 
-def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path):
+def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path, few_digits):
     """The device counts skipped steps between read-backs: the run, its counts and its
     weights are those of a run read back on every step."""
-    kwargs = dict(epochs=1, scale_init=2.0 ** 40, scale_window=1, optimizer="sgd", lr=0.01)
+    kwargs = dict(epochs=1, scale_init=2.0 ** 40, scale_window=1, optimizer="sgd", lr=0.01,
+                  data=few_digits)
     every = run_training(TrainConfig(out=str(tmp_path / "every"), log_every=1, **kwargs))
     tenth = run_training(TrainConfig(out=str(tmp_path / "tenth"), **kwargs))
     assert tenth.extra["weights_sha256"] == every.extra["weights_sha256"]
-    assert tenth.overflow_steps == every.overflow_steps >= 10
+    assert tenth.overflow_steps == every.overflow_steps >= tenth.steps // 3
     per_step = [json.loads(line)
                 for line in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
     logged = [json.loads(line)
               for line in (tmp_path / "tenth" / "metrics.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in per_step if "loss" in r]
-    assert [r["step"] for r in logged if "loss" in r] == [1, 10, 20, 30, 40, steps[-1]]
+    assert steps[-1] > 10
+    assert [r["step"] for r in logged if "loss" in r] == [1, 10, steps[-1]]
     by_step = {r["step"]: r for r in per_step if "loss" in r}
     previous = 0
     for row in (r for r in logged if "loss" in r):
@@ -89,17 +94,18 @@ def test_other_samples_train(model, sample_runs):
     assert np.isfinite(summary.final_loss) and summary.overflow_steps < summary.steps // 4
 
 
-def test_safetensors_checkpoints_and_resume(tmp_path):
-    run_training(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors"))
+def test_safetensors_checkpoints_and_resume(tmp_path, few_digits):
+    def train(epochs: int, **kwargs):
+        return run_training(TrainConfig(epochs=epochs, out=str(tmp_path), data=few_digits,
+                                        ckpt_format="safetensors", **kwargs))
+
+    first = train(1)
     assert (tmp_path / "last.safetensors").is_file() and (tmp_path / "best.safetensors").is_file()
-    resumed = run_training(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
-                                       resume=True))
-    assert resumed.steps == 88
+    resumed = train(2, resume=True)
+    assert resumed.steps == 2 * first.steps
     with pytest.raises(UsageError, match="already holds 2 epochs, more than --epochs 1"):
-        run_training(TrainConfig(epochs=1, out=str(tmp_path), ckpt_format="safetensors",
-                                 resume=True))
-    again = run_training(TrainConfig(epochs=2, out=str(tmp_path), ckpt_format="safetensors",
-                                     resume=True))
-    assert again.extra["already_finished"] and again.steps == 88
+        train(1, resume=True)
+    again = train(2, resume=True)
+    assert again.extra["already_finished"] and again.steps == resumed.steps
     assert again.val_acc == resumed.val_acc and again.best_acc == resumed.best_acc
     assert again.final_loss == resumed.final_loss

@@ -93,6 +93,12 @@ def test_two_inputs_two_outputs_from_an_npz(tmp_path):
         assert "top1_agree" in logits and ("acc_drop" in logits) == (data is None)
         # the per-token scores (32 columns, labels 0..3 would "fit") are no class logits
         assert not {"top1_agree", "acc_drop"} & set(tokens)
+    # ready inputs by the model's own names (the MindIR calls them input0, input1)
+    report = json.loads(_ok(runner.invoke(app, ["parity", fp32, fp16, "--inputs",
+                                                f"{tmp_path}/pairs.npz", "--samples", "64",
+                                                "--json"])).output)
+    assert report["passed"] and report["inputs"]["labels_from"] == "y"
+    assert "acc_drop" in report["candidates"][0]["outputs"][0]["metrics"]
 
 
 def test_mismatched_signature_is_one_line(tmp_path):

@@ -27,9 +27,9 @@ def _params(path):
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("levels")
     result = {}
-    for level, epochs in (("O0", 3), ("O1", 2), ("O2", 3), ("O3", 2)):
+    for level in ("O0", "O1", "O2", "O3"):
         out = base / level
-        summary = run_training(TrainConfig(amp_level=level, epochs=epochs, out=str(out)))
+        summary = run_training(TrainConfig(amp_level=level, epochs=2, out=str(out)))
         result[level] = (out, summary)
     return result
 
@@ -67,8 +67,8 @@ def test_o2_really_computes_in_fp16(runs):
 def test_resume_matches_uninterrupted_run(runs, tmp_path):
     full_out, full = runs["O2"]
     out = tmp_path / "resumed"
-    run_training(TrainConfig(amp_level="O2", epochs=2, out=str(out)))
-    resumed = run_training(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
+    run_training(TrainConfig(amp_level="O2", epochs=1, out=str(out)))
+    resumed = run_training(TrainConfig(amp_level="O2", epochs=2, out=str(out), resume=True))
     assert resumed.steps == full.steps
     a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
     assert set(a) == set(b)
@@ -86,7 +86,7 @@ def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, tmp_path)
 
     full_out, full = runs["O2"]
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "amptool", "train", "--epochs", "3", "--out", str(out), "--quiet"]
+    cmd = [sys.executable, "-m", "amptool", "train", "--epochs", "2", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     try:
@@ -100,7 +100,7 @@ def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, tmp_path)
     finally:
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    resumed = run_training(TrainConfig(amp_level="O2", epochs=3, out=str(out), resume=True))
+    resumed = run_training(TrainConfig(amp_level="O2", epochs=2, out=str(out), resume=True))
     assert resumed.steps == full.steps
     a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
     for name in a:
