@@ -19,8 +19,10 @@ def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str
     net = spec.build()
     load_into_net(net, params, source)
     net.set_train(False)
-    if precision == "fp32":
-        return net, []
+    if precision == "fp32":  # nested outputs unrolled: a MindIR keeps them nested otherwise
+        flat = cast_outputs(net, None)
+        flat.set_train(False)
+        return flat, []
     low = low_precision_params(net, policy)
     cell = apply_policy(net, policy)
     for param in low:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from amptool.artefact.onnx import require_onnx
 from amptool.errors import UsageError, first_line
+from amptool.models import flat_outputs
 
 from .onnx_check import OnnxUnsupported
 
@@ -180,5 +181,4 @@ def _reference(net, inputs):
         else:
             arrays.append(np.zeros(shape, ms.dtype_to_nptype(t.dtype)))
     out = net(*[ms.Tensor(a) for a in arrays])
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return arrays, [o.asnumpy() for o in outs]
+    return arrays, [o.asnumpy() for o in flat_outputs(out)]

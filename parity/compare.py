@@ -291,26 +291,28 @@ def _judge(run: _Baseline, cand: Side) -> dict:
 def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
     name = run.names[index] if index < len(run.names) else f"output{index}"
     task = _task_of(run.ref, cand)
-    th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                            run.cfg.thresholds, output=(index, name), logits=task is not False)
     # class logits are the first output, as wide as the model's classes where those are known;
     # every other output gets no top-1 and no accuracy ("n/a"), labels or not. A run whose
     # loss is not class cross-entropy (a regression, a token model...) has no class logits:
     # its outputs are judged by the error metrics alone, top-1 and accuracy left out.
     # A model that declares its class-logits outputs (a detector's second) has exactly
     # those judged as logits, with the run's integer class labels, whatever its loss.
+    # Any output that cannot be class logits (not (N, C)) has its scaled error bounded by
+    # default, whatever the run recorded (an export from a checkpoint records nothing).
     declared = _declared_logits(run.ref, cand)
     if declared is not None:
         logits = index in declared
         labels = run.inputs.class_labels
-        if logits != (task is not False):
-            th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                                    run.cfg.thresholds, output=(index, name), logits=logits)
+        as_logits = logits
     else:
         classes = run.ref.num_classes
         logits = index == 0 and task is not False and (
             not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
         labels = run.inputs.labels
+        as_logits = task is not False
+    th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
+                            run.cfg.thresholds, output=(index, name), logits=as_logits,
+                            bound_scaled=not (logits and np.ndim(r) == 2 and np.shape(r)[1] > 1))
     metrics = compute_metrics(r, c, labels if logits else None, th.atol, th.rtol,
                               logits=logits)
     rows = check_metrics(metrics, th)

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from amptool.errors import AmpToolError, first_line
+from amptool.models import flat_outputs
 
 CHUNK = 64
 """Samples per eager call."""
@@ -52,8 +53,7 @@ class EmulatedRunner:
             fed = [ms.Tensor(np.asarray(x[start:start + CHUNK], dtype=np.dtype(spec["dtype"])))
                    for x, spec in zip(inputs, self.inputs)]
             out = self.net(*fed)
-            outs.append([o.asnumpy().astype(np.float32)
-                         for o in (out if isinstance(out, (tuple, list)) else [out])])
+            outs.append([o.asnumpy().astype(np.float32) for o in flat_outputs(out)])
         return [np.concatenate([part[i] for part in outs]) for i in range(len(outs[0]))]
 
 

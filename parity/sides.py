@@ -14,6 +14,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.losses import task_record
+from amptool.models import flat_outputs
 from amptool.rundir import RunDir, is_checkpoint_file
 
 
@@ -119,8 +120,7 @@ class EagerRunner:
         fed = [ms.Tensor(np.asarray(x, dtype=np.dtype(spec["dtype"])))
                for x, spec in zip(inputs, self.inputs)]
         out = self.net(*fed)
-        outs = out if isinstance(out, (tuple, list)) else [out]
-        return [o.asnumpy().astype(np.float32) for o in outs]
+        return [o.asnumpy().astype(np.float32) for o in flat_outputs(out)]
 
 
 def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Side:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from amptool.errors import UsageError
+from amptool.models import flat_outputs
 
 OPTIMIZERS = ("adam", "sgd", "momentum")
 
@@ -154,13 +155,11 @@ def _step_cell_class():
 
         def forward(self, x, y):
             out = self.net(*x)  # x: one tensor per network input, y: the targets
+            outs = flat_outputs(out)  # nested outputs unrolled, as export gives them
             if self.tuples:  # every output, every target; the loss casts outputs to fp32
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                loss = self.loss_fn(tuple(outs), y)
-            else:
-                if isinstance(out, (tuple, list)):  # several outputs: the first is the logits
-                    out = out[0]
-                loss = self.loss_fn(out, y[0])
+                loss = self.loss_fn(outs, y)
+            else:  # several outputs: the first is the logits
+                loss = self.loss_fn(outs[0], y[0])
             if self.scaler is None:
                 return loss, loss
             return self.scaler.scale(loss), loss

@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 
 import amptool
+from amptool.models import flat_outputs
 
 
 @dataclass
@@ -97,7 +98,7 @@ class Evaluator:
         try:
             for inputs, y in data.val_batches():
                 out = self.net(*[ms.Tensor(a) for a in inputs])
-                outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+                outs = flat_outputs(out)
                 ys = target_columns(y)
                 loss = self.loss_cell(outs, tuple(ms.Tensor(t) for t in ys))
                 total += float(loss.asnumpy()) * len(inputs[0])
@@ -126,7 +127,7 @@ class Evaluator:
         correct = total = 0
         for inputs, y in data.val_batches():
             out = self.net(*[ms.Tensor(a) for a in inputs])
-            logits = (out[0] if isinstance(out, (tuple, list)) else out).asnumpy()
+            logits = flat_outputs(out)[0].asnumpy()
             correct += int((logits.argmax(axis=1) == y).sum())
             total += len(y)
         self.net.set_train(True)

@@ -167,16 +167,20 @@ def _output_table(table: dict, output: Optional[tuple]) -> dict:
 
 def resolve_thresholds(ref_precision: Optional[str], cand_precision: Optional[str],
                        file_table: Optional[dict] = None, flags: Optional[dict] = None,
-                       output: Optional[tuple] = None, logits: bool = True) -> Thresholds:
+                       output: Optional[tuple] = None, logits: bool = True,
+                       bound_scaled: bool = False) -> Thresholds:
     """The limits one candidate (one output: ``(index, name)``) is held to: the pair's
     defaults, then a config file's ``thresholds`` table, its pair table and the output's
     table, then flags. ``logits=False`` (a run whose loss is no class cross-entropy):
-    top-1 and accuracy are left out and the scaled error is bounded by default."""
+    top-1 and accuracy are left out and the scaled error is bounded by default;
+    ``bound_scaled`` (an output that cannot be class logits) bounds the scaled error too."""
     th = default_thresholds(ref_precision, cand_precision)
     pair = "same_precision" if th == default_thresholds("fp32", "fp32") else "fp16_vs_fp32"
-    if not logits:
-        th = dataclasses.replace(th, min_top1=None, max_acc_drop=None, max_abs_scaled=min(
+    if not logits or bound_scaled:
+        th = dataclasses.replace(th, max_abs_scaled=min(
             th.max_abs_scaled or NOT_LOGITS_MAX_ABS_SCALED, NOT_LOGITS_MAX_ABS_SCALED))
+    if not logits:
+        th = dataclasses.replace(th, min_top1=None, max_acc_drop=None)
     table = file_table or {}
     general = {k: v for k, v in table.items() if k not in _TABLES}
     th = thresholds_from_dict(_clean(general, "config thresholds"), th)

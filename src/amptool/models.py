@@ -314,8 +314,19 @@ def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
                          f"({_construct_params(net)})") from None
     finally:
         net.set_train(was_training)
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    return [o.asnumpy() for o in outs]
+    return [o.asnumpy() for o in flat_outputs(out)]
+
+
+def flat_outputs(out) -> tuple:
+    """A network's outputs as one flat tuple, nested tuples and lists unrolled depth-first
+    (the order MindIR and ONNX export give them in): a detector's ``(boxes, (p3, p4, p5))``
+    is four outputs. Runs in GRAPH_MODE too (the training step and the loss call it)."""
+    if isinstance(out, (tuple, list)):
+        flat = ()
+        for item in out:
+            flat = flat + flat_outputs(item)
+        return flat
+    return (out,)
 
 
 def failing_layer(net, exc: BaseException) -> Optional[tuple]:

@@ -164,8 +164,11 @@ def _cast_back(cell, dtype):
 
 
 def cast_outputs(net, dtype):
-    """``net`` with each of its outputs cast to ``dtype``."""
+    """``net`` with each of its outputs cast to ``dtype`` (nested outputs unrolled into one
+    flat tuple, as export writes them); ``dtype`` None unrolls them only."""
     from mindspore import nn, ops
+
+    from .models import flat_outputs
 
     class CastOutputs(nn.Cell):
         """Casts every output of the network it wraps."""
@@ -176,8 +179,10 @@ def cast_outputs(net, dtype):
 
         def construct(self, *args):
             out = self.net(*args)
-            if isinstance(out, tuple):  # several outputs: each one cast
-                return tuple(ops.cast(o, dtype) for o in out)
+            if dtype is None:
+                return flat_outputs(out) if isinstance(out, (tuple, list)) else out
+            if isinstance(out, (tuple, list)):  # several outputs: each one cast
+                return tuple(ops.cast(o, dtype) for o in flat_outputs(out))
             return ops.cast(out, dtype)
 
     return CastOutputs(net)

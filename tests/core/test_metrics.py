@@ -436,6 +436,19 @@ def test_boolean_threshold_refused():
         validate_file_thresholds({"min_top1": True}, "run.toml")
 
 
+def test_an_output_that_cannot_be_logits_gets_the_scaled_bound_even_without_a_task():
+    """A detector's box or feature output exported from a checkpoint (no task recorded):
+    its scaled error is bounded by default, its top-1 rows stay (reported n/a)."""
+    from amptool.metrics import NOT_LOGITS_MAX_ABS_SCALED
+
+    th = resolve_thresholds("fp32", "fp16", bound_scaled=True)
+    assert th.max_abs_scaled == NOT_LOGITS_MAX_ABS_SCALED and th.min_top1 == 0.99
+    assert resolve_thresholds("fp32", "fp16").max_abs_scaled is None  # class logits: as before
+    assert resolve_thresholds("fp32", "fp32", bound_scaled=True).max_abs_scaled == 1e-4
+    off = resolve_thresholds("fp32", "fp16", flags={"max_abs_scaled": None}, bound_scaled=True)
+    assert off.max_abs_scaled is None
+
+
 # ---------------------------------------------------------------- what a sample count resolves
 
 def test_wilson_interval_matches_its_textbook_values():

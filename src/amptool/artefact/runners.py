@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from amptool.errors import UsageError, first_line
+from amptool.models import flat_outputs
 
 from . import reader
 from .keys import ENV_VAR, coerce_key
@@ -102,8 +103,7 @@ class MindIRRunner(Runner):
             raise UsageError(f"{Path(self.path).name} does not run on inputs of shape {shapes}: "
                              f"{first_line(exc)}", "export it again (a fixed batch if it was "
                              "exported with --dynamic-batch)") from None
-        outs = out if isinstance(out, (tuple, list)) else [out]
-        return [o.asnumpy() for o in outs]
+        return [o.asnumpy() for o in flat_outputs(out)]
 
 
 class ONNXRunner(Runner):
