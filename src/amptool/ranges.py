@@ -28,12 +28,13 @@ statistics).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
-from amptool.eager import Hooks, computing_in, eager, float_arrays, floats, tensors
+from amptool.eager import Hooks, computing_in, eager, float_arrays, floats, replaying, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -127,41 +128,77 @@ def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
     return diff / scale
 
 
+class _Frame:
+    """One cell call under way in the fp32 pass: the calls its construct made (cell, output)
+    and the paths of every cell called inside it."""
+
+    __slots__ = ("calls", "inner")
+
+    def __init__(self):
+        self.calls: list = []
+        self.inner: set = set()
+
+
 def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = False,
                    fp32_kept: tuple = ()) -> list:
     """``CellRange`` of every cell of the fp32 network ``net`` over ``batches`` (each a list
     of numpy arrays, one per network input), in execution order; with ``probe``, each cell
-    but the network itself also runs in fp16 on its inputs from the first batch (the first
-    PROBE_ROWS rows), giving ``local_error``; the cells of ``fp32_kept`` (those a policy
-    keeps) stay in fp32 inside it. ``batch_stats``: batch normalizations as a training
-    step runs them (``eager``); else as inference does."""
+    but the network itself also runs in fp16 on its inputs from the first batch, giving
+    ``local_error``: the cells its construct calls hand on their fp32 outputs (cast to
+    fp16) instead of computing again, so the probes of all cells together cost about one
+    fp16 forward pass; a cell whose inner cells' errors add up to ``LOCAL_ERROR`` runs whole
+    in fp16 instead (its error compounded, on the first PROBE_ROWS rows). The cells of
+    ``fp32_kept`` (those a policy keeps) stay in fp32 inside a probe. ``batch_stats``: batch
+    normalizations as a training step runs them (``eager``); else as inference does."""
     import mindspore as ms
 
     kept_ids = {id(c) for c in fp32_kept}
+    kept_all = frozenset(id(c) for k in fp32_kept for _, c in k.cells_and_names())
 
     stats: dict = {}
     types: dict = {}
     errors: dict = {}
     chains: dict = {}
     probing: list = []
+    frames: list = []
 
     def flat(arrays):
         return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
 
-    def local_error(cell, inputs, outs, rows):
-        """The cell's relative error computing in fp16 on (the first PROBE_ROWS rows of)
-        its inputs. The fp32 side is the rows of the output already at hand; a cell that
-        mixes rows would differ there, so a flagging error is confirmed against the cell
-        run in fp32 on the same rows."""
+    @contextlib.contextmanager
+    def in_fp16(cell):
+        """``cell`` computing in fp16, the kept cells inside it in fp32."""
+        with computing_in(cell, ms.float16):
+            for _, inner in cell.cells_and_names():
+                if id(inner) in kept_ids:
+                    inner.to_float(ms.float32)
+            yield
+
+    def own_error(cell, inputs, outs, calls):
+        """The cell computing in fp16 on its fp32 inputs, the cells its construct calls
+        handing on their recorded fp32 outputs: its relative error against ``outs``."""
+        keep = kept_all if id(cell) not in kept_all else frozenset(id(c) for c, _ in calls)
+        probing.append(cell)
+        try:
+            with in_fp16(cell), replaying(calls, ms.float16, keep):
+                low = floats(cell(*inputs))
+        except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
+            return None
+        finally:
+            probing.pop()
+        return None if low is None else relative_error(low, flat(outs))
+
+    def whole_error(cell, inputs, outs, rows):
+        """The cell computing whole in fp16 on (the first PROBE_ROWS rows of) its inputs.
+        The fp32 side is the rows of the output already at hand; a cell that mixes rows
+        would differ there, so a flagging error is confirmed against the cell run in fp32
+        on the same rows."""
         cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in tensors(inputs))
         probing.append(cell)
         try:
             if cut:
                 inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
-            with computing_in(cell, ms.float16):
-                for _, inner in cell.cells_and_names():
-                    if id(inner) in kept_ids:
-                        inner.to_float(ms.float32)
+            with in_fp16(cell):
                 low = floats(cell(*inputs))
             if low is None:
                 return None
@@ -177,9 +214,24 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             probing.pop()
         return error
 
+    def local_error(cell, inputs, outs, frame):
+        inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
+        if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
+            return whole_error(cell, inputs, outs, rows)
+        return own_error(cell, inputs, outs, frame.calls)
+
+    def enter(path, cell, inputs):
+        if not probing:
+            frames.append(_Frame())
+
     def record(path, cell, inputs, output):
         if probing:  # a cell inside the one being probed
             return
+        frame = frames.pop()
+        if frames:
+            frames[-1].calls.append((cell, output))
+            frames[-1].inner |= frame.inner
+            frames[-1].inner.add(path)
         outs = float_arrays(output)
         if not outs:
             return
@@ -195,13 +247,14 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         types[path] = type(cell).__name__
         chains[path] = _chain(cell)
         if probe and path and path not in errors and np.isfinite(top):
-            errors[path] = local_error(cell, inputs, outs, rows)
+            errors[path] = local_error(cell, inputs, outs, frame)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
-    hooks = Hooks(net, record)
+    hooks = Hooks(net, record, enter)
     try:
         with eager(net, batch_stats):
             for batch in batches:
+                frames.clear()
                 net(*[ms.Tensor(a) for a in batch])
     finally:
         hooks.close()
