@@ -46,7 +46,7 @@ def planted(depth: int = DEPTH, fault_block: int = FAULT_BLOCK, embed_dim: int =
 
     net = VisionTransformer(image_size=image_size, patch_size=patch_size, embed_dim=embed_dim,
                             depth=depth, num_heads=num_heads, num_classes=num_classes)
-    net.blocks[fault_block].mlp.act = L2Normalize()
+    net.blocks[fault_block].mlp.act = L2Normalize(gain=4096.0)
     net.input_shape, net.num_classes = (3, image_size, image_size), num_classes
     return net
 
