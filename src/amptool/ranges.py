@@ -34,7 +34,7 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.eager import Hooks, computing_in, eager, float_arrays, floats, replaying, tensors
+from amptool.eager import Hooks, computing_in, eager, floats, replaying, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -161,6 +161,20 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     chains: dict = {}
     probing: list = []
     frames: list = []
+    recent: list = []  # (tensor, array, magnitudes) of the last tensors copied to the host
+
+    def host(tensor) -> tuple:
+        """``tensor`` on the host and its magnitudes (None when not floating); a cell's
+        input is mostly an output just copied, and an identity's output is its input."""
+        for held, array, mags in recent:
+            if held is tensor:
+                return array, mags
+        array = tensor.asnumpy()
+        mags = magnitudes(array) if np.issubdtype(array.dtype, np.floating) else None
+        recent.append((tensor, array, mags))
+        if len(recent) > 8:
+            recent.pop(0)
+        return array, mags
 
     def flat(arrays):
         return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
@@ -214,7 +228,10 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             probing.pop()
         return error
 
-    def local_error(cell, inputs, outs, frame):
+    def local_error(cell, inputs, output, outs, frame):
+        ins = tensors(inputs)
+        if not frame.calls and ins and output is ins[0]:
+            return 0.0  # it hands on its input: nothing of its own computes
         inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
         if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
             return whole_error(cell, inputs, outs, rows)
@@ -232,22 +249,24 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             frames[-1].calls.append((cell, output))
             frames[-1].inner |= frame.inner
             frames[-1].inner.add(path)
-        outs = float_arrays(output)
-        if not outs:
+        hosted = [h for h in map(host, tensors(output)) if h[1] is not None]
+        if not hosted:
             return
-        top, tiny, nonzero = magnitudes(outs)
+        outs = [array for array, _ in hosted]
+        tops = [mags[0] for _, mags in hosted]
+        top = float("inf") if float("inf") in tops else max(tops, default=0.0)
         row = stats.setdefault(path, [0.0, None, 0, 0])
         row[0] = max(row[0], top)
-        first_in = float_arrays(tensors(inputs)[:1])
-        if first_in and first_in[0].size:
-            in_top = magnitudes(first_in)[0]
-            row[1] = in_top if row[1] is None else max(row[1], in_top)
-        row[2] += tiny
-        row[3] += nonzero
+        first_in = tensors(inputs)[:1]
+        array, mags = host(first_in[0]) if first_in else (None, None)
+        if mags is not None and array.size:
+            row[1] = mags[0] if row[1] is None else max(row[1], mags[0])
+        row[2] += sum(mags[1] for _, mags in hosted)
+        row[3] += sum(mags[2] for _, mags in hosted)
         types[path] = type(cell).__name__
         chains[path] = _chain(cell)
         if probe and path and path not in errors and np.isfinite(top):
-            errors[path] = local_error(cell, inputs, outs, frame)
+            errors[path] = local_error(cell, inputs, output, outs, frame)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
     hooks = Hooks(net, record, enter)
@@ -256,6 +275,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             for batch in batches:
                 frames.clear()
                 net(*[ms.Tensor(a) for a in batch])
+                recent.clear()
     finally:
         hooks.close()
     return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
