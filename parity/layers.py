@@ -4,8 +4,9 @@ The network runs eagerly (PyNative; forward hooks do nothing in GRAPH_MODE) twic
 same samples, a chunk of ``CHUNK`` samples at a time (one call each at the default 32): in
 fp32 with the reference's weights, keeping each cell's values of the chunk, then under the
 candidate's precision policy with the candidate's weights, comparing each cell's values
-with the reference's as they come and keeping only the sums the metrics need. Hooks sit on the original cell objects, found by path
-before ``apply_policy`` wraps the cells it keeps in fp32, so paths stay those of the model.
+with the reference's as they come and keeping only the sums the metrics need. Hooks sit on
+the original cell objects, found by path before ``apply_policy`` wraps the cells it keeps
+in fp32, so paths stay those of the model.
 One network is built per precision and reused for every candidate.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.ranges import fp16_risk, magnitudes
+from amptool.ranges import FP16_TINY, fp16_risk
 
 INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
@@ -42,6 +43,7 @@ class _Capture:
         self.ref: Optional[dict] = None
         self.kept: dict = {}
         self.pairs: dict = {}
+        self.recent: list = []
         for path, cell in self.paths.items():
             cell.register_forward_hook(self._hook(path or OUTPUT_ROW))
         self.runnable = apply_policy(self.net, policy) if policy is not None else self.net
@@ -52,11 +54,11 @@ class _Capture:
             n = self.calls.get(path, 0)
             self.calls[path] = n + 1
             key = path if n == 0 else f"{path}#{n + 1}"
-            out = _flat(output)
+            out = self._host(output)
             if out is None:
                 return
             first_in = _first_tensor(inputs)
-            first_in = None if first_in is None else first_in.asnumpy().ravel()
+            first_in = None if first_in is None else self._host(first_in)
             if key not in self.dtypes:
                 self.order.append(key)
                 self.dtypes[key] = str(_first_tensor(output).dtype).lower()
@@ -67,6 +69,16 @@ class _Capture:
                 self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in)
         return hook
 
+    def _host(self, value) -> Optional[np.ndarray]:
+        """``_flat(value)``, reusing the copy of a tensor just copied (a cell's input is
+        mostly the output of the cell before it)."""
+        for held, array in self.recent:
+            if held is value:
+                return array
+        array = _flat(value)
+        self.recent = self.recent[-7:] + [(value, array)]
+        return array
+
     def load_weights(self, weights: dict, source: str) -> None:
         load_weights(self.net, weights, source)
 
@@ -74,9 +86,9 @@ class _Capture:
         """Run ``x`` as the reference: path -> (first input, output) of this chunk."""
         import mindspore as ms
 
-        self.ref, self.kept, self.calls = None, {}, {}
+        self.ref, self.kept, self.calls, self.recent = None, {}, {}, []
         self.runnable(ms.Tensor(x))
-        kept, self.kept = self.kept, {}
+        kept, self.kept, self.recent = self.kept, {}, []
         return kept
 
     def compare(self, x: np.ndarray, ref: dict, pairs: dict) -> None:
@@ -84,11 +96,11 @@ class _Capture:
         adding each cell's comparison to ``pairs``."""
         import mindspore as ms
 
-        self.ref, self.pairs, self.calls = ref, pairs, {}
+        self.ref, self.pairs, self.calls, self.recent = ref, pairs, {}, []
         try:
             self.runnable(ms.Tensor(x))
         finally:
-            self.ref = None
+            self.ref, self.recent = None, []
             ref.clear()
 
 
@@ -118,8 +130,13 @@ class _Pair:
                            self.inputs[2] + float(c @ c), self.inputs[3] + bad]
 
     def _add_outputs(self, ref: np.ndarray, cand: np.ndarray) -> None:
-        top, tiny, nonzero = magnitudes(ref)  # the range pass's measure, on this input
-        self.top = float("inf") if self.top == float("inf") else max(self.top, top)
+        absr = np.abs(ref)  # the range pass's measures (``magnitudes``), on this input
+        peak = float(absr.max()) if absr.size else 0.0
+        nonzero = int(np.count_nonzero(absr))
+        self.top = float("inf") if not np.isfinite(peak) or self.top == float("inf") \
+            else max(self.top, peak)
+        self.tiny += nonzero - int(np.count_nonzero(absr >= FP16_TINY)) if nonzero else 0
+        self.nonzero += nonzero
         r, c = ref.astype(np.float64), cand.astype(np.float64)
         finite = np.isfinite(c)
         bad = int(c.size - np.count_nonzero(finite))
@@ -130,13 +147,11 @@ class _Pair:
             diff[~finite] = np.inf
         self.size += r.size
         self.nonfinite += bad
-        self.tiny += tiny
-        self.nonzero += nonzero
         if r.size:
-            absr = np.abs(r)
-            self.absmax = _top(self.absmax, float(absr.max()))
+            self.absmax = _top(self.absmax, peak)
             self.max_abs = _top(self.max_abs, float(diff.max()))
-            self.max_rel = _top(self.max_rel, float((diff / (absr + 1e-6)).max()))
+            scaled = diff / (absr.astype(np.float64) + 1e-6)
+            self.max_rel = _top(self.max_rel, float(scaled.max()))
             self.dot += float(r @ c)
             self.rr += float(r @ r)
             self.cc += float(c @ c)
@@ -211,7 +226,10 @@ def _flat(output) -> Optional[np.ndarray]:
 
     items = output if isinstance(output, (tuple, list)) else [output]
     arrays = [t.asnumpy().ravel() for t in items if isinstance(t, ms.Tensor)]
-    return np.concatenate(arrays).astype(np.float32) if arrays else None
+    if not arrays:
+        return None
+    return (arrays[0] if len(arrays) == 1 else np.concatenate(arrays)).astype(np.float32,
+                                                                            copy=False)
 
 
 class LayerProbe:

@@ -4,10 +4,15 @@ One eager fp32 forward pass over a few batches records, for every cell (blocks i
 a block's own ``construct`` holds operations, such as a residual or branch sum, that no
 leaf covers), the largest |value| of its input and output and the share of its nonzero
 outputs below fp16's smallest normal number. During that pass every cell but the network
-itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``,
-as a policy would set it), and the relative L2 error of that output against the fp32 one
-is its ``local_error``: it sees what the output's magnitude cannot, an intermediate value
-inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
+itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``, as a
+policy would set it), the cells its construct calls handing on their fp32 outputs (cast to
+fp16) instead of computing again; the relative L2 error of that output against the fp32
+one is its ``local_error``: it sees what the output's magnitude cannot, an intermediate
+value inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
+Probing each construct once makes all probes together about one fp16 forward pass, however
+deep the network. A block whose inner cells' errors add up to ``LOCAL_ERROR`` is run whole
+in fp16 instead (on PROBE_ROWS rows), so its error is its cells' compounded; a cell that
+hands on its input unchanged (an identity, dropout in inference) computes nothing: 0.
 
 Cells to keep in fp32 (``range_candidates``): where a value beyond a safety fraction of
 fp16's largest value is made (the innermost cell whose output reaches it while its inputs
@@ -49,8 +54,8 @@ LOCAL_ERROR = 0.1
 fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
 no longer computes the same thing."""
 PROBE_ROWS = 4
-"""Rows of the first batch each cell is probed on in fp16, where all its tensor inputs
-share the batch's leading dimension (else it is probed on its whole inputs)."""
+"""Rows of the first batch a block run whole in fp16 is probed on, where all its tensor
+inputs share the batch's leading dimension (else it is probed on its whole inputs)."""
 
 
 def magnitudes(values) -> tuple:
