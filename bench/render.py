@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-ORDER = ("train_overhead", "data_memory", "export", "parity", "search", "range_pass", "overflow",
-         "overflow_64", "pipeline", "cli_startup", "workers")
+ORDER = ("train_overhead", "data_memory", "export", "parity", "search", "range_pass", "depth",
+         "overflow", "overflow_64", "pipeline", "cli_startup", "workers")
 RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
 LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -307,6 +307,21 @@ def _range_pass_rows(f: dict) -> list:
     return rows
 
 
+def _depth_rows(f: dict) -> list:
+    net = (f"{f['model']}, {f['depth']} blocks, {f['cells']} cells, {f['samples']} samples, "
+           f"fault planted in `{f['planted']}`")
+    layer = (f"{_x(f['per_layer_vs_forward_ratio'])} ({_s(f['per_layer_s'])}: parity "
+             f"{_s(f['parity_s'])}, with `--per-layer` {_s(f['parity_per_layer_s'])}; one eager "
+             f"forward {_s(f['forward_s'])}); flags `{f['per_layer_first_flagged']}` first "
+             f"({f['per_layer_origin']})")
+    kept = ", ".join(f"`{k}`" for k in f["range_pass_kept"]) or "nothing"
+    ranges = (f"{_x(f['range_pass_vs_forward_ratio'])} ({_s(f['range_pass_s'])} vs "
+              f"{_s(f['forward_s'])}); keeps {kept}")
+    return [(f"per-layer pass ÷ one eager forward: {net}", layer, "per_layer_vs_forward_ratio"),
+            (f"range pass of `--policy auto` ÷ one eager forward: {net}", ranges,
+             "range_pass_vs_forward_ratio")]
+
+
 def _ended(run: dict) -> str:
     if run["ended"].startswith("same run"):
         return "the same run (nothing kept)"
@@ -346,6 +361,7 @@ def _acc(value) -> str:
 SUMMARY = {"train_overhead": _train_rows, "export": _export_rows, "parity": _parity_rows,
            "search": _search_rows, "pipeline": _pipeline_rows, "cli_startup": _cli_rows,
            "workers": _workers_rows, "range_pass": _range_pass_rows, "overflow": _overflow_rows,
+           "depth": _depth_rows,
            "data_memory": _data_memory_rows,
            "overflow_64": _overflow_rows}
 

@@ -1,9 +1,12 @@
 """Per-layer localization: which cell's output first drifts from fp32, and is it born there.
 
 The network runs eagerly (PyNative; forward hooks do nothing in GRAPH_MODE) twice on the
-same samples: in fp32 with the reference's weights, and under the candidate's precision
-policy with the candidate's weights. Hooks sit on the original cell objects, found by path
-before ``apply_policy`` wraps the cells it keeps in fp32, so paths stay those of the model.
+same samples, a chunk of ``CHUNK`` samples at a time (one call each at the default 32): in
+fp32 with the reference's weights, keeping each cell's values of the chunk, then under the
+candidate's precision policy with the candidate's weights, comparing each cell's values
+with the reference's as they come and keeping only the sums the metrics need. Hooks sit on
+the original cell objects, found by path before ``apply_policy`` wraps the cells it keeps
+in fp32, so paths stay those of the model.
 One network is built per precision and reused for every candidate.
 """
 from __future__ import annotations
@@ -14,15 +17,19 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.metrics import compute_metrics
-from amptool.ranges import fp16_risk, magnitudes
+from amptool.ranges import FP16_TINY, fp16_risk
 
 INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
+CHUNK = 32
+"""Samples run through each network in one call: the per-layer default, in one forward."""
 
 
 class _Capture:
-    """A network with forward hooks recording each cell's first input and output."""
+    """A network with forward hooks on every cell. Run as the reference, it keeps each
+    cell's first input and output of one chunk (host copies, float32); run as the
+    candidate, it compares each cell's with the reference's as it goes (``_Pair``) and
+    drops the reference's, so one chunk of reference values is held at a time."""
 
     def __init__(self, spec, policy):
         from amptool.precision import apply_policy, cell_paths
@@ -30,10 +37,13 @@ class _Capture:
         self.net = spec.build()
         self.paths = cell_paths(self.net)
         self.types = {p: type(c).__name__ for p, c in self.paths.items()}
-        self.records: dict = {}
         self.order: list = []
-        self.calls: dict = {}
         self.dtypes: dict = {}
+        self.calls: dict = {}
+        self.ref: Optional[dict] = None
+        self.kept: dict = {}
+        self.pairs: dict = {}
+        self.recent: list = []
         for path, cell in self.paths.items():
             cell.register_forward_hook(self._hook(path or OUTPUT_ROW))
         self.runnable = apply_policy(self.net, policy) if policy is not None else self.net
@@ -44,31 +54,139 @@ class _Capture:
             n = self.calls.get(path, 0)
             self.calls[path] = n + 1
             key = path if n == 0 else f"{path}#{n + 1}"
-            first_in = _first_tensor(inputs)
-            out = _flat(output)
+            out = self._host(output)
             if out is None:
                 return
-            if key not in self.records:
-                self.records[key] = ([], [])
+            first_in = _first_tensor(inputs)
+            first_in = None if first_in is None else self._host(first_in)
+            if key not in self.dtypes:
                 self.order.append(key)
                 self.dtypes[key] = str(_first_tensor(output).dtype).lower()
-            ins, outs = self.records[key]
-            ins.append(None if first_in is None else first_in.asnumpy().ravel())
-            outs.append(out)
+            if self.ref is None:  # the reference: keep this chunk's values
+                self.kept[key] = (first_in, out)
+            elif key in self.ref:  # the candidate: compare, then drop the reference's
+                r_in, r_out = self.ref.pop(key)
+                self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in)
         return hook
+
+    def _host(self, value) -> Optional[np.ndarray]:
+        """``_flat(value)``, reusing the copy of a tensor just copied (a cell's input is
+        mostly the output of the cell before it)."""
+        for held, array in self.recent:
+            if held is value:
+                return array
+        array = _flat(value)
+        self.recent = self.recent[-7:] + [(value, array)]
+        return array
 
     def load_weights(self, weights: dict, source: str) -> None:
         load_weights(self.net, weights, source)
 
-    def run(self, x: np.ndarray, chunk: int = 16) -> dict:
-        """path -> (inputs, outputs) flattened over all samples; order in self.order."""
+    def keep(self, x: np.ndarray) -> dict:
+        """Run ``x`` as the reference: path -> (first input, output) of this chunk."""
         import mindspore as ms
 
-        self.records, self.order, self.dtypes = {}, [], {}
-        for start in range(0, len(x), chunk):
-            self.calls = {}
-            self.runnable(ms.Tensor(x[start:start + chunk]))
-        return {k: (_join(ins), np.concatenate(outs)) for k, (ins, outs) in self.records.items()}
+        self.ref, self.kept, self.calls, self.recent = None, {}, {}, []
+        self.runnable(ms.Tensor(x))
+        kept, self.kept, self.recent = self.kept, {}, []
+        return kept
+
+    def compare(self, x: np.ndarray, ref: dict, pairs: dict) -> None:
+        """Run ``x`` as the candidate against the reference's values ``ref`` (consumed),
+        adding each cell's comparison to ``pairs``."""
+        import mindspore as ms
+
+        self.ref, self.pairs, self.calls, self.recent = ref, pairs, {}, []
+        try:
+            self.runnable(ms.Tensor(x))
+        finally:
+            self.ref, self.recent = None, []
+            ref.clear()
+
+
+class _Pair:
+    """One cell's comparison accumulated over chunks: the sums and extremes the row's
+    metrics come from (``compute_metrics``'s, in float64), nothing kept per value."""
+
+    def __init__(self):
+        self.size = self.nonfinite = self.tiny = self.nonzero = 0
+        self.dot = self.rr = self.cc = self.dd = 0.0
+        self.max_abs = self.max_rel = self.absmax = self.top = 0.0
+        self.shapes_differ = False
+        self.inputs: Optional[list] = [0.0, 0.0, 0.0, 0]  # dot, rr, cc, nonfinite
+
+    def add(self, ref: np.ndarray, cand: np.ndarray, ref_in, cand_in) -> None:
+        if ref.shape != cand.shape:
+            self.shapes_differ = True
+        else:
+            self._add_outputs(ref, cand)
+        if ref_in is None or cand_in is None or ref_in.shape != cand_in.shape:
+            self.inputs = None
+        elif self.inputs is not None:
+            r, c = ref_in.astype(np.float64), cand_in.astype(np.float64)
+            bad = int(c.size - np.count_nonzero(np.isfinite(c)))
+            c = np.where(np.isfinite(c), c, 0.0) if bad else c
+            self.inputs = [self.inputs[0] + float(r @ c), self.inputs[1] + float(r @ r),
+                           self.inputs[2] + float(c @ c), self.inputs[3] + bad]
+
+    def _add_outputs(self, ref: np.ndarray, cand: np.ndarray) -> None:
+        absr = np.abs(ref)  # the range pass's measures (``magnitudes``), on this input
+        peak = float(absr.max()) if absr.size else 0.0
+        nonzero = int(np.count_nonzero(absr))
+        self.top = float("inf") if not np.isfinite(peak) or self.top == float("inf") \
+            else max(self.top, peak)
+        self.tiny += nonzero - int(np.count_nonzero(absr >= FP16_TINY)) if nonzero else 0
+        self.nonzero += nonzero
+        r, c = ref.astype(np.float64), cand.astype(np.float64)
+        finite = np.isfinite(c)
+        bad = int(c.size - np.count_nonzero(finite))
+        if bad:
+            c = np.where(finite, c, 0.0)
+        diff = np.abs(c - r)
+        if bad:
+            diff[~finite] = np.inf
+        self.size += r.size
+        self.nonfinite += bad
+        if r.size:
+            self.absmax = _top(self.absmax, peak)
+            self.max_abs = _top(self.max_abs, float(diff.max()))
+            scaled = diff / (absr.astype(np.float64) + 1e-6)
+            self.max_rel = _top(self.max_rel, float(scaled.max()))
+            self.dot += float(r @ c)
+            self.rr += float(r @ r)
+            self.cc += float(c @ c)
+            self.dd += float(diff @ diff)
+
+    def metrics(self) -> dict:
+        """cosine, rel_l2, max_rel, max_abs, nonfinite, ref_absmax, subnormal, in_cosine."""
+        if not self.size:
+            out = {"cosine": 1.0, "rel_l2": 0.0, "max_rel": 0.0, "max_abs": 0.0}
+        else:
+            rn = np.sqrt(self.rr)
+            out = {"cosine": _cosine_of(self.dot, self.rr, self.cc, self.nonfinite),
+                   "rel_l2": float(np.sqrt(self.dd) / rn) if rn > 0 else float(np.sqrt(self.dd)),
+                   "max_rel": self.max_rel, "max_abs": self.max_abs}
+        in_cos = None if self.inputs is None else _cosine_of(*self.inputs)
+        return {**out, "nonfinite": self.nonfinite, "ref_absmax": self.absmax,
+                "subnormal": self.tiny / self.nonzero if self.nonzero else 0.0,
+                "in_cosine": in_cos}
+
+
+def _top(a: float, b: float) -> float:
+    """The larger of two maxima, NaN when either is (as numpy's max of their values)."""
+    return float("nan") if a != a or b != b else max(a, b)
+
+
+def _cosine_of(dot: float, rr: float, cc: float, nonfinite: int) -> float:
+    """``metrics._cosine`` from its sums."""
+    if nonfinite:
+        return float("nan")
+    rn, cn = float(np.sqrt(rr)), float(np.sqrt(cc))
+    if rn == 0.0 and cn == 0.0:
+        return 1.0
+    if rn == 0.0 or cn == 0.0:
+        return 0.0
+    return float(dot / (rn * cn))
 
 
 def load_weights(net, weights: dict, source: str) -> None:
@@ -108,17 +226,10 @@ def _flat(output) -> Optional[np.ndarray]:
 
     items = output if isinstance(output, (tuple, list)) else [output]
     arrays = [t.asnumpy().ravel() for t in items if isinstance(t, ms.Tensor)]
-    return np.concatenate(arrays).astype(np.float32) if arrays else None
-
-
-def _join(parts: list) -> Optional[np.ndarray]:
-    return None if any(p is None for p in parts) else np.concatenate(parts)
-
-
-def _cosine(a: Optional[np.ndarray], b: Optional[np.ndarray]) -> Optional[float]:
-    if a is None or b is None or a.shape != b.shape:
+    if not arrays:
         return None
-    return compute_metrics(a, b)["cosine"]
+    return (arrays[0] if len(arrays) == 1 else np.concatenate(arrays)).astype(np.float32,
+                                                                            copy=False)
 
 
 class LayerProbe:
@@ -148,20 +259,24 @@ class LayerProbe:
         """
         ref_net = self._capture("reference", None)
         ref_net.load_weights(*ref_weights)
-        ref = ref_net.run(ref_x)
         cand_net = self._capture("candidate", policy)
         cand_net.load_weights(*cand_weights)
-        cand = cand_net.run(cand_x)
-        rows = [_row(INPUT_ROW, "input", str(cand_x.dtype), ref_x.ravel(), cand_x.ravel(),
-                     None, None, min_cosine)]
+        for net in (ref_net, cand_net):
+            net.order, net.dtypes = [], {}
+        pairs: dict = {}
+        for start in range(0, len(cand_x), CHUNK):
+            ref = ref_net.keep(ref_x[start:start + CHUNK])
+            cand_net.compare(cand_x[start:start + CHUNK], ref, pairs)
+        inputs = _Pair()
+        inputs.add(ref_x.ravel(), cand_x.ravel(), None, None)
+        rows = [_row(INPUT_ROW, "input", str(cand_x.dtype), inputs, min_cosine)]
         for key in ref_net.order:
-            if key not in cand:
+            if key not in pairs:
                 continue
-            (r_in, r_out), (c_in, c_out) = ref[key], cand[key]
             path = key.split("#")[0]
             type_name = "network" if path == OUTPUT_ROW else ref_net.types.get(path, "?")
-            rows.append(_row(key, type_name, cand_net.dtypes.get(key, "?"),
-                             r_out, c_out, r_in, c_in, min_cosine))
+            rows.append(_row(key, type_name, cand_net.dtypes.get(key, "?"), pairs[key],
+                             min_cosine))
         first = next((r for r in rows if r["flagged"]), None)
         return {"model": self.model, "policy": policy.describe() if policy else "fp32",
                 "samples": int(len(cand_x)), "min_cosine": min_cosine, "rows": rows,
@@ -169,18 +284,15 @@ class LayerProbe:
                 "origin": first["origin"] if first else None}
 
 
-def _row(path, type_name, dtype, ref_out, cand_out, ref_in, cand_in, min_cosine) -> dict:
-    if ref_out.shape != cand_out.shape:
+def _row(path, type_name, dtype, pair: _Pair, min_cosine) -> dict:
+    if pair.shapes_differ:
         return {"path": path, "type": type_name, "dtype": dtype, "cosine": None,
                 "rel_l2": None, "max_rel": None, "max_abs": None, "nonfinite": 0,
                 "ref_absmax": None, "subnormal": None, "fp16_risk": None,
                 "in_cosine": None,
                 "flagged": False, "origin": None}
-    m = compute_metrics(ref_out, cand_out)
-    top, tiny, nonzero = magnitudes(ref_out)  # the range pass's measure, on this input
-    subnormal = tiny / nonzero if nonzero else 0.0
-    in_cos = _cosine(ref_in, cand_in)
-    cos = m["cosine"]
+    m = pair.metrics()
+    cos, in_cos = m["cosine"], m["in_cosine"]
     flagged = not (cos == cos and cos >= min_cosine)
     origin = None
     if flagged:
@@ -190,7 +302,6 @@ def _row(path, type_name, dtype, ref_out, cand_out, ref_in, cand_in, min_cosine)
             origin = "input"
     return {"path": path, "type": type_name, "dtype": dtype, "cosine": cos,
             "rel_l2": m["rel_l2"], "max_rel": m["max_rel"], "max_abs": m["max_abs"],
-            "nonfinite": m["nonfinite"],
-            "ref_absmax": float(np.abs(ref_out).max()) if ref_out.size else 0.0,
-            "subnormal": subnormal, "fp16_risk": fp16_risk(top, subnormal),
+            "nonfinite": m["nonfinite"], "ref_absmax": m["ref_absmax"],
+            "subnormal": m["subnormal"], "fp16_risk": fp16_risk(pair.top, m["subnormal"]),
             "in_cosine": in_cos, "flagged": flagged, "origin": origin}

@@ -1,7 +1,8 @@
 """Planted networks for the range pass. ``build``: the fp16 overflow sits in a block's own
 construct, three branches summed past fp16's range, each branch inside it. ``normalized``:
-values pass fp16's range only through a fresh BatchNorm's running statistics. Used as
-model files by the search and training tests (``tests/planted_branches.py:build``)."""
+values pass fp16's range only through a fresh BatchNorm's running statistics. ``deep``: a
+transformer whose fault sits deep in its stack of blocks. Used as model files by the
+search, training and parity tests (``tests/planted_branches.py:build``)."""
 from mindspore import nn
 
 
@@ -73,3 +74,18 @@ def normalized():
 
 normalized.input_shape = (1, 8, 8)
 normalized.num_classes = 10
+
+
+def deep(depth: int = 8, fault: int = 6):
+    """mindcv's VisionTransformer with ``depth`` blocks of tiny width whose block ``fault``
+    has an MLP activation that is an L2 normalization with a large gain: its sum of squares
+    passes 65504 in fp16 (the output collapses to zero) while fp32 computes it exactly."""
+    from mindcv.models.vit import VisionTransformer
+
+    from amptool.samples.models import L2Normalize
+
+    net = VisionTransformer(image_size=16, patch_size=8, embed_dim=16, depth=depth,
+                            num_heads=2, num_classes=10)
+    net.blocks[fault].mlp.act = L2Normalize(gain=4096.0)
+    net.input_shape, net.num_classes = (3, 16, 16), 10
+    return net

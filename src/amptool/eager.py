@@ -1,5 +1,6 @@
 """Running a network eagerly with a forward hook on every cell: the mode it runs in, the
-hooks, the float tensors a hook sees, and a cell computing in another dtype for a while.
+hooks, the float tensors a hook sees, a cell computing in another dtype for a while, and
+cells handing on recorded outputs instead of computing them (``replaying``).
 Forward hooks fire only in PyNative mode; ``eager`` switches to it and back."""
 from __future__ import annotations
 
@@ -70,17 +71,26 @@ def floats(value) -> Optional[np.ndarray]:
 
 class Hooks:
     """Forward hooks on every cell of ``net`` (the root is ''), calling ``record(path,
-    cell, inputs, output)`` in execution order; removed on ``close``."""
+    cell, inputs, output)`` in execution order, and with ``enter`` forward pre-hooks calling
+    ``enter(path, cell, inputs)`` as each cell is entered; removed on ``close``."""
 
-    def __init__(self, net, record):
+    def __init__(self, net, record, enter=None):
         self.handles = []
         for path, cell in net.cells_and_names():
+            if enter is not None:
+                self.handles.append(cell.register_forward_pre_hook(self._enter(path, enter)))
             self.handles.append(cell.register_forward_hook(self._hook(path, record)))
 
     @staticmethod
     def _hook(path, record):
         def hook(cell, inputs, output):
             record(path, cell, inputs, output)
+        return hook
+
+    @staticmethod
+    def _enter(path, enter):
+        def hook(cell, inputs):
+            enter(path, cell, inputs)
         return hook
 
     def close(self) -> None:
@@ -119,3 +129,66 @@ def computing_in(cell, dtype):
             c.mixed_precision_type = mixed
             Cell_.set_mixed_precision_type(c, MixedPrecisionType.NOTSET if mixed is None
                                            else mixed)
+
+
+@contextlib.contextmanager
+def replaying(calls: list, dtype, keep: frozenset = frozenset()):
+    """Inside the block, each cell of ``calls`` ((cell, output) in the order a construct
+    called them) hands on its recorded outputs in turn instead of computing, its float32
+    tensors cast to ``dtype`` (as the cell computing in ``dtype`` would hand them on) unless
+    the cell's id is in ``keep``; a call past its recorded ones computes, and so does a call
+    given a value that is not finite (the block's own arithmetic made it: a real run would
+    carry it on). Constructs are put back after."""
+    import collections
+
+    queues: dict = collections.OrderedDict()
+    for cell, output in calls:
+        queues.setdefault(id(cell), (cell, collections.deque()))[1].append(output)
+    missing = object()
+    saved = [(cell, cell.__dict__.get("construct", missing)) for cell, _ in queues.values()]
+    for cell, queue in queues.values():
+        cell.construct = _replay(cell, queue, None if id(cell) in keep else dtype)
+    try:
+        yield
+    finally:
+        for cell, construct in saved:
+            if construct is missing:
+                cell.__dict__.pop("construct", None)
+            else:
+                cell.__dict__["construct"] = construct
+
+
+def _replay(cell, queue, dtype):
+    computes = type(cell).construct
+
+    def construct(*args, **kwargs):
+        if not queue:
+            return computes(cell, *args, **kwargs)
+        recorded = queue.popleft()
+        if not _all_finite(args):  # the block's own arithmetic made what fp16 cannot hold
+            return computes(cell, *args, **kwargs)  # (a mask's 0 * -inf): it goes on
+        return _cast_floats(recorded, dtype)
+    return construct
+
+
+def _all_finite(values) -> bool:
+    import mindspore as ms
+
+    for value in values:
+        if isinstance(value, (tuple, list)):
+            if not _all_finite(value):
+                return False
+        elif isinstance(value, ms.Tensor) and value.dtype in (ms.float16, ms.float32):
+            if not np.isfinite(value.asnumpy()).all():
+                return False
+    return True
+
+
+def _cast_floats(value, dtype):
+    import mindspore as ms
+
+    if dtype is not None and isinstance(value, ms.Tensor) and value.dtype == ms.float32:
+        return value.astype(dtype)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast_floats(v, dtype) for v in value)
+    return value

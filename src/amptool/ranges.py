@@ -4,14 +4,19 @@ One eager fp32 forward pass over a few batches records, for every cell (blocks i
 a block's own ``construct`` holds operations, such as a residual or branch sum, that no
 leaf covers), the largest |value| of its input and output and the share of its nonzero
 outputs below fp16's smallest normal number. During that pass every cell but the network
-itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``,
-as a policy would set it), and the relative L2 error of that output against the fp32 one
-is its ``local_error``: it sees what the output's magnitude cannot, an intermediate value
-inside the cell's own construct (a sum of squares) or an input fp16 cannot hold. A leaf
-cell (one that holds no other) of the user's own (not a MindSpore layer) is also
-differentiated there, in fp16 and, when that
-gradient is not finite, in fp32: ``grad_overflow`` is a backward that fp16 cannot hold
-while the forward can (the derivative of ``rsqrt`` of a small mean square).
+itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``, as a
+policy would set it), the cells its construct calls handing on their fp32 outputs (cast to
+fp16) instead of computing again; the relative L2 error of that output against the fp32
+one is its ``local_error``: it sees what the output's magnitude cannot, an intermediate
+value inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
+Probing each construct once makes all probes together about one fp16 forward pass, however
+deep the network. A block whose inner cells' errors add up to ``LOCAL_ERROR`` is run whole
+in fp16 instead (on PROBE_ROWS rows), so its error is its cells' compounded; a cell that
+hands on its input unchanged (an identity, dropout in inference) computes nothing: 0.
+A leaf cell (one that holds no other) of the user's own (not a MindSpore layer) is also
+differentiated there, in fp16 and, when that gradient is not finite, in fp32:
+``grad_overflow`` is a backward that fp16 cannot hold while the forward can (the
+derivative of ``rsqrt`` of a small mean square).
 
 Cells to keep in fp32 (``range_candidates``): where a value beyond a safety fraction of
 fp16's largest value is made (the innermost cell whose output reaches it while its inputs
@@ -33,12 +38,13 @@ statistics).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
-from amptool.eager import Hooks, computing_in, eager, float_arrays, floats, tensors
+from amptool.eager import Hooks, computing_in, eager, floats, replaying, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -53,8 +59,8 @@ LOCAL_ERROR = 0.1
 fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
 no longer computes the same thing."""
 PROBE_ROWS = 4
-"""Rows of the first batch each cell is probed on in fp16, where all its tensor inputs
-share the batch's leading dimension (else it is probed on its whole inputs)."""
+"""Rows of the first batch a block run whole in fp16 is probed on, where all its tensor
+inputs share the batch's leading dimension (else it is probed on its whole inputs)."""
 
 
 def magnitudes(values) -> tuple:
@@ -136,17 +142,32 @@ def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
     return diff / scale
 
 
+class _Frame:
+    """One cell call under way in the fp32 pass: the calls its construct made (cell, output)
+    and the paths of every cell called inside it."""
+
+    __slots__ = ("calls", "inner")
+
+    def __init__(self):
+        self.calls: list = []
+        self.inner: set = set()
+
+
 def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = False,
                    fp32_kept: tuple = ()) -> list:
     """``CellRange`` of every cell of the fp32 network ``net`` over ``batches`` (each a list
     of numpy arrays, one per network input), in execution order; with ``probe``, each cell
-    but the network itself also runs in fp16 on its inputs from the first batch (the first
-    PROBE_ROWS rows), giving ``local_error``; the cells of ``fp32_kept`` (those a policy
-    keeps) stay in fp32 inside it. ``batch_stats``: batch normalizations as a training
-    step runs them (``eager``); else as inference does."""
+    but the network itself also runs in fp16 on its inputs from the first batch, giving
+    ``local_error``: the cells its construct calls hand on their fp32 outputs (cast to
+    fp16) instead of computing again, so the probes of all cells together cost about one
+    fp16 forward pass; a cell whose inner cells' errors add up to ``LOCAL_ERROR`` runs whole
+    in fp16 instead (its error compounded, on the first PROBE_ROWS rows). The cells of
+    ``fp32_kept`` (those a policy keeps) stay in fp32 inside a probe. ``batch_stats``: batch
+    normalizations as a training step runs them (``eager``); else as inference does."""
     import mindspore as ms
 
     kept_ids = {id(c) for c in fp32_kept}
+    kept_all = frozenset(id(c) for k in fp32_kept for _, c in k.cells_and_names())
 
     stats: dict = {}
     types: dict = {}
@@ -155,24 +176,59 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     probing: list = []
     overflowing: set = set()
     ids: dict = {}
+    frames: list = []
+    recent: list = []  # (tensor, array, magnitudes) of the last tensors copied to the host
+
+    def host(tensor) -> tuple:
+        """``tensor`` on the host and its magnitudes (None when not floating); a cell's
+        input is mostly an output just copied, and an identity's output is its input."""
+        for held, array, mags in recent:
+            if held is tensor:
+                return array, mags
+        array = tensor.asnumpy()
+        mags = magnitudes(array) if np.issubdtype(array.dtype, np.floating) else None
+        recent.append((tensor, array, mags))
+        if len(recent) > 8:
+            recent.pop(0)
+        return array, mags
 
     def flat(arrays):
         return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
 
-    def local_error(cell, inputs, outs, rows):
-        """The cell's relative error computing in fp16 on (the first PROBE_ROWS rows of)
-        its inputs. The fp32 side is the rows of the output already at hand; a cell that
-        mixes rows would differ there, so a flagging error is confirmed against the cell
-        run in fp32 on the same rows."""
+    @contextlib.contextmanager
+    def in_fp16(cell):
+        """``cell`` computing in fp16, the kept cells inside it in fp32."""
+        with computing_in(cell, ms.float16):
+            for _, inner in cell.cells_and_names():
+                if id(inner) in kept_ids:
+                    inner.to_float(ms.float32)
+            yield
+
+    def own_error(cell, inputs, outs, calls):
+        """The cell computing in fp16 on its fp32 inputs, the cells its construct calls
+        handing on their recorded fp32 outputs: its relative error against ``outs``."""
+        keep = kept_all if id(cell) not in kept_all else frozenset(id(c) for c, _ in calls)
+        probing.append(cell)
+        try:
+            with in_fp16(cell), replaying(calls, ms.float16, keep):
+                low = floats(cell(*inputs))
+        except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
+            return None
+        finally:
+            probing.pop()
+        return None if low is None else relative_error(low, flat(outs))
+
+    def whole_error(cell, inputs, outs, rows):
+        """The cell computing whole in fp16 on (the first PROBE_ROWS rows of) its inputs.
+        The fp32 side is the rows of the output already at hand; a cell that mixes rows
+        would differ there, so a flagging error is confirmed against the cell run in fp32
+        on the same rows."""
         cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in tensors(inputs))
         probing.append(cell)
         try:
             if cut:
                 inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
-            with computing_in(cell, ms.float16):
-                for _, inner in cell.cells_and_names():
-                    if id(inner) in kept_ids:
-                        inner.to_float(ms.float32)
+            with in_fp16(cell):
                 low = floats(cell(*inputs))
             if low is None:
                 return None
@@ -182,41 +238,71 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             error = None if ref is None else relative_error(low, ref)
             if error is None or error >= LOCAL_ERROR:
                 error = relative_error(low, floats(cell(*inputs)))
-            if np.isfinite(error) and _own_leaf(cell) and _grad_overflows(cell, inputs):
-                overflowing.add(id(cell))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
         finally:
             probing.pop()
         return error
 
+    def local_error(cell, inputs, output, outs, frame):
+        ins = tensors(inputs)
+        if not frame.calls and ins and output is ins[0]:
+            return 0.0  # it hands on its input: nothing of its own computes
+        inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
+        if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
+            return whole_error(cell, inputs, outs, rows)
+        error = own_error(cell, inputs, outs, frame.calls)
+        if error is not None and np.isfinite(error) and _own_leaf(cell):
+            probing.append(cell)  # its gradient's forward is no cell to record
+            try:
+                if _grad_overflows(cell, inputs):
+                    overflowing.add(id(cell))
+            except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
+                pass
+            finally:
+                probing.pop()
+        return error
+
+    def enter(path, cell, inputs):
+        if not probing:
+            frames.append(_Frame())
+
     def record(path, cell, inputs, output):
         if probing:  # a cell inside the one being probed
             return
-        outs = float_arrays(output)
-        if not outs:
+        frame = frames.pop()
+        if frames:
+            frames[-1].calls.append((cell, output))
+            frames[-1].inner |= frame.inner
+            frames[-1].inner.add(path)
+        hosted = [h for h in map(host, tensors(output)) if h[1] is not None]
+        if not hosted:
             return
-        top, tiny, nonzero = magnitudes(outs)
+        outs = [array for array, _ in hosted]
+        tops = [mags[0] for _, mags in hosted]
+        top = float("inf") if float("inf") in tops else max(tops, default=0.0)
         row = stats.setdefault(path, [0.0, None, 0, 0])
         row[0] = max(row[0], top)
-        first_in = float_arrays(tensors(inputs)[:1])
-        if first_in and first_in[0].size:
-            in_top = magnitudes(first_in)[0]
-            row[1] = in_top if row[1] is None else max(row[1], in_top)
-        row[2] += tiny
-        row[3] += nonzero
+        first_in = tensors(inputs)[:1]
+        array, mags = host(first_in[0]) if first_in else (None, None)
+        if mags is not None and array.size:
+            row[1] = mags[0] if row[1] is None else max(row[1], mags[0])
+        row[2] += sum(mags[1] for _, mags in hosted)
+        row[3] += sum(mags[2] for _, mags in hosted)
         types[path] = type(cell).__name__
         chains[path] = _chain(cell)
         ids[path] = id(cell)
         if probe and path and path not in errors and np.isfinite(top):
-            errors[path] = local_error(cell, inputs, outs, rows)
+            errors[path] = local_error(cell, inputs, output, outs, frame)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
-    hooks = Hooks(net, record)
+    hooks = Hooks(net, record, enter)
     try:
         with eager(net, batch_stats):
             for batch in batches:
+                frames.clear()
                 net(*[ms.Tensor(a) for a in batch])
+                recent.clear()
     finally:
         hooks.close()
     return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
