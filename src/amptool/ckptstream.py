@@ -7,13 +7,16 @@ A .ckpt written by ``mindspore.save_checkpoint`` is a run of ``Checkpoint`` mess
 one ``value`` each (a tensor past 512 MiB in several consecutive slices of one tag), so
 each entry can be read and parsed with MindSpore's own ``Checkpoint.Value`` message on
 its own. ``load_streamed`` puts each entry into the network's existing parameter
-(``set_data``) and lets it go: the peak is the network plus one tensor.
+(``set_data``) and lets it go; a network built ``uninitialized()`` (MindSpore's
+``no_init_parameters``) has no initial weights to begin with: the peak is the loaded
+weights plus one tensor.
 
 safetensors files (memory-mapped by MindSpore) and anything this reader does not know
 (encrypted files, map parameters) go through ``read_checkpoint``, entry by entry.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -24,6 +27,20 @@ CRC_TRAILER = 17
 
 class _Unstreamable(Exception):
     """The file is not a plain run of ``Checkpoint`` records: read it whole instead."""
+
+
+@contextlib.contextmanager
+def uninitialized():
+    """Parameters created inside take no memory until they are set or used (MindSpore's
+    ``no_init_parameters``): for a network whose weights are all loaded next, or whose
+    structure alone is read."""
+    try:
+        from mindspore.nn.utils import no_init_parameters
+    except ImportError:  # a MindSpore without it: initialized as usual
+        yield
+        return
+    with no_init_parameters():
+        yield
 
 
 def _varint(fh) -> int | None:
