@@ -157,7 +157,7 @@ def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str) -> di
     saved = measured([sys.executable, "-c", SAVE, str(work), str(ckpt), str(work / "x.npz")],
                      work)
     if saved["exit"]:
-        return {"save": saved}
+        return {"save": {k: v for k, v in saved.items() if k != "stdout"}}
     facts = json.loads(saved["stdout"].strip().splitlines()[-1])
     row = {"kind": kind, "size": size, "params": facts["params"], "param_bytes": facts["bytes"],
            "ckpt_bytes": ckpt.stat().st_size, "save_seconds": saved["seconds"]}
@@ -190,28 +190,34 @@ def _figures(done: dict, base: int) -> dict:
 
 
 def _net(rows: list, fixed: dict) -> None:
-    """Ratios with each command's fixed cost (the tiny network's peak) taken off."""
+    """Per-byte figures with each command's fixed cost (the tiny network's peak) taken off,
+    and seconds per million parameters."""
     for row in rows:
-        for cmd, base in (("export", row["param_bytes"]), ("convert", row["ckpt_bytes"]),
+        for cmd, base in (("export", row.get("param_bytes")), ("convert", row.get("ckpt_bytes")),
                           ("parity", sum(row.get("artefact_bytes", {}).values()))):
-            if cmd in row and cmd in fixed and base:
-                row[cmd]["net_ratio"] = round((row[cmd]["peak_rss"] - fixed[cmd]) / base, 3)
+            if cmd in row and cmd in fixed and base and row[cmd]["exit"] == 0:
+                row[cmd]["net_per_byte"] = round((row[cmd]["peak_rss"] - fixed[cmd]) / base, 3)
                 row[cmd]["seconds_per_mparam"] = round(row[cmd]["seconds"] / row["params"] * 1e6,
                                                        4)
+
+
+FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x"}
+"""Figure -> name of its largest ÷ smallest over the sizes of one shape."""
 
 
 def _flatness(rows: list) -> dict:
     """Largest over smallest of each per-byte figure, per shape and command."""
     out = {}
-    for kind in sorted({r["kind"] for r in rows}):
-        mine = sorted((r for r in rows if r["kind"] == kind), key=lambda r: r["params"])
+    for kind in sorted({r["kind"] for r in rows if "kind" in r}):
+        mine = sorted((r for r in rows if r.get("kind") == kind), key=lambda r: r["params"])
         if len(mine) < 2:
             continue
         for cmd in ("export", "convert", "parity"):
-            for key in ("ratio", "net_ratio", "seconds_per_mparam"):
+            for key, name in FLAT.items():
                 vals = [r[cmd].get(key) for r in mine if cmd in r]
                 if len(vals) == len(mine) and all(vals):
-                    out[f"{kind}.{cmd}.{key}"] = round(max(vals) / min(vals), 3)
+                    out.setdefault(kind, {}).setdefault(cmd, {})[name] = round(
+                        max(vals) / min(vals), 3)
     return out
 
 
@@ -230,12 +236,47 @@ def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 30
                 rows.append(one(kind, size, SHAPES[kind][size], tmp, formats))
                 print(json.dumps(_brief(rows[-1])), file=sys.stderr, flush=True)
     _net(rows, fixed)
-    return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()}, "rows": rows,
-            "flatness": _flatness(rows),
+    return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()},
+            "sizes": {f"{r['kind']} {r['size']}M": r for r in rows if "kind" in r},
+            "failed": [r for r in rows if "kind" not in r], "flatness": _flatness(rows),
             "targets": {"export": "peak <= 2.0x fp32 parameter bytes",
                         "convert": "peak <= 1.5x the input file",
                         "parity": "peak <= 2.5x both artefacts' weight bytes + a batch",
                         "flatness": "largest/smallest <= 1.3"}}
+
+
+WORDS = {"export": ("`amptool export -f MINDIR --precision both`", "fp32 parameter bytes", "≤ 2×"),
+         "convert": ("`amptool convert ckpt --to fp16`", "input file", "≤ 1.5×"),
+         "parity": ("`amptool parity` of the fp32 and fp16 MindIR, 8 samples",
+                    "two artefacts' weight bytes", "≤ 2.5×")}
+
+
+def summary(f: dict) -> list:
+    """The README's rows: per command, peak RSS ÷ bytes at each size (and with the fixed
+    cost taken off), then how flat seconds per parameter stay."""
+    rows, spread = [], []
+    for cmd, (what, base, target) in WORDS.items():
+        parts, net = [], []
+        for kind in ("dense", "transformer"):
+            mine = sorted((r for r in f["sizes"].values() if r["kind"] == kind),
+                          key=lambda r: r["params"])
+            figures = [f"{r[cmd]['ratio']:.2f}" if r.get(cmd, {}).get("exit") == 0 else "failed"
+                       for r in mine]
+            parts.append(f"{kind} {' / '.join(figures)}")
+            net.append(" / ".join(f"{r[cmd]['net_per_byte']:.2f}" if "net_per_byte" in
+                                  r.get(cmd, {}) else "-" for r in mine))
+            flat = f["flatness"].get(kind, {}).get(cmd, {})
+            if "time_x" in flat:
+                spread.append(f"{kind} {cmd} {flat['time_x']:.2f}×")
+        sizes = " / ".join(sorted({f"{r['size']}M" for r in f["sizes"].values()},
+                                  key=lambda t: int(t[:-1])))
+        fixed = f["fixed_peak_gb"].get(cmd)
+        rows.append((f"peak RSS of {what} ÷ the {base}, at {sizes} parameters",
+                     f"{'; '.join(parts)} (less the {fixed:.2f} GB a tiny network takes: "
+                     f"{'; '.join(net)})", target))
+    rows.append(("seconds per parameter, largest ÷ smallest size of one shape",
+                 ", ".join(spread), "≤ 1.3×"))
+    return rows
 
 
 def _brief(row: dict) -> dict:

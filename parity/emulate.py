@@ -34,15 +34,14 @@ class EmulatedRunner:
         from amptool.policy import make_policy
         from amptool.precision import apply_policy, low_precision_params
 
-        with uninitialized():  # every weight is set next
+        with uninitialized():  # every weight is set next, straight into float16
             net = spec.build()
+        every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
+        for param in low_precision_params(net, every):
+            param.set_dtype(ms.float16)
         load_weights(net, weights, source)
         net.set_train(False)
-        every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
-        low = low_precision_params(net, every)
         self.net = apply_policy(net, every)
-        for param in low:
-            param.set_dtype(ms.float16)
         self.net.set_train(False)
         self.inputs = [i.to_dict() for i in spec.inputs]
         self._ms = ms
