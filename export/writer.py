@@ -96,6 +96,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             seconds = time.perf_counter() - started
             if fmt == "ONNX" or i == len(mine) - 1:
                 net = None
+                _release_compiled()
             gc.collect()
             final = path.parent / written.name
             manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts)
@@ -108,6 +109,18 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             superseded += [n for n in other_forms(path) if not (stage / n).exists()]
             results.append(ExportResult(fmt, precision, str(final), str(manifest_path(final)),
                                         manifest))
+
+
+def _release_compiled() -> None:
+    """Let go of the weights MindSpore's graph executor keeps of the last network it
+    compiled (``set_weights_values`` at every compile, held until the next one): without
+    this, a precision's network outlives its export and the next one is built beside it."""
+    try:
+        from mindspore.graph.api import _cell_graph_executor
+
+        _cell_graph_executor._graph_executor.set_weights_values({})
+    except (ImportError, AttributeError, RuntimeError, TypeError):
+        pass  # another MindSpore: nothing held that this knows of
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:
