@@ -77,6 +77,8 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
 
     from .deploy import kept_cells
 
+    _release_compiled()  # what resolving the model ran (its probe network) goes first
+    gc.collect()
     checked = False
     for precision in dict.fromkeys(p for p, _, _ in jobs):
         policy = export_policy(base) if precision == "fp16" else None
