@@ -156,6 +156,8 @@ def _in_converter(exc: BaseException) -> bool:
 def _unsupported(net, op: str) -> OnnxUnsupported:
     from .onnx_compat import locate_operator
 
+    if getattr(net, "wraps_network", False):  # cast_outputs' wrapper: name the user's cells
+        net = net.net
     where = locate_operator(net, op)
     return OnnxUnsupported(f"MindSpore cannot convert operator {op} to ONNX"
                            + (f" (used in cell {where})" if where else ""),

@@ -176,6 +176,7 @@ def cast_outputs(net, dtype):
         def __init__(self, inner):
             super().__init__(auto_prefix=False)
             self.net = inner
+            self.wraps_network = True  # its cells are the network's, named under ``net``
 
         def construct(self, *args):
             out = self.net(*args)
