@@ -6,9 +6,10 @@ leaf covers), the largest |value| of its input and output and the share of its n
 outputs below fp16's smallest normal number. During that pass every cell but the network
 itself is also run once more on the same fp32 inputs computing in fp16 (``to_float``, as a
 policy would set it), the cells its construct calls handing on their fp32 outputs (cast to
-fp16) instead of computing again (unless a value they are given is not finite); the relative L2 error of that output against the fp32
-one is its ``local_error``: it sees what the output's magnitude cannot, an intermediate
-value inside the cell's own construct (a sum of squares) or an input fp16 cannot hold.
+fp16) instead of computing again (unless a value they are given is not finite); the
+relative L2 error of that output against the fp32 one is its ``local_error``: it sees what
+the output's magnitude cannot, an intermediate value inside the cell's own construct (a sum
+of squares) or an input fp16 cannot hold.
 Probing each construct once makes all probes together about one fp16 forward pass, however
 deep the network. A block whose inner cells' errors add up to ``LOCAL_ERROR`` is run whole
 in fp16 instead (on PROBE_ROWS rows), so its error is its cells' compounded; a cell that
