@@ -252,11 +252,15 @@ class _TrainingRun:
             for epoch in range(self.state.epoch, cfg.epochs):
                 self.train_epoch(epoch, metrics)
                 self.end_epoch(epoch, metrics)
-        except BaseException:
+        except BaseException as exc:
             if metrics:
                 metrics.close()
-            if self.lead and not cfg.resume and self.state.step == 0:
-                self.discard()  # the network failed before its first step: nothing to keep
+            # nothing to keep: the network failed before its first step, or a mistake in
+            # the user's data was found before the first checkpoint (the fixed run starts
+            # afresh in the same folder)
+            if self.lead and not cfg.resume and (self.state.step == 0 or (
+                    isinstance(exc, UsageError) and self.state.epoch == 0)):
+                self.discard()
             raise
         finally:
             if self.stream is not None:  # it reads ahead: stop its pipeline and workers

@@ -201,7 +201,7 @@ class Stream:
         self.epochs = epochs = _Epochs(order_of, first, last)
         self.next_epoch = first
         self.it = (_read(pipeline(rows, labels, epochs, fit, workers,
-                                  at_epochs(augment, epochs.epoch_of)), rows, epochs)
+                                  at_epochs(augment, epochs.epoch_of)), rows, epochs, workers)
                    if len(epochs) else iter(()))
 
     def close(self) -> None:
@@ -325,10 +325,10 @@ def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callabl
     if not index_batches:
         return
     yield from _read(pipeline(rows, labels, index_batches, fit, workers, augment), rows,
-                     index_batches)
+                     index_batches, workers)
 
 
-def _read(data, rows, index_batches) -> Iterator:
+def _read(data, rows, index_batches, workers: int = 1) -> Iterator:
     """(inputs, labels) of every batch of the pipeline ``data`` (of ``rows`` in
     ``index_batches``); an amptool error raised in a worker comes out as itself, a file
     that cannot be decoded as one usage error naming it."""
@@ -349,7 +349,7 @@ def _read(data, rows, index_batches) -> Iterator:
             raise _RAISED[-1] from None
         if not isinstance(rows, ImageFiles):
             raise
-        found = _undecodable(rows, index_batches, done)
+        found = _undecodable(rows, index_batches, done, _read_ahead(index_batches, workers))
         what = (f"image {found[0]} cannot be decoded ({found[1]})" if found else
                 f"an image could not be decoded in batch {done + 1} ({_pipeline_error(exc)})")
         raise UsageError(what, "replace or remove the damaged file (image files are checked "
@@ -359,7 +359,17 @@ def _read(data, rows, index_batches) -> Iterator:
         iterator.stop()
 
 
-def _undecodable(rows, index_batches, start: int, ahead: int = 16) -> Optional[tuple]:
+def _read_ahead(index_batches, workers: int) -> int:
+    """How many batches past the last one delivered the image pipeline may have read: a
+    queue of ``prefetch_size`` batches after batching and after fitting, and queues of as
+    many rows before batching (the reader's and each decoding worker's), plus one batch
+    being built."""
+    prefetch = _dataset().config.get_prefetch_size()
+    size = max(1, len(index_batches[0])) if len(index_batches) else 1
+    return 2 * prefetch + -(-prefetch * (1 + workers) // size) + 2
+
+
+def _undecodable(rows, index_batches, start: int, ahead: int) -> Optional[tuple]:
     """(path, reason) of the first file PIL cannot decode in full among the batches
     ``start`` .. ``start + ahead`` (the pipeline reads ahead: the failure may lie past
     the last batch delivered), or None."""

@@ -305,16 +305,20 @@ def _undecodable_png(path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stats_samples", [10_000, 4])
+@pytest.mark.parametrize("stats_samples, per_class, name", [(10_000, 10, "5.png"),
+                                                             (4, 60, "59.png")])
 def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, monkeypatch,
-                                                                    stats_samples):
+                                                                    stats_samples, per_class,
+                                                                    name):
     """Found by the statistics pass (the folder within its sample) or by the training
-    stream (past it): one usage error naming the file, and no output folder left."""
+    stream (past it, after steps were trained on the files before it, and past the 16
+    batches after the last one delivered): one usage error naming the file, and no output
+    folder left."""
     from amptool import data as data_mod
 
     monkeypatch.setattr(data_mod, "STATS_SAMPLES", stats_samples)
-    root = _folder(tmp_path / "imgs", per_class=10)
-    bad = root / "b" / "5.png"
+    root = _folder(tmp_path / "imgs", per_class=per_class)
+    bad = root / "b" / name
     _undecodable_png(bad)
     out = tmp_path / "run"
     result = _train_on_folder(root, out, epochs=2)
@@ -322,7 +326,8 @@ def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, m
     lines = [line for line in result.stderr.splitlines() if line.startswith("amptool:")]
     assert len(lines) == 1 and lines[0].startswith(f"amptool: error: image {bad} cannot be "
                                                    "decoded"), result.stderr
-    assert "Traceback" not in result.stderr and not out.exists()
+    assert "Traceback" not in result.stderr
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))
 
 
 def test_augment_crops_and_flips_each_image_by_seed_epoch_and_row():
