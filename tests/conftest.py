@@ -199,3 +199,16 @@ def simplecnn_export(sample_runs, shared) -> dict:
 
     return shared.get("export-simplecnn-fixed", make)
 
+
+
+@pytest.fixture(scope="session")
+def doc_run(shared):
+    """``doc_run(name) -> CliRun`` of the README's ``DOC_RUNS[name]``, once per session."""
+    from docruns import DOC_RUNS, cli_run
+
+    def get(name: str):
+        run = cli_run(shared, DOC_RUNS[name])
+        assert run.exit_code == 0, f"{DOC_RUNS[name]}\n{run.output[-3000:]}"
+        return run
+
+    return get

@@ -5,7 +5,9 @@ Examples are the commands of the fenced ``bash``, ``sh``, ``console`` and unlabe
 ``# comment`` dropped) and ``$ amptool ...`` prompt lines. They run in document order in one
 working folder, in-process through typer's CliRunner (MindSpore is imported once), so each
 document's chain (train, then export and parity on that run) uses its own training run. An
-example expects exit 0, or the code its comment names (``# exits 1``).
+example expects exit 0, or the code its comment names (``# exits 1``). The README pipelines
+other tests check too (tests/docruns.py) run once per session, in their own folder, whose
+outputs are then copied into the working folder.
 
 A console example's output is a transcript the test produces: the command's real output
 must match the document's line for line and word for word, with numbers (counts, metrics,
@@ -29,12 +31,14 @@ import glob
 import os
 import re
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import pytest
+from docruns import DOC_RUNS, cli_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
@@ -172,6 +176,13 @@ def test_every_block_is_an_example_block_or_holds_no_command():
     assert not problems, "\n".join(problems)
 
 
+def test_the_shared_pipelines_are_the_readmes():
+    """The pipelines other tests read (tests/docruns.py) are commands the README shows:
+    they run once, in that test's example."""
+    shown = {e.command for e in RUN if e.doc == "README.md"}
+    assert set(DOC_RUNS.values()) <= shown, set(DOC_RUNS.values()) - shown
+
+
 def test_every_example_runs_or_is_excluded_with_a_reason():
     assert len(EXAMPLES) >= 20 and {e.doc for e in EXAMPLES} >= {
         "README.md", "docs/export.md", "docs/parity.md", "docs/convert.md",
@@ -268,13 +279,17 @@ def workdir(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", RUN, ids=[e.where for e in RUN])
-def test_example_runs_as_written(example, workdir, monkeypatch):
+def test_example_runs_as_written(example, workdir, monkeypatch, shared):
     from typer.testing import CliRunner
 
     from amptool.cli import app
 
     monkeypatch.chdir(workdir)
-    result = CliRunner().invoke(app, shell_words(example.command))
+    if example.command in DOC_RUNS.values():  # run once, read here and by other tests
+        result = cli_run(shared, example.command)
+        shutil.copytree(result.cwd, workdir, dirs_exist_ok=True)
+    else:
+        result = CliRunner().invoke(app, shell_words(example.command))
     assert result.exit_code == example.expect, (
         f"{example.where}: {example.command}\nexit {result.exit_code}, "
         f"expected {example.expect}\n{result.output[-3000:]}")

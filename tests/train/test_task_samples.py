@@ -1,5 +1,5 @@
 """The samples that are not classifiers, causallm and detector: their bundled data tasks,
-and each trained, exported and judged by ``amptool run`` at O2 (on a slice of its task)."""
+and each trained, exported and judged by the README's ``amptool run`` at O2 (on its whole task)."""
 import json
 from pathlib import Path
 
@@ -58,30 +58,12 @@ def test_task_sources_feed_their_models_only():
     assert lm.num_classes is None and lm.class_logits is None
 
 
-def _slice(folder: Path, name: str, rows: int) -> str:
-    """The first ``rows`` rows of a bundled task as an npz (the same arrays, fewer rows)."""
-    if name == "sequences":
-        arrays, y = sequences_dataset()
-        arrays = {**arrays, "y": y}
-    else:
-        arrays = boxes_dataset()
-    path = folder / f"{name}.npz"
-    np.savez(path, **{k: v[:rows] for k, v in arrays.items()})
-    return f"npz:{path}"
-
-
-def _run(shared, model: str, task: str, rows: int, loss: str, **train):
-    """(folder, summary.json) of ``amptool run`` on a slice of ``task``, once per session."""
-    def make(out: Path):
-        from amptool.pipeline import PipelineConfig, run_pipeline
-        from amptool.train.config import TrainConfig
-
-        cfg = TrainConfig(model=model, data=_slice(out, task, rows), loss=loss, epochs=1,
-                          log_every=1, **train)
-        result = run_pipeline(PipelineConfig(train=cfg, out=str(out / "run"), samples=64))
-        return out / "run", result.summary
-
-    return shared.get(f"task-sample-{model}", make)
+def _run(doc_run, name: str) -> tuple:
+    """(pipeline folder, summary.json) of the README's ``amptool run`` of this sample (on
+    its whole bundled task, one epoch), run once per session."""
+    run = doc_run(name)
+    folder = run.cwd / "runs" / {"causallm": "lm", "detector": "det"}[name]
+    return folder, json.loads((folder / "summary.json").read_text())
 
 
 def _losses(run: Path) -> list:
@@ -94,11 +76,10 @@ def _verdicts(run: Path) -> list:
 
 
 @pytest.mark.slow
-def test_causallm_trains_under_the_range_pass_and_passes_parity(shared):
+def test_causallm_trains_under_the_range_pass_and_passes_parity(doc_run):
     """At plain O2 its mask, (1 - causal) * -1e9 added in fp16, is -inf times 0: NaN
     (measured: the run stops at step 10). The range pass keeps both attention cells."""
-    run, summary = _run(shared, "causallm", "sequences", 480, "token-cross-entropy",
-                        batch_size=32, lr=0.003, policy="auto")
+    run, summary = _run(doc_run, "causallm")
     losses = _losses(run)
     assert losses[-1] < losses[0] - 0.3 and summary["passed"]
     policy = json.loads((run / "train" / "run.json").read_text())["policy"]
@@ -118,9 +99,8 @@ def test_causallm_trains_under_the_range_pass_and_passes_parity(shared):
 
 
 @pytest.mark.slow
-def test_detector_trains_at_o2_and_parity_judges_each_output(shared):
-    run, summary = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32,
-                        lr=0.003)
+def test_detector_trains_at_o2_and_parity_judges_each_output(doc_run):
+    run, summary = _run(doc_run, "detector")
     losses = _losses(run)
     assert losses[-1] < 0.8 * losses[0] and summary["passed"]
     cands = _verdicts(run)
@@ -149,11 +129,11 @@ def test_a_recorded_sample_loss_runs_and_another_package_loss_does_not(tmp_path)
 
 
 @pytest.mark.slow
-def test_detector_golden_outputs_keep_the_class_labels(shared, tmp_path):
+def test_detector_golden_outputs_keep_the_class_labels(doc_run, tmp_path):
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
 
-    run, _ = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32, lr=0.003)
+    run, _ = _run(doc_run, "detector")
     golden = tmp_path / "golden.npz"
     fp32, fp16 = (str(run / "export" / f"detector_{p}.mindir") for p in ("fp32", "fp16"))
     parity(ParityConfig(reference=fp32, candidates=(fp16,), save_outputs=str(golden),
@@ -183,7 +163,7 @@ def test_a_factory_declares_its_class_logits_output(monkeypatch):
 
 
 @pytest.mark.slow
-def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaration(shared,
+def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaration(doc_run,
                                                                                  tmp_path):
     """As exported from a bare checkpoint (``export --ckpt``): no ``task`` in the manifests;
     the model's ``class_logits`` still decides, and ``boxes`` gives its shapes as labels."""
@@ -192,7 +172,7 @@ def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaratio
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
 
-    run, _ = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32, lr=0.003)
+    run, _ = _run(doc_run, "detector")
     paths = []
     for precision in ("fp32", "fp16"):
         name = f"detector_{precision}.mindir"
