@@ -23,15 +23,29 @@ def _params(path):
             if hasattr(v, "asnumpy")}
 
 
+EPOCHS = {"O0": 2, "O1": 1, "O2": 2, "O3": 1}
+"""O0 and O2 train two epochs: their accuracies are compared and O2's is the run that the
+resumed runs must equal; one epoch shows that O1 and O3 learn."""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("levels")
     result = {}
-    for level in ("O0", "O1", "O2", "O3"):
+    for level, epochs in EPOCHS.items():
         out = base / level
-        summary = run_training(TrainConfig(amp_level=level, epochs=2, out=str(out)))
+        summary = run_training(TrainConfig(amp_level=level, epochs=epochs, out=str(out)))
         result[level] = (out, summary)
     return result
+
+
+def _first_epoch(sample_runs, out):
+    """A copy of the session's default run (O2, one epoch, the same configuration as the
+    first epoch of ``runs["O2"]``) in ``out``."""
+    import shutil
+
+    shutil.copytree(sample_runs.get("simplecnn"), out)
+    return out
 
 
 @pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3"])
@@ -64,10 +78,9 @@ def test_o2_really_computes_in_fp16(runs):
     assert abs(o0[0] - o2[0]) < 1e-2 * max(1.0, abs(o0[0]))
 
 
-def test_resume_matches_uninterrupted_run(runs, tmp_path):
+def test_resume_matches_uninterrupted_run(runs, sample_runs, tmp_path):
     full_out, full = runs["O2"]
-    out = tmp_path / "resumed"
-    run_training(TrainConfig(amp_level="O2", epochs=1, out=str(out)))
+    out = _first_epoch(sample_runs, tmp_path / "resumed")
     resumed = run_training(TrainConfig(amp_level="O2", epochs=2, out=str(out), resume=True))
     assert resumed.steps == full.steps
     a, b = _params(full_out / "last.ckpt"), _params(out / "last.ckpt")
@@ -77,7 +90,7 @@ def test_resume_matches_uninterrupted_run(runs, tmp_path):
     assert _losses(out) == _losses(full_out)
 
 
-def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, tmp_path):
+def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, sample_runs, tmp_path):
     import os
     import signal
     import subprocess
@@ -85,8 +98,9 @@ def test_killed_mid_epoch_then_resumed_matches_uninterrupted_run(runs, tmp_path)
     import time
 
     full_out, full = runs["O2"]
-    out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "amptool", "train", "--epochs", "2", "--out", str(out), "--quiet"]
+    out = _first_epoch(sample_runs, tmp_path / "killed")
+    cmd = [sys.executable, "-m", "amptool", "train", "--resume", "--epochs", "2", "--out", str(out),
+           "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     try:
