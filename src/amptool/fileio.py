@@ -321,12 +321,16 @@ TEMP_PREFIX = ".amptool-tmp-"
 
 
 def drop_stale_temps(folder: Path) -> None:
-    """Remove staging folders left in ``folder`` by a process that no longer runs (killed
-    with SIGKILL, say): what it was writing never reached its final name."""
+    """Remove staging folders (and files copied beside their targets) left in ``folder`` by
+    a process that no longer runs (killed with SIGKILL, say): what it was writing never
+    reached its final name."""
     for stale in folder.glob(f"{TEMP_PREFIX}*"):
         pid = stale.name[len(TEMP_PREFIX):].partition("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
@@ -346,7 +350,8 @@ def current_umask() -> int:
 
 
 def _copy_into_place(produced: Path, target: Path) -> None:
-    fd, part = tempfile.mkstemp(prefix=".amptool-part-", dir=target.parent)
+    # named as a staging folder is: removed by ``drop_stale_temps`` if this process dies here
+    fd, part = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=target.parent)
     os.close(fd)
     try:
         shutil.copyfile(produced, part)

@@ -114,6 +114,7 @@ def test_staging_of_a_killed_process_is_cleared_by_the_next_write(tmp_path):
     stale = tmp_path / f".amptool-tmp-{child.pid}-abcd"
     stale.mkdir()
     (stale / "part.mindir").write_text("half")
+    (tmp_path / f".amptool-tmp-{child.pid}-copy").write_text("half")  # a file copied beside
     mine = tmp_path / f".amptool-tmp-{os.getpid()}-live"
     mine.mkdir()  # a live process's staging stays
     write_text(tmp_path / "a.txt", "x")
