@@ -2,11 +2,11 @@
 and a small two-output detector-like network, written the way a user would write them."""
 from __future__ import annotations
 
-import math
-
+import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
-import mindspore as ms
+
+from .layers import Attention
 
 
 class RMSNorm(nn.Cell):
@@ -21,29 +21,16 @@ class RMSNorm(nn.Cell):
         return x / ops.sqrt((x * x).mean(axis=-1, keep_dims=True) + self.eps) * self.weight
 
 
-class CausalSelfAttention(nn.Cell):
+class CausalSelfAttention(Attention):
     """Multi-head self-attention in which a position sees itself and earlier ones only:
     -1e9 is added to the scores of later positions before the softmax."""
 
     def __init__(self, dim: int, heads: int, length: int):
-        super().__init__()
-        self.heads = heads
-        self.head_dim = dim // heads
-        self.scale = 1.0 / math.sqrt(self.head_dim)
-        self.qkv = nn.Dense(dim, 3 * dim)
-        self.softmax = nn.Softmax(axis=-1)
-        self.proj = nn.Dense(dim, dim)
+        super().__init__(dim, heads)
         self.causal = Tensor(np.tril(np.ones((length, length), np.float32)))
 
-    def construct(self, x):
-        b, n, d = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).transpose(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        scores = ops.matmul(q, k.transpose(0, 1, 3, 2)) * self.scale
-        scores = scores + (1.0 - self.causal[:n, :n]) * -1e9
-        attn = self.softmax(scores)
-        out = ops.matmul(attn, v).transpose(0, 2, 1, 3).reshape(b, n, d)
-        return self.proj(out)
+    def masked(self, scores, n):
+        return scores + (1.0 - self.causal[:n, :n]) * -1e9
 
 
 class DecoderBlock(nn.Cell):
