@@ -47,25 +47,32 @@ def test_first_batch_tries_stop_at_max_skipped_and_only_with_a_dynamic_scale(tmp
     assert "first_batch_tries" not in static.extra
 
 
-def test_forced_overflow_is_counted(tmp_path, few_digits):
-    """A scale that grows after every clean step overflows again and again: each such step
-    is skipped and counted."""
-    summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
-                                       scale_window=1, data=few_digits))
+@pytest.fixture(scope="module")
+def overflowing(tmp_path_factory, few_digits) -> tuple:
+    """(folder, summary of a run read back on every step, summary of one read back on every
+    tenth): a scale that grows after every clean step overflows again and again."""
+    folder = tmp_path_factory.mktemp("overflowing")
+    kwargs = dict(epochs=1, scale_init=2.0 ** 40, scale_window=1, data=few_digits)
+    every = run_training(TrainConfig(out=str(folder / "every"), log_every=1, **kwargs))
+    tenth = run_training(TrainConfig(out=str(folder / "tenth"), **kwargs))
+    return folder, every, tenth
+
+
+def test_forced_overflow_is_counted(overflowing):
+    """Each step that overflows is skipped and counted."""
+    folder, _, summary = overflowing
     assert summary.overflow_steps >= summary.steps // 3
     assert summary.loss_scale <= 2.0 ** 30
-    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (folder / "tenth" / "metrics.jsonl").read_text()
+            .splitlines()]
     assert sum(r["skipped"] for r in rows if "skipped" in r) == summary.overflow_steps
     assert summary.val_acc > 0.5
 
 
-def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(tmp_path, few_digits):
+def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(overflowing):
     """The device counts skipped steps between read-backs: the run, its counts and its
     weights are those of a run read back on every step."""
-    kwargs = dict(epochs=1, scale_init=2.0 ** 40, scale_window=1, optimizer="sgd", lr=0.01,
-                  data=few_digits)
-    every = run_training(TrainConfig(out=str(tmp_path / "every"), log_every=1, **kwargs))
-    tenth = run_training(TrainConfig(out=str(tmp_path / "tenth"), **kwargs))
+    tmp_path, every, tenth = overflowing
     assert tenth.extra["weights_sha256"] == every.extra["weights_sha256"]
     assert tenth.overflow_steps == every.overflow_steps >= tenth.steps // 3
     per_step = [json.loads(line)
