@@ -163,7 +163,7 @@ def search_command(
     max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest "
                                                  "max|c - r| / max(1, max|ref|) (a number or "
                                                  "'off'). \\[default: off for class logits, "
-                                                 "1e-2 for any other task]"),
+                                                 "0.0625 for any other task]"),
     metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn (fn(outputs, "
                                                     "targets) -> float, higher is better) each "
                                                     "trial is held to as well."),
@@ -262,8 +262,9 @@ def _thresholds_of(table: dict, flags: dict, logits: bool = True):
 def _fmt_metric(metrics: dict) -> str:
     parts = [f"cosine {metrics['cosine']:.6f}"]
     scaled = "top1_agree" not in metrics  # no class logits: judged by the scaled error
-    for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "task_drop"):
-        if key in metrics and (key != "max_abs_scaled" or scaled):
+    for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "p999_abs_scaled",
+                "task_drop"):
+        if key in metrics and (not key.endswith("_scaled") or scaled):
             parts.append(f"{key} {metrics[key]:.4g}")
     if metrics.get("nonfinite"):
         parts.append(f"nonfinite {metrics['nonfinite']}")

@@ -52,7 +52,9 @@ def parity_command(
                                                  help="Largest max|c - r| / max(1, max|ref|): "
                                                       "absolute error in units of the reference's "
                                                       "largest magnitude (a number or 'off'). "
-                                                      "\\[default: off fp16, 1e-4 fp32]"),
+                                                      "\\[default: fp16: 0.0625 on outputs "
+                                                      "that are no class logits, else off; "
+                                                      "fp32: 1e-4]"),
     metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn; fn(outputs: list "
                                                     "of arrays, labels or None) -> float, higher "
                                                     "is better."),

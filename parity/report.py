@@ -9,8 +9,8 @@ from xml.etree import ElementTree as ET
 
 from amptool.fileio import jsonable, write_json, write_text
 
-INFO_METRICS = ("max_abs", "max_abs_scaled", "ref_absmax", "max_rel", "mean_abs", "rmse",
-                "cosine", "rel_l2", "outside_frac", "nonfinite", "top1_agree",
+INFO_METRICS = ("max_abs", "max_abs_scaled", "p999_abs_scaled", "ref_absmax", "max_rel",
+                "mean_abs", "rmse", "cosine", "rel_l2", "outside_frac", "nonfinite", "top1_agree",
                 "top1_agree_clear", "near_tie_flips", "tie_tol", "ref_acc", "cand_acc",
                 "acc_drop", "acc_drop_clear", "counted", "task_ref", "task_cand", "task_drop")
 CI_SUFFIX = "_ci"

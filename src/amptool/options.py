@@ -68,16 +68,20 @@ MaxAccDropOption = _limit("Largest accuracy drop as a fraction", "0.005 fp16, 0 
 MaxAbsOption = _limit("Largest absolute error", "off")
 MaxRelOption = _limit("Largest relative error", "off")
 MaxOutsideOption = _limit("Largest fraction of elements outside atol + rtol*|ref|", "off")
+MaxP999AbsScaledOption = _limit("Largest 99.9th percentile of |c - r| / max(1, max|ref|) over "
+                                "an output's elements", "0.03125 fp16 on outputs that are no "
+                                "class logits, else off")
 
 LIMIT_OPTIONS = {"min_cosine": MinCosineOption, "min_top1": MinTop1Option,
                  "max_acc_drop": MaxAccDropOption, "max_abs": MaxAbsOption,
-                 "max_rel": MaxRelOption, "max_outside": MaxOutsideOption}
+                 "max_rel": MaxRelOption, "max_outside": MaxOutsideOption,
+                 "max_p999_abs_scaled": MaxP999AbsScaledOption}
 """The threshold options parity and the search share, in the order they are listed."""
 
 
 def with_limits(func: Callable) -> Callable:
     """Give a command the threshold options of ``LIMIT_OPTIONS``; ``func`` receives them as
-    one ``limits`` mapping (flag name -> text given, or None) instead of six parameters."""
+    one ``limits`` mapping (flag name -> text given, or None) instead of seven parameters."""
     hints = typing.get_type_hints(func, include_extras=True)  # in func's own module
     sig = inspect.signature(func)
     kept = [p.replace(annotation=hints.get(p.name, p.annotation))
