@@ -83,10 +83,11 @@ def test_export_unrolls_the_nested_outputs_in_every_artefact(yolo_flow):
 
 def test_fp16_mindir_is_judged_by_its_errors_alone(yolo_flow):
     """No output here is class logits: top-1 and accuracy never gate, the scale-aware error
-    does, at the default bound for such outputs (1 % of the output's scale), even though a
-    checkpoint export records no task. O2 fp16 of this 60-layer detector stays within a
-    cosine of 0.9998 but compounds 1.5-3 % of each output's scale at its worst element: the
-    verdict is that bound's, per output."""
+    does, even though a checkpoint export records no task. O2 fp16 of this 60-layer detector
+    keeps a cosine of 0.9998 and spreads its rounding over every element: 1.6-2.7 % of each
+    output's scale at its worst element (a 1e-2 bound there called it broken), 0.9-2 % at
+    the 99.9th percentile. The default gate for such outputs (99.9th percentile <= 64 u,
+    worst element <= 128 u of the scale, u = 2^-11) passes it."""
     root, _, fp16, _ = yolo_flow
     candidate = fp16.candidates[0]
     kinds = {f["kind"] for f in candidate["findings"]}
@@ -95,18 +96,66 @@ def test_fp16_mindir_is_judged_by_its_errors_alone(yolo_flow):
         refs = [z[f"output_{k}"] for k in range(len(OUTPUTS))]
     assert [list(r.shape[1:]) for r in refs] == [o[1:] for o in OUTPUTS]
     assert len(refs[0]) == SAMPLES - 16
+    worst = []
     for out, ref in zip(candidate["outputs"], refs):
         assert float(ref.std(axis=0).max()) > 1e-3 * float(np.abs(ref).max())  # inputs differ
         checks = {c["metric"]: c for c in out["checks"]}
         assert all(checks[m]["passed"] is None for m in ("top1_agree_clear", "acc_drop_clear")
                    if m in checks)
-        assert checks["nonfinite"]["passed"] and checks["cosine"]["passed"], checks
         assert out["metrics"]["cosine"] >= 0.999
-        scaled = checks["max_abs_scaled"]
-        assert scaled["limit"] == "<= 0.01"
-        assert 1e-4 < scaled["value"] < 0.05, scaled  # fp16 rounding, not a broken graph
-        assert out["passed"] == (scaled["value"] <= 0.01)
-    assert fp16.passed == all(o["passed"] for o in candidate["outputs"])
+        assert checks["max_abs_scaled"]["limit"] == "<= 0.0625"
+        assert checks["p999_abs_scaled"]["limit"] == "<= 0.03125"
+        assert 1e-3 < out["metrics"]["p999_abs_scaled"] <= out["metrics"]["max_abs_scaled"]
+        assert out["passed"] and all(c["passed"] is not False for c in checks.values()), checks
+        worst.append(out["metrics"]["max_abs_scaled"])
+    assert max(worst) > 1e-2  # the bound it was once held to
+    assert fp16.passed and candidate["passed"]
+
+
+def _planted(root: Path, name: str, param: str, plant) -> str:
+    """The fp16 MindIR with one stored fp16 weight changed by ``plant``."""
+    from mindspore.train import mind_ir_pb2
+
+    from ..parity.conftest import copy_artefact, write_manifest
+
+    dst, manifest = copy_artefact(str(root / "export" / "yolov8n_fp16.mindir"),
+                                  root / name, "yolov8n_fp16.mindir")
+    model = mind_ir_pb2.ModelProto()
+    model.ParseFromString(dst.read_bytes())
+    tensor = next(t for t in model.graph.parameter if t.name.split(":", 1)[-1] == param)
+    values = np.frombuffer(tensor.raw_data, np.float16).reshape(tuple(tensor.dims)).copy()
+    tensor.raw_data = plant(values).astype(np.float16).tobytes()
+    dst.write_bytes(model.SerializeToString())
+    write_manifest(dst, manifest)
+    return str(dst)
+
+
+def test_planted_faults_in_the_deep_detector_still_fail(yolo_flow):
+    """Two faults cosine cannot see (it stays >= 0.9994), each in the stride-8 map
+    (output1), planted in the healthy fp16 graph: one class channel's weights x1.5 (the
+    worst element at 0.2 of the scale, the 99.9th percentile at 0.06) and its bias +0.5
+    (a shifted block: the 99.9th percentile at 0.035, the worst element under its bound)."""
+    import amptool
+    from amptool import ParityConfig
+
+    root = yolo_flow[0]
+    head = "model.model.22.cv3.0.2"
+
+    def scaled(values):
+        values[0] = values[0] * 1.5
+        return values
+
+    cands = (_planted(root, "spike", f"{head}.weight", scaled),
+             _planted(root, "shift", f"{head}.bias", lambda v: v + np.float16(0.5)))
+    report = amptool.parity(ParityConfig(load_outputs=str(root / "fp32_mindir_outputs.npz"),
+                                         candidates=cands, emulate_settings=False))
+    assert not report.passed
+    breaches = (["max_abs_scaled", "p999_abs_scaled"], ["p999_abs_scaled"])
+    for cand, breached in zip(report.candidates, breaches):
+        failed = [(o["name"], r["metric"]) for o in cand["outputs"] for r in o["checks"]
+                  if r["passed"] is False]
+        assert failed == [("output1", m) for m in breached], failed
+        assert all(o["metrics"]["cosine"] > 0.999 for o in cand["outputs"])
 
 
 def test_onnx_matches_the_fp32_mindir(yolo_flow):
