@@ -31,7 +31,7 @@ from typing import Callable, Optional
 from amptool.errors import CheckFailed, UsageError
 from amptool.metrics import Thresholds
 
-from .judge import TaskCheck, judge, search_thresholds
+from .judge import TaskCheck, as_outputs, judge, search_thresholds
 
 __all__ = ["SearchConfig", "SearchResult", "TaskCheck", "Trials", "judge", "search_policy",
            "search_thresholds"]
@@ -167,7 +167,7 @@ class Trials:
         if key in self.cache:
             return self.cache[key]
         set_precision(self.net, closed, self._dtype)
-        out = self.amp_net(self.x).asnumpy()
+        out = as_outputs(self.amp_net(self.x))
         ok, metrics = judge(self.ref, out, self.labels, self.th, self.logits, self.task)
         self.cache[key] = ok
         record = {"trial": len(self.log) + 1, "phase": phase,
@@ -316,14 +316,14 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
         base = _final_policy(given, [r["path"] for r in ranged])
     order = [c.path for c in calls if c.path not in base.fp16_cells
              and not any(within(c.path, k) for k in resolve_fp32_cells(net, base))]
-    th = search_thresholds(cfg, src.classifier)
+    th = search_thresholds(cfg, src.classifier, src.spec.class_logits)
     task = TaskCheck.load(cfg.metric, ref, src.y) if cfg.metric else None
     trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier, task)
     trials.add_candidates(order)
     emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
           "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
           "ranged": ranged, "safety": cfg.range_safety, "classifier": src.classifier,
-          "thresholds": th.to_dict()})
+          "thresholds": th.to_dict(as_outputs(ref))})
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
@@ -349,7 +349,7 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
                         0.0, str(cfg.out), src.spec.name, len(src.x),
                         extra={"device": device, "ckpt": src.ckpt, "base": given.describe(),
                                "kept_where": where, "classifier": src.classifier,
-                               "thresholds": th.to_dict(), "metric": cfg.metric},
+                               "thresholds": th.to_dict(as_outputs(ref)), "metric": cfg.metric},
                         ranged=ranged)
 
 
@@ -399,7 +399,7 @@ def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
     """CheckFailed unless the all-fp32 trial computes the fp32 reference (see ``EXACT``)."""
     import numpy as np
 
-    limit = EXACT * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    limit = EXACT * max([1.0] + [float(np.abs(r).max()) for r in as_outputs(ref) if r.size])
     if max_abs <= limit:
         return
     why = "operators outside the candidate cells"
@@ -430,7 +430,7 @@ def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
     net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
     try:
         with execution_mode(graph=True):
-            out = net(x).asnumpy()
+            out = as_outputs(net(x))
     except (RuntimeError, TypeError, ValueError) as exc:
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",

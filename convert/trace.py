@@ -47,8 +47,9 @@ def estimate_flops(cell, output) -> int:
     return out
 
 
-def record_execution(net, x) -> tuple[np.ndarray, list]:
-    """Run ``net(x)`` once in PyNative mode; return its output and the leaf calls in order."""
+def record_execution(net, x) -> tuple:
+    """Run ``net(x)`` once in PyNative mode; return its output (an array, or a list of one
+    array per output, nested outputs unrolled) and the leaf calls in order."""
     leaves = leaf_paths(net)
     by_id = {id(cell): path for path, cell in leaves.items()}
     seen: dict = {}
@@ -69,4 +70,8 @@ def record_execution(net, x) -> tuple[np.ndarray, list]:
     finally:
         for handle in handles:
             handle.remove()
+    if isinstance(out, (tuple, list)):
+        from amptool.models import flat_outputs
+
+        return [np.asarray(o.asnumpy()) for o in flat_outputs(tuple(out))], list(seen.values())
     return np.asarray(out.asnumpy()), list(seen.values())

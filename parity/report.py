@@ -19,7 +19,7 @@ CI_SUFFIX = "_ci"
 
 @dataclass(frozen=True)
 class CandidateVerdict:
-    """One candidate's verdict and the figures of its first output."""
+    """One candidate's verdict and the figures of every output it was judged on."""
 
     path: str
     passed: bool
@@ -37,16 +37,22 @@ class CandidateVerdict:
     logits_accuracy: Optional[float] = None
     """``cand_acc`` of the first output that has one (a detector's class logits are its
     second output)."""
+    outputs: tuple = ()
+    """Every output as judged: ``{name, passed, metrics, breaches}`` (``breaches``: the
+    failed checks, as ``metric value (limit ...)`` texts)."""
+
+    def _all_metrics(self) -> list:
+        return [o["metrics"] for o in self.outputs] or [self.metrics]
 
     @property
     def drop(self) -> Optional[dict]:
         """The checked accuracy drop with its 95 % interval and sample count, else the
-        top-1 agreement's (None without class logits)."""
+        top-1 agreement's, of the first output that has one (None without class logits)."""
         for name in ("acc_drop_clear", "top1_agree_clear"):
-            if name in self.metrics:
-                return {"metric": name, "value": self.metrics[name],
-                        "ci": self.metrics.get(name + CI_SUFFIX),
-                        "samples": self.metrics.get("counted")}
+            for m in self._all_metrics():
+                if name in m:
+                    return {"metric": name, "value": m[name], "ci": m.get(name + CI_SUFFIX),
+                            "samples": m.get("counted")}
         return None
 
     @property
@@ -56,11 +62,22 @@ class CandidateVerdict:
 
     @property
     def cosine(self) -> Optional[float]:
-        return self.metrics.get("cosine")
+        """The lowest cosine over the outputs (NaN where an output holds NaN/Inf)."""
+        values = [m.get("cosine") for m in self._all_metrics() if m.get("cosine") is not None]
+        if not values:
+            return None
+        return next((v for v in values if v != v), min(values))
 
     @property
     def max_abs(self) -> Optional[float]:
-        return self.metrics.get("max_abs")
+        """The largest absolute error over the outputs."""
+        values = [m["max_abs"] for m in self._all_metrics() if m.get("max_abs") is not None]
+        return max(values) if values else None
+
+    @property
+    def failed_outputs(self) -> list:
+        """``(name, breaches)`` of each output that failed its checks."""
+        return [(o["name"], list(o["breaches"])) for o in self.outputs if not o["passed"]]
 
 
 @dataclass
@@ -104,7 +121,10 @@ class ParityReport:
                                 tuple(finding_text(f) for f in cand.get("findings", [])
                                       if f["kind"] == "under_resolved"),
                                 next((o["metrics"]["cand_acc"] for o in cand["outputs"]
-                                      if o["metrics"].get("cand_acc") is not None), None))
+                                      if o["metrics"].get("cand_acc") is not None), None),
+                                tuple({"name": o["name"], "passed": o["passed"],
+                                       "metrics": o["metrics"], "breaches": breaches(o)}
+                                      for o in cand["outputs"]))
 
     def culprits(self) -> list:
         """Each failed candidate's culprit, with the candidate's path as ``artefact``."""
@@ -263,11 +283,10 @@ def failure_line(report: dict) -> str:
     for cand in report["candidates"]:
         if cand["passed"]:
             continue
-        breaches = [f"{r['metric']} {fmt(r['value'])} (limit {r['limit']})"
-                    for o in cand["outputs"] for r in o["checks"] if r["passed"] is False]
-        task = [f"{r['metric']} {fmt(r['value'])} (limit {r['limit']})"
-                for r in (cand.get("task") or {}).get("checks", []) if r["passed"] is False]
-        text = f"{_base(cand['path'])}: " + ", ".join(task + breaches[:3])
+        named = len(cand["outputs"]) > 1  # which output breached, where there are several
+        found = [f"{o['name']} {b}" if named else b for o in cand["outputs"] for b in breaches(o)]
+        task = breaches(cand["task"]) if cand.get("task") else []
+        text = f"{_base(cand['path'])}: " + ", ".join(task + found[:3])
         if cand.get("culprit"):
             text += f"; culprit: {cand['culprit']['message']}"
         degenerate = [f["message"] for f in cand["findings"] if f["kind"] == "degenerate_reference"]
@@ -278,6 +297,12 @@ def failure_line(report: dict) -> str:
             text += f"; note: {luck[0]['message']} ({luck[0]['fix']})"
         parts.append(text)
     return "parity failed for " + " | ".join(parts)
+
+
+def breaches(group: dict) -> list:
+    """The failed checks of one output (or the task metric) as ``metric value (limit ...)``."""
+    return [f"{r['metric']} {fmt(r['value'])} (limit {r['limit']})" for r in group["checks"]
+            if r["passed"] is False]
 
 
 def _base(path: str) -> str:

@@ -259,6 +259,10 @@ def _row(result, verdict, fp32_size: Optional[int]) -> dict:
         row["caveat"] = verdict.caveat
         row["drop"] = verdict.drop
         row["warnings"] = list(verdict.warnings)
+        row["outputs"] = [{"name": o["name"], "passed": o["passed"],
+                           "cosine": o["metrics"].get("cosine"),
+                           "max_abs_scaled": o["metrics"].get("max_abs_scaled"),
+                           "breaches": o["breaches"]} for o in verdict.outputs]
     section = result.manifest.get("deployment")
     if section is not None:
         emulated = (verdict.deployment or {}) if verdict is not None else {}
@@ -294,6 +298,7 @@ def format_summary(result: PipelineResult) -> str:
         if row.get("caveat"):
             lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
     lines.extend(deployment_lines(summary["artefacts"]))
+    lines.extend(breach_lines(summary["artefacts"]))
     lines.extend(drop_lines(summary["artefacts"]))
     for culprit in parity["culprits"]:
         name = culprit["artefact"].rsplit("/", 1)[-1]
@@ -302,6 +307,14 @@ def format_summary(result: PipelineResult) -> str:
     lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
                  f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
     return "\n".join(lines)
+
+
+def breach_lines(rows: list) -> list:
+    """Per artefact, each output that failed and its breaches (every output is judged: a
+    detector's boxes as much as its class logits)."""
+    return [f"FAIL {row['format']} {row['precision']} {out['name']}: "
+            + ", ".join(out["breaches"]) for row in rows for out in row.get("outputs") or []
+            if not out["passed"] and out["breaches"]]
 
 
 def drop_lines(rows: list) -> list:

@@ -312,7 +312,7 @@ def test_amptool_run_on_a_regression_network_passes_parity(task, tmp_path):
     fp16 = next(c for c in report["candidates"]
                 if c["format"] == "MINDIR" and c["precision"] == "fp16")
     checks = {row["metric"]: row for row in fp16["outputs"][0]["checks"]}
-    assert set(checks) == {"nonfinite", "cosine", "max_abs_scaled"}, checks
+    assert set(checks) == {"nonfinite", "cosine", "max_abs_scaled", "p999_abs_scaled"}, checks
     assert all(row["passed"] for row in checks.values())
     formats = {(c["format"], c["precision"]) for c in report["candidates"]}
     assert ("MINDIR", "fp16") in formats
