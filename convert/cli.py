@@ -268,6 +268,8 @@ def _fmt_metric(metrics: dict) -> str:
             parts.append(f"{key} {metrics[key]:.4g}")
     if metrics.get("nonfinite"):
         parts.append(f"nonfinite {metrics['nonfinite']}")
+    if metrics.get("failed"):  # several outputs: which of them breached what
+        parts.append(f"failed {', '.join(metrics['failed'])}")
     return " ".join(parts)
 
 

@@ -244,7 +244,8 @@ def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
 
 def _row(result, verdict, fp32_size: Optional[int]) -> dict:
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
-    reference)."""
+    reference). ``cosine`` is the lowest and ``max_abs`` the largest over every output;
+    ``outputs`` has each one's verdict."""
     from amptool.artefact.files import total_size
 
     size = total_size(result.path)
@@ -259,10 +260,7 @@ def _row(result, verdict, fp32_size: Optional[int]) -> dict:
         row["caveat"] = verdict.caveat
         row["drop"] = verdict.drop
         row["warnings"] = list(verdict.warnings)
-        row["outputs"] = [{"name": o["name"], "passed": o["passed"],
-                           "cosine": o["metrics"].get("cosine"),
-                           "max_abs_scaled": o["metrics"].get("max_abs_scaled"),
-                           "breaches": o["breaches"]} for o in verdict.outputs]
+        row["outputs"] = output_rows(verdict)
     section = result.manifest.get("deployment")
     if section is not None:
         emulated = (verdict.deployment or {}) if verdict is not None else {}
@@ -272,6 +270,14 @@ def _row(result, verdict, fp32_size: Optional[int]) -> dict:
                              "depends": emulated.get("depends"),
                              "message": emulated.get("message")}
     return row
+
+
+def output_rows(verdict) -> list:
+    """Each output of a candidate (a ``CandidateVerdict``) as judged: name, passed, cosine,
+    scaled error and breaches."""
+    return [{"name": o["name"], "passed": o["passed"], "cosine": o["metrics"].get("cosine"),
+             "max_abs_scaled": o["metrics"].get("max_abs_scaled"), "breaches": o["breaches"]}
+            for o in verdict.outputs]
 
 
 def format_summary(result: PipelineResult) -> str:

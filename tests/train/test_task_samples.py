@@ -188,3 +188,45 @@ def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaratio
     assert not set(TOP1) & set(box["metrics"]) and "max_abs_scaled" in {
         r["metric"] for r in box["checks"]}
     assert "cand_acc" in logits["metrics"] and report.passed
+
+
+@pytest.mark.slow
+def test_every_output_is_read_by_the_summary_the_exit_and_the_search(shared, tmp_path):
+    """The detector's class logits are its second output: the summary's row takes its
+    accuracy drop from there and its cosine from the worst output; a fault planted in the
+    class head alone fails the candidate (the run's exit), named by output, though the first
+    output passes; and convert search judges both outputs of every trial."""
+    from amptool.convert.search import SearchConfig, search_policy
+    from amptool.parity.compare import parity
+    from amptool.parity.config import ParityConfig
+    from amptool.parity.report import failure_line
+    from amptool.pipeline import breach_lines, output_rows
+
+    from ..parity.conftest import corrupt_mindir_weight
+
+    run, summary = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32,
+                        lr=0.003)
+    for row in summary["artefacts"][1:]:
+        assert [o["name"] for o in row["outputs"]] == ["output0", "output1"]
+        assert row["cosine"] == min(o["cosine"] for o in row["outputs"])
+        assert row["drop"]["metric"] == "acc_drop_clear"  # from output1, the class logits
+    fp32, fp16 = (str(run / "export" / f"detector_{p}.mindir") for p in ("fp32", "fp16"))
+    bad = str(corrupt_mindir_weight(fp16, tmp_path / "bad", "cls.weight", rows=1))
+    report = parity(ParityConfig(reference=fp32, candidates=(bad,), samples=64,
+                                 emulate_settings=False))
+    verdict = report.verdict(bad)
+    assert not report.passed and not verdict.passed
+    assert [name for name, _ in verdict.failed_outputs] == ["output1"]
+    assert report.candidates[0]["outputs"][0]["passed"]  # the box output alone passes
+    lines = breach_lines([{"format": "MINDIR", "precision": "fp16",
+                           "outputs": output_rows(verdict)}])
+    assert len(lines) == 1 and lines[0].startswith("FAIL MINDIR fp16 output1: "), lines
+    assert "output1 " in failure_line(report.to_dict())
+    found = search_policy(SearchConfig(run=str(run / "train"), samples=64, range_safety=None,
+                                       out=str(tmp_path / "p.toml"))).to_dict()
+    assert len(found["thresholds"]["outputs"]) == 2
+    box, logits = found["trials"][0]["metrics"]["outputs"]
+    assert not set(TOP1) & set(box) and "p999_abs_scaled" in box
+    assert {"top1_agree_clear", "acc_drop_clear"} <= set(logits)  # labels: y_cls
+    assert found["thresholds"]["outputs"][0]["max_p999_abs_scaled"] == 2 ** -5
+    assert found["thresholds"]["outputs"][1]["min_top1"] == 0.99
