@@ -62,13 +62,14 @@ class SearchConfig:
     policy: Optional[str] = None
     """Base policy file (overrides ``level``); its fp32 cells and types stay fp32."""
     thresholds: Optional[Thresholds] = None
-    """Parity limits every trial must meet; None: parity's fp16-vs-fp32 limits for the
-    network's first output as its run's loss says what it is (top-1 and accuracy for class
-    logits; for any other task the scale-aware error bound, ``max_abs_scaled`` 1e-2, and
-    no top-1), with ``threshold_table`` and ``threshold_flags`` over them."""
+    """Parity limits every output of every trial must meet; None: parity's fp16-vs-fp32
+    limits for what each output is (top-1 and accuracy for class logits: the declared
+    ``class_logits``, else the first output of a classifier's run; for any other output the
+    scale-aware error bounds, ``p999_abs_scaled`` 2^-5 and ``max_abs_scaled`` 2^-4, and no
+    top-1), with ``threshold_table`` and ``threshold_flags`` over them."""
     threshold_table: Optional[dict] = None
-    """A parity config's ``thresholds`` table (its general, ``fp16_vs_fp32`` and
-    ``outputs.0`` tables apply)."""
+    """A parity config's ``thresholds`` table (its general, ``fp16_vs_fp32`` and each
+    output's ``outputs.<index or outputN>`` tables apply)."""
     threshold_flags: Optional[dict] = None
     """Limits given as flags (``metrics.flag_overrides``), over the table."""
     metric: Optional[str] = None
