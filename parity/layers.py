@@ -191,14 +191,21 @@ def _cosine_of(dot: float, rr: float, cc: float, nonfinite: int) -> float:
 
 def load_weights(net, weights: dict, source: str) -> None:
     """Set every parameter of ``net`` from ``weights`` (name -> array; floating-point
-    values through float32 into the parameter's dtype)."""
+    values through float32 into the parameter's dtype). A parameter that is not
+    floating-point (an integer buffer such as a detector head's strides) keeps the value the
+    model builds it with when ``weights`` lacks it: artefacts store floating-point weights
+    only, and precision never changes the others."""
     import mindspore as ms
+    from mindspore.common import dtype as mstype
 
-    missing = [p.name for p in net.get_parameters() if p.name not in weights]
+    missing = [p.name for p in net.get_parameters()
+               if p.name not in weights and p.dtype in mstype.float_type]
     if missing:
         raise UsageError(f"{source} lacks weights {', '.join(missing[:3])} of the model",
                          "pass the --model these weights belong to")
     for p in net.get_parameters():
+        if p.name not in weights:
+            continue
         value = np.asarray(weights[p.name])
         if tuple(value.shape) != tuple(p.shape):
             raise UsageError(f"{source}: weight {p.name} has shape {value.shape}, the model "

@@ -124,3 +124,32 @@ def test_the_emulation_is_reported_but_never_judged():
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["depends_on_kept_fp32_cells"] == "true"
     assert dep["message"] in suite.find("system-out").text
+
+
+def test_weights_load_into_a_network_holding_an_integer_buffer():
+    """Artefacts store floating-point weights only: a network's integer parameter (mindyolo's
+    head keeps its strides in one) keeps its built value, so the emulation and per-layer
+    load an fp16 YOLOv8-n's weights; a missing floating-point weight is still refused."""
+    import mindspore as ms
+    import numpy as np
+    from mindspore import nn
+
+    from amptool.errors import UsageError
+    from amptool.parity.layers import load_weights
+
+    class Head(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 2)
+            self.stride = ms.Parameter(ms.Tensor([8, 16, 32], ms.int32), requires_grad=False)
+
+        def construct(self, x):
+            return self.fc(x)
+
+    net = Head()
+    stored = {"fc.weight": np.full((2, 4), 0.5, np.float16), "fc.bias": np.ones(2, np.float16)}
+    load_weights(net, stored, "head_fp16.mindir")
+    assert np.array_equal(net.fc.weight.asnumpy(), np.full((2, 4), 0.5, np.float32))
+    assert net.stride.asnumpy().tolist() == [8, 16, 32]
+    with pytest.raises(UsageError, match="lacks weights fc.bias of the model"):
+        load_weights(Head(), {"fc.weight": stored["fc.weight"]}, "head_fp16.mindir")
