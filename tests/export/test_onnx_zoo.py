@@ -87,7 +87,37 @@ def erf_net():
     return ErfNet()
 
 
+def batch_reading_net():
+    """A head reading the batch size from its input's shape behind a BatchNorm2d (which
+    holds a Shape primitive of its own, for checks on its input): mindyolo's YOLOv8 head
+    does this (``shape = x[0].shape``), and its C2f reads a channel count the same way."""
+    from mindspore import nn
+
+    class Head(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(8 * 4 * 4, 10)
+
+        def construct(self, x):
+            half = x.shape[1] // 2  # a channel count: a constant under a dynamic batch
+            return self.fc(x.view(x.shape[0], -1)) * (half / half)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 8, 3, pad_mode="same")
+            self.bn = nn.BatchNorm2d(8)
+            self.pool = nn.MaxPool2d(2, 2)
+            self.head = Head()
+
+        def construct(self, x):
+            return self.head(self.pool(self.bn(self.conv(x))))
+
+    return Net()
+
+
 _declare(small_vit, (3, 32, 32))
+_declare(batch_reading_net, (1, 8, 8))
 _declare(closure_residual_net, (3, 4, 4))
 _declare(erf_net, (1, 8, 8))
 
@@ -137,6 +167,20 @@ def test_mindcv_network_exports_runnable_onnx_matching_mindir(factory, dynamic, 
     assert scaled_max_abs(_run_onnx(paths[("ONNX", "fp32")], x), ref) <= FP32_REL
     fp16 = _run_onnx(paths[("ONNX", "fp16")], x)
     assert fp16.shape == ref.shape == (2, 10)
+
+
+@pytest.mark.slow
+def test_a_dynamic_batch_read_from_the_shape_is_named_in_the_cell_reading_it(tmp_path):
+    """Under a dynamic batch the exporter meets a Shape operator; the error names the head
+    that reads the batch, not the BatchNorm2d before it (which holds a Shape primitive it
+    never leaves in the graph)."""
+    from amptool.export.onnx import OnnxUnsupported
+
+    with pytest.raises(OnnxUnsupported, match=r"operator Shape to ONNX \(used in cell head\)"):
+        _export(batch_reading_net, tmp_path, dynamic=True)
+    (tmp_path / "fixed").mkdir()
+    assert set(_export(batch_reading_net, tmp_path / "fixed", dynamic=False)) == {
+        (f, p) for f in ("MINDIR", "ONNX") for p in ("fp32", "fp16")}
 
 
 @pytest.mark.slow

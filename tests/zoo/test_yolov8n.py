@@ -210,3 +210,15 @@ def test_user_loss_trains_the_detector(yolo_run):
     # the centre cell's class score, learnt from a loss the network's package never saw
     assert min(losses[-2:]) < losses[0], losses
     assert summary.extra["score"] == "neg_val_loss" and np.isfinite(summary.extra["val_loss"])
+
+
+def test_a_dynamic_batch_onnx_export_error_names_the_head():
+    """Its head reads the batch from the shape (``shape = x[0].shape``), which the ONNX
+    exporter cannot carry under a dynamic batch: the error names that head, not the first
+    BatchNorm2d (which holds a Shape primitive it never leaves in the graph) nor the C2f
+    blocks reading a channel count."""
+    from amptool.export.onnx_compat import locate_operator
+
+    from .yolo import yolov8n
+
+    assert locate_operator(yolov8n(), "Shape") == "model.model.22"
