@@ -191,7 +191,7 @@ def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaratio
 
 
 @pytest.mark.slow
-def test_every_output_is_read_by_the_summary_the_exit_and_the_search(shared, tmp_path):
+def test_every_output_is_read_by_the_summary_the_exit_and_the_search(doc_run, tmp_path):
     """The detector's class logits are its second output: the summary's row takes its
     accuracy drop from there and its cosine from the worst output; a fault planted in the
     class head alone fails the candidate (the run's exit), named by output, though the first
@@ -204,8 +204,7 @@ def test_every_output_is_read_by_the_summary_the_exit_and_the_search(shared, tmp
 
     from ..parity.conftest import corrupt_mindir_weight
 
-    run, summary = _run(shared, "detector", "boxes", 480, DETECTOR_LOSS, batch_size=32,
-                        lr=0.003)
+    run, summary = _run(doc_run, "detector")
     for row in summary["artefacts"][1:]:
         assert [o["name"] for o in row["outputs"]] == ["output0", "output1"]
         assert row["cosine"] == min(o["cosine"] for o in row["outputs"])
