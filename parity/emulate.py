@@ -128,13 +128,17 @@ def describe(kept: list, outputs: list, depends: bool) -> str:
 
     cells = ", ".join(c["path"] or "(network)" for c in kept[:4]) + (
         f" and {len(kept) - 4} more" if len(kept) > 4 else "")
-    m = outputs[0]["metrics"]
-    figures = []
-    if m.get("top1_agree") is not None:
-        figures.append(f"top-1 agreement {fmt(m['top1_agree'])}")
-    figures += [f"cosine {fmt(m.get('cosine'))}", f"max rel error {fmt(m.get('max_rel'))}"]
-    if m.get("nonfinite"):
-        figures.append(f"{m['nonfinite']} NaN/Inf")
+    every = [o["metrics"] for o in outputs]  # the worst figure of any output
+    top = next((m for m in every if m.get("top1_agree") is not None), None)
+    cosines = [m.get("cosine") for m in every if m.get("cosine") is not None]
+    figures = [f"top-1 agreement {fmt(top['top1_agree'])}"] if top else []
+    if cosines:
+        figures.append(f"cosine {fmt(next((c for c in cosines if c != c), min(cosines)))}")
+    rels = [m["max_rel"] for m in every if m.get("max_rel") is not None]
+    figures.append(f"max rel error {fmt(max(rels) if rels else None)}")
+    nonfinite = sum(m.get("nonfinite") or 0 for m in every)
+    if nonfinite:
+        figures.append(f"{nonfinite} NaN/Inf")
     breaches = [f"{r['metric']} {fmt(r['value'])}, limit {r['limit']}"
                 for o in outputs for r in o["checks"] if r["passed"] is False]
     verdict = (f"the kept cells matter: without the settings this gate fails ({breaches[0]})"
