@@ -100,5 +100,16 @@ def run(quick: bool = False) -> dict:
     }
 
 
+def summary(f: dict) -> list:
+    """The README's row."""
+    read, upb = f["after_onnx"], f["after_onnx_upb"]
+    figure = (f"{'read' if read.get('ok') else 'not read'} in {read.get('seconds', 0):.1f} s, "
+              f"peak RSS {read.get('peak_rss_gb', 0):.2f} GB; under upb: "
+              + ("one line naming the parser" if not upb.get("ok") and "parser" in str(upb)
+                 else str(upb)))
+    return [(f"a {f['checkpoint_gb']:.2f} GB .ckpt read after onnx and onnxruntime are imported",
+             figure, "")]
+
+
 if __name__ == "__main__":
     print(json.dumps(run(), indent=2))

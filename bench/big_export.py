@@ -96,5 +96,16 @@ def run(quick: bool = False) -> dict:
     return result
 
 
+def summary(f: dict) -> list:
+    """The README's row."""
+    ok = f.get("export_exit") == 0 and f.get("parity_exit") == 0
+    what = (f"604M-parameter Dense stack ({f['checkpoint_gb']:.2f} GB fp32 .ckpt): `amptool "
+            "export -f MINDIR,ONNX --precision fp32`, then inspect and parity")
+    figure = (f"export {f['export_s']:.0f} s, peak RSS {f['export_peak_rss_gb']:.2f} GB "
+              f"({f['export_peak_rss_gb'] / f['checkpoint_gb']:.2f}× the weights); "
+              f"parity {'passes' if ok else 'fails'} ({f.get('parity_s', 0):.0f} s)")
+    return [(what, figure, "")]
+
+
 if __name__ == "__main__":
     print(json.dumps(run(), indent=2))

@@ -384,16 +384,30 @@ def _pretty_target(key: str, text: str) -> str:
 def summary_rows(name: str, entry: dict) -> list:
     """(what, figure, target) in words; a benchmark's plain ratios when it has no words here
     or its figures are not the shape the words expect (an older version of it)."""
-    if entry["status"] == "ok" and name in SUMMARY:
+    words = SUMMARY.get(name) or _own_summary(name)
+    if entry["status"] == "ok" and words:
         figures = entry["figures"]
         try:
-            rows = SUMMARY[name](figures)
+            rows = words(figures)
         except (KeyError, TypeError, ValueError, ZeroDivisionError, StopIteration):
             rows = None
         if rows is not None:
             return [(w, v, _pretty_target(t, _target(figures, t)) if t and t[0] not in "≤≥"
                      else t) for w, v, t in rows]
     return [(f"{name}: {k}", v, t) for k, v, t in ratio_rows(entry)]
+
+
+def _own_summary(name: str):
+    """``summary(figures) -> rows`` of a benchmark module that words its own (standard
+    library only, as here), or None."""
+    path = HERE / f"{name}.py"
+    if not path.is_file() or "\ndef summary(" not in path.read_text(encoding="utf-8"):
+        return None
+    import importlib
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(f"bench.{name}").summary
 
 
 def zoo_block(results: dict) -> str:

@@ -14,7 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.checkpoint import FORMATS, is_float, read_checkpoint, write_checkpoint
+from amptool.checkpoint import FORMATS, is_float, write_checkpoint
+from amptool.ckptstream import iter_checkpoint
 from amptool.errors import UsageError
 from amptool.ranges import FP16_MAX
 
@@ -83,7 +84,7 @@ def _as_float32(value) -> np.ndarray:
 
     if value.dtype == ms.bfloat16:
         return value.astype(ms.float32).asnumpy()
-    return value.asnumpy().astype(np.float32)
+    return value.asnumpy().astype(np.float32, copy=False)
 
 
 def _output_format(cfg: CkptConfig) -> str:
@@ -181,12 +182,13 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
 
     ms = import_mindspore()
     fmt = check_config(cfg)
-    entries = read_checkpoint(cfg.src)
-    kept, weights, policy_text = _plan(cfg, entries)
+    # the input is read one entry at a time (its 'model' entry first, for the plan): only
+    # the converted entries are held, until they are written
+    kept, weights, policy_text = _plan(cfg, dict(iter_checkpoint(cfg.src, {"model"}.__contains__)))
     target = ms.float16 if cfg.to == "fp16" else ms.float32
     report = CkptReport(cfg.src, cfg.dst, cfg.to, fmt, policy_text, os.path.getsize(cfg.src), 0)
     items, strings = [], {}
-    for name, value in entries.items():
+    for name, value in iter_checkpoint(cfg.src):
         if cfg.weights_only and name not in weights:
             report.dropped.append(name)
             continue
@@ -197,8 +199,8 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
                 strings[name] = value
                 report.untouched.append(name)
             continue
-        data = _convert_entry(name, value, target, kept, report)
-        items.append({"name": name, "data": data})
+        items.append({"name": name, "data": _convert_entry(name, value, target, kept, report)})
+        del value
     write_checkpoint(cfg.dst, items, strings, fmt)
     report.bytes_after = os.path.getsize(cfg.dst)
     return report

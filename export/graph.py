@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 
-def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str = "fp32",
+def build_network(spec, params, precision: str, policy=None, io_dtype: str = "fp32",
                   source: str = "checkpoint"):
-    """(cell to trace, names of parameters stored in fp16).
+    """(cell to trace, names of parameters stored in fp16); ``params``: the checkpoint's
+    entries, or the path of a checkpoint to read into the network one tensor at a time.
 
     fp32: the network as trained. fp16: the policy's cells compute in float16 and their
     parameters are stored in float16 (``set_dtype``); cells the policy keeps in fp32 keep
@@ -14,10 +15,16 @@ def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str
     import mindspore as ms
 
     from amptool.checkpoint import load_into_net
+    from amptool.ckptstream import load_streamed, uninitialized
     from amptool.precision import apply_policy, cast_outputs, low_precision_params
 
-    net = spec.build()
-    load_into_net(net, params, source)
+    if isinstance(params, dict):
+        net = spec.build()
+        load_into_net(net, params, source)
+    else:  # every parameter comes from the file: none is initialized first
+        with uninitialized():
+            net = spec.build()
+        load_streamed(net, params, source)
     net.set_train(False)
     if precision == "fp32":  # nested outputs unrolled: a MindIR keeps them nested otherwise
         flat = cast_outputs(net, None)
@@ -25,7 +32,7 @@ def build_network(spec, params: dict, precision: str, policy=None, io_dtype: str
         return flat, []
     low = low_precision_params(net, policy)
     cell = apply_policy(net, policy)
-    for param in low:
+    for param in low:  # one tensor at a time: each fp32 copy goes as its fp16 one is made
         param.set_dtype(ms.float16)
     if io_dtype == "fp16":
         cell = cast_outputs(cell, ms.float16)

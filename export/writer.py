@@ -35,10 +35,9 @@ def format_module(name: str):
 
 def write_all(cfg, trained, policy, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
-    from amptool.checkpoint import read_checkpoint
     from amptool.models import model_copy
 
-    params = read_checkpoint(trained.checkpoint)
+    params = trained.checkpoint  # read into each network as it is built, a tensor at a time
     ckpt_facts = {"path": str(trained.checkpoint.resolve()),
                   "sha256": sha256(trained.checkpoint)}
     results = []
@@ -52,6 +51,8 @@ def write_all(cfg, trained, policy, jobs: list) -> list:
                 stack.enter_context(atomic_path(copy[0])).write_bytes(copy[1])
             _stage(cfg, trained, policy, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
                    results)
+            order = [(prec, fmt) for prec, fmt, _ in jobs]
+            results.sort(key=lambda r: order.index((r.precision, r.format)))
     except BaseException:
         if made_dir and not any(kept_dir.iterdir()):
             kept_dir.rmdir()
@@ -63,13 +64,21 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
            results: list) -> None:
     """Trace each job into a staging folder of its own, under its final names, with its
     manifest (``kept``: the model file facts to record); every set is moved into place
-    when the stack closes. Free space is checked before the first file is written."""
+    when the stack closes. Free space is checked before the first file is written.
+
+    One network is alive at a time: each precision's is built, traced by its formats
+    (ONNX last: its writer rewrites the network it traces) and let go before the next
+    is built; what a writer held is collected before the artefact is read back."""
+    import gc
+
     from amptool.artefact.manifest import manifest_path
     from amptool.fileio import atomic_set
     from amptool.policy import export_policy
 
     from .deploy import kept_cells
 
+    _release_compiled()  # what resolving the model ran (its probe network) goes first
+    gc.collect()
     checked = False
     for precision in dict.fromkeys(p for p, _, _ in jobs):
         policy = export_policy(base) if precision == "fp16" else None
@@ -78,17 +87,19 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
         if not checked:
             _check_space(net, jobs)
             checked = True
-        for prec, fmt, path in jobs:
-            if prec != precision:
-                continue
+        mine = sorted((job for job in jobs if job[0] == precision), key=lambda j: j[1] == "ONNX")
+        for i, (_, fmt, path) in enumerate(mine):
             superseded: list = []
             stage = stack.enter_context(atomic_set(path.parent, superseded))
             started = time.perf_counter()
-            # the ONNX writer rewrites the network it traces: give it its own copy
-            traced = _build(trained, params, precision, policy, cfg.io_dtype) \
-                if fmt == "ONNX" else net
-            written = _trace(traced, trained, cfg, fmt, precision, stage / path.name, path)
+            if net is None:  # an earlier job's writer rewrote (ONNX) the network
+                net = _build(trained, params, precision, policy, cfg.io_dtype)
+            written = _trace(net, trained, cfg, fmt, precision, stage / path.name, path)
             seconds = time.perf_counter() - started
+            if fmt == "ONNX" or i == len(mine) - 1:
+                net = None
+                _release_compiled()
+            gc.collect()
             final = path.parent / written.name
             manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts)
             manifest["model"].update(kept)
@@ -100,6 +111,18 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             superseded += [n for n in other_forms(path) if not (stage / n).exists()]
             results.append(ExportResult(fmt, precision, str(final), str(manifest_path(final)),
                                         manifest))
+
+
+def _release_compiled() -> None:
+    """Let go of the weights MindSpore's graph executor keeps of the last network it
+    compiled (``set_weights_values`` at every compile, held until the next one): without
+    this, a precision's network outlives its export and the next one is built beside it."""
+    try:
+        from mindspore.graph.api import _cell_graph_executor
+
+        _cell_graph_executor._graph_executor.set_weights_values({})
+    except (ImportError, AttributeError, RuntimeError, TypeError):
+        pass  # another MindSpore: nothing held that this knows of
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:

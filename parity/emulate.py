@@ -30,18 +30,19 @@ class EmulatedRunner:
     def __init__(self, spec, weights: dict, source: str):
         import mindspore as ms
 
+        from amptool.ckptstream import uninitialized
         from amptool.parity.layers import load_weights
         from amptool.policy import make_policy
         from amptool.precision import apply_policy, low_precision_params
 
-        net = spec.build()
+        with uninitialized():  # every weight is set next, straight into float16
+            net = spec.build()
+        every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
+        for param in low_precision_params(net, every):
+            param.set_dtype(ms.float16)
         load_weights(net, weights, source)
         net.set_train(False)
-        every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
-        low = low_precision_params(net, every)
         self.net = apply_policy(net, every)
-        for param in low:
-            param.set_dtype(ms.float16)
         self.net.set_train(False)
         self.inputs = [i.to_dict() for i in spec.inputs]
         self._ms = ms
@@ -63,9 +64,13 @@ def kept_of(cand, model) -> tuple:
     from amptool.parity.localize import policy_of
     from amptool.precision import resolve_fp32_cells
 
+    from amptool.ckptstream import uninitialized
+
     policy = policy_of(cand)
     spec = resolve_model(model)
-    kept = resolve_fp32_cells(spec.build(), policy)
+    with uninitialized():  # the structure alone is read
+        net = spec.build()
+    kept = resolve_fp32_cells(net, policy)
     return policy, [{"path": p, "type": type(c).__name__} for p, c in kept.items()], spec
 
 

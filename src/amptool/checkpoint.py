@@ -230,14 +230,19 @@ def load_into_net(net, params: dict, source: str = "checkpoint") -> None:
                 value = ms.Parameter(value.astype(ms.float32).astype(p.dtype), name=p.name)
             fitted[p.name] = value
     if missing or mismatched:
-        what = []
-        if missing:
-            what.append(f"{len(missing)} missing parameter(s) (e.g. {', '.join(missing[:3])})")
-        if mismatched:
-            what.append(f"{len(mismatched)} shape mismatch(es) (e.g. {'; '.join(mismatched[:2])})")
-        raise UsageError(f"{source} does not fit the model: " + ", ".join(what),
-                         "pass the --model the checkpoint was trained with")
+        raise misfit_error(missing, mismatched, source)
     ms.load_param_into_net(net, fitted, strict_load=True)
+
+
+def misfit_error(missing: list, mismatched: list, source: str) -> UsageError:
+    """The one line for a checkpoint whose names or shapes do not fit the network."""
+    what = []
+    if missing:
+        what.append(f"{len(missing)} missing parameter(s) (e.g. {', '.join(missing[:3])})")
+    if mismatched:
+        what.append(f"{len(mismatched)} shape mismatch(es) (e.g. {'; '.join(mismatched[:2])})")
+    return UsageError(f"{source} does not fit the model: " + ", ".join(what),
+                      "pass the --model the checkpoint was trained with")
 
 
 def build_with_weights(spec, params: dict, source: str):

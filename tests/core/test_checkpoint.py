@@ -185,3 +185,54 @@ def test_an_empty_checkpoint_says_so(tmp_path):
     (tmp_path / "empty.ckpt").write_bytes(b"")
     with pytest.raises(UsageError, match=r"is empty \(0 bytes\)"):
         read_checkpoint(tmp_path / "empty.ckpt")
+
+
+# --- one tensor at a time --------------------------------------------------------------
+
+def _wide_net(ms, seed):
+    from mindspore import nn
+
+    ms.set_seed(seed)
+    return nn.SequentialCell(nn.Dense(64, 32), nn.ReLU(), nn.Dense(32, 10))
+
+
+def test_streamed_entries_are_load_checkpoints_own(tmp_path, monkeypatch):
+    """Tensors written in slices (MindSpore slices past SLICE_SIZE KiB; 1 KiB here), a crc
+    trailer and text entries read the same one at a time as ``load_checkpoint`` reads
+    them whole; a network loaded that way holds the saved values, cast where asked."""
+    import mindspore.train.serialization as serialization
+
+    from amptool.ckptstream import iter_checkpoint, load_streamed
+
+    ms = import_mindspore()
+    saved = _wide_net(ms, 0)
+    monkeypatch.setattr(serialization, "SLICE_SIZE", 1)
+    path = tmp_path / "sliced.ckpt"
+    ms.save_checkpoint(saved, str(path), append_dict={"model": "wide", "epoch": 3},
+                       crc_check=True)
+    whole = ms.load_checkpoint(str(path))
+    streamed = dict(iter_checkpoint(path))
+    assert list(streamed) == list(whole) and streamed["model"] == "wide"
+    for name, value in whole.items():
+        if not isinstance(value, str):
+            assert np.array_equal(streamed[name].asnumpy(), value.asnumpy()), name
+    assert list(iter_checkpoint(path, {"model"}.__contains__)) == [("model", "wide")]
+    net = _wide_net(ms, 1)
+    load_streamed(net, path, to_dtype=lambda p: ms.float16)
+    for a, b in zip(saved.get_parameters(), net.get_parameters()):
+        assert b.dtype == ms.float16
+        assert np.array_equal(b.asnumpy(), a.asnumpy().astype(np.float16))
+
+
+def test_streamed_load_refuses_a_checkpoint_that_does_not_fit(files):
+    """Missing names and shape mismatches: the one error ``load_into_net`` gives; a
+    safetensors file goes through the whole-file reader the same way."""
+    from mindspore import nn
+
+    from amptool.ckptstream import load_streamed
+
+    for fmt in ("ckpt", "safetensors"):
+        net = nn.SequentialCell(nn.Dense(4, 3))
+        with pytest.raises(UsageError) as err:
+            load_streamed(net, files[fmt], f"checkpoint {fmt}")
+        assert err.value.problem.startswith(f"checkpoint {fmt} does not fit the model: 2 missing")

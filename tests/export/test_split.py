@@ -263,3 +263,19 @@ def test_the_deployment_settings_follow_the_form_written(ckpt, tmp_path):
     assert listing(out) == sorted(["model", "model/user_models.py", one, f"{one}.json",
                                    f"{one}.lite.ini", f"{one}.atc.txt"])
 
+
+
+def test_amptool_run_goes_through_on_the_split_form(tmp_path):
+    """The whole pipeline (train, export, parity, summary) on artefacts written split."""
+    out = tmp_path / "pipe"
+    res = invoke("run", "--model", MODEL, "--data", "synthetic", "--epochs", "1",
+                 "--samples", "32", "--onnx", "off", "--out", out, env=SPLIT)
+    assert res.exit_code == 0, res.output
+    assert "parity PASSED on 32 samples" in res.output
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}
+    assert rows[("MINDIR", "fp16")]["verdict"] == "PASS"
+    for precision in ("fp32", "fp16"):
+        assert Path(rows[("MINDIR", precision)]["path"]).name == \
+            f"wide_mlp_{precision}_graph.mindir"
+        assert (out / "export" / f"wide_mlp_{precision}_variables" / "data_0").is_file()

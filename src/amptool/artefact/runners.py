@@ -89,8 +89,8 @@ class MindIRRunner(Runner):
 
         if mindir.is_encrypted(path) and key is None:
             key = _env_key()
+        facts = mindir.describe(path, key)  # read (and let go) before MindSpore loads it
         self.cell = mindir.load_graph(path, key)
-        facts = mindir.describe(path, key)
         super().__init__(path, facts, manifest)
 
     def _run_batch(self, arrays: list) -> list:

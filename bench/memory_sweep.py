@@ -1,0 +1,307 @@
+"""Peak memory and time of export, convert and parity over a size sweep, two shapes.
+
+For a Dense stack (4096 wide) and a transformer (width 1024, 16 heads, blocks of
+attention + a 4x MLP), at about 50M, 150M, 300M and 600M parameters: a seeded fp32
+``.ckpt`` is written, then each command runs in a process of its own and its peak RSS
+is read from that process alone (``os.wait4``):
+
+- ``amptool export --format MINDIR --precision both`` (÷ the fp32 parameter bytes);
+- ``amptool convert ckpt --to fp16`` (÷ the input file);
+- ``amptool parity`` of the fp32 and fp16 MindIRs (÷ their combined weight bytes).
+
+A tiny network (0.3M parameters) run through the same commands gives each command's
+fixed cost (Python, MindSpore, the compiled graph); ``net`` ratios subtract it.
+Past 1 GiB of weights MindSpore writes MINDIR split (graph + variables folder).
+One size at a time; the largest needs about 6 GB of memory and 8 GB of disk.
+
+``python bench/memory_sweep.py [--quick] [--shapes dense,transformer] [--sizes 50,150]``
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODEL_FILE = '''
+import mindspore as ms
+from mindspore import nn, ops
+
+KIND, SIZE = {kind!r}, {size!r}
+
+
+class DenseStack(nn.Cell):
+    def __init__(self, width, depth, classes=10):
+        super().__init__()
+        self.layers = nn.CellList([nn.Dense(width, width) for _ in range(depth)])
+        self.head = nn.Dense(width, classes)
+        self.flatten = nn.Flatten()
+        self.scale = width ** -0.5
+
+    def construct(self, x):
+        x = self.flatten(x)
+        for layer in self.layers:
+            x = ops.tanh(layer(x) * self.scale)
+        return self.head(x)
+
+
+class Block(nn.Cell):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads, self.head_dim = heads, width // heads
+        self.scale = self.head_dim ** -0.5
+        self.norm1 = nn.LayerNorm((width,))
+        self.qkv = nn.Dense(width, 3 * width)
+        self.proj = nn.Dense(width, width)
+        self.norm2 = nn.LayerNorm((width,))
+        self.fc1 = nn.Dense(width, 4 * width)
+        self.fc2 = nn.Dense(4 * width, width)
+        self.gelu = nn.GELU()
+
+    def construct(self, x):
+        b, s, d = x.shape
+        qkv = self.qkv(self.norm1(x)).reshape(b, s, 3, self.heads, self.head_dim)
+        qkv = qkv.transpose(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        att = ops.softmax(ops.matmul(q, k.transpose(0, 1, 3, 2)) * self.scale, axis=-1)
+        out = ops.matmul(att, v).transpose(0, 2, 1, 3).reshape(b, s, d)
+        x = x + self.proj(out)
+        return x + self.fc2(self.gelu(self.fc1(self.norm2(x))))
+
+
+class Transformer(nn.Cell):
+    def __init__(self, width, depth, heads=16, classes=10):
+        super().__init__()
+        self.blocks = nn.CellList([Block(width, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm((width,))
+        self.head = nn.Dense(width, classes)
+
+    def construct(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x).mean(axis=1))
+
+
+def build():
+    ms.set_seed(0)
+    if KIND == "dense":
+        width, depth = (4096, SIZE) if SIZE else (256, 4)
+        net = DenseStack(width, depth)
+        net.input_shape = (1, 64, width // 64)
+    else:
+        width, depth = (1024, SIZE) if SIZE else (128, 1)
+        net = Transformer(width, depth)
+        net.input_signature = f"x:-1x16x{{width}}:float32"
+    net.num_classes = 10
+    return net
+'''
+
+SHAPES = {"dense": {50: 3, 150: 9, 300: 18, 600: 36},
+          "transformer": {50: 4, 150: 12, 300: 24, 600: 48}}
+"""Layers (Dense 4096x4096, 16.8M each) or blocks (12 x 1024^2, 12.6M each) per size."""
+
+SAVE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import mindspore as ms
+import model
+net = model.build()
+ms.save_checkpoint(net, sys.argv[2])
+params = list(net.get_parameters())
+import numpy as np
+shape = net.input_shape if hasattr(net, "input_shape") else (16, net.head.in_channels)
+rng = np.random.default_rng(0)
+np.savez(sys.argv[3], x=rng.standard_normal((8, *shape)).astype(np.float32),
+         y=np.zeros(8, np.int64))
+print(json.dumps({"params": sum(int(p.size) for p in params),
+                  "bytes": sum(int(p.size) * p.itemsize for p in params)}))
+"""
+
+
+def measured(args: list, cwd: Path, env: dict | None = None) -> dict:
+    """Run ``args``; exit code, seconds and the peak RSS (bytes) of that process alone."""
+    t0 = time.perf_counter()
+    with open(cwd / "out.txt", "w") as out, open(cwd / "err.txt", "w") as err:
+        proc = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - t0
+    result = {"exit": proc.returncode, "seconds": round(seconds, 2),
+              "peak_rss": usage.ru_maxrss * 1024}
+    if proc.returncode != 0:
+        result["error"] = (cwd / "err.txt").read_text().strip().splitlines()[-3:]
+    result["stdout"] = (cwd / "out.txt").read_text()
+    return result
+
+
+def amptool(*args) -> list:
+    return [sys.executable, "-m", "amptool", *map(str, args)]
+
+
+def weight_bytes(path: Path) -> int:
+    """Bytes of an artefact's files (graph + variables folder when split)."""
+    from_json = json.loads(Path(str(path) + ".json").read_text())
+    return sum(f["size"] for f in from_json["files"])
+
+
+def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str) -> dict:
+    work = tmp / f"{kind}-{size}"
+    work.mkdir()
+    (work / "model.py").write_text(MODEL_FILE.format(kind=kind, size=layers))
+    ckpt = work / "w.ckpt"
+    saved = measured([sys.executable, "-c", SAVE, str(work), str(ckpt), str(work / "x.npz")],
+                     work)
+    if saved["exit"]:
+        return {"save": {k: v for k, v in saved.items() if k != "stdout"}}
+    facts = json.loads(saved["stdout"].strip().splitlines()[-1])
+    row = {"kind": kind, "size": size, "params": facts["params"], "param_bytes": facts["bytes"],
+           "ckpt_bytes": ckpt.stat().st_size, "save_seconds": saved["seconds"]}
+    exported = measured(amptool("export", "--ckpt", ckpt, "--model", f"{work / 'model.py'}:build",
+                                "--data", "none", "-f", formats, "--precision", "both",
+                                "--out", work / "out", "--json"), work)
+    row["export"] = _figures(exported, facts["bytes"])
+    converted = measured(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16"),
+                         work)
+    row["convert"] = _figures(converted, row["ckpt_bytes"])
+    (work / "w16.ckpt").unlink(missing_ok=True)
+    if exported["exit"] == 0:
+        arts = {(a["precision"], a["format"]): Path(a["path"])
+                for a in json.loads(exported["stdout"])}
+        pair = arts[("fp32", "MINDIR")], arts[("fp16", "MINDIR")]
+        combined = sum(weight_bytes(p) for p in pair)
+        row["artefact_bytes"] = {"fp32": weight_bytes(pair[0]), "fp16": weight_bytes(pair[1])}
+        compared = measured(amptool("parity", *pair, "--samples", "8", "--data",
+                                    f"npz:{work / 'x.npz'}", "-q"), work)
+        row["parity"] = _figures(compared, combined)
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
+def _figures(done: dict, base: int) -> dict:
+    out = {k: v for k, v in done.items() if k != "stdout"}
+    out["peak_gb"] = round(done["peak_rss"] / 1e9, 3)
+    out["ratio"] = round(done["peak_rss"] / base, 3)
+    return out
+
+
+def _net(rows: list, fixed: dict) -> None:
+    """Per-byte figures with each command's fixed cost (the tiny network's peak) taken off,
+    and seconds per million parameters."""
+    for row in rows:
+        for cmd, base in (("export", row.get("param_bytes")), ("convert", row.get("ckpt_bytes")),
+                          ("parity", sum(row.get("artefact_bytes", {}).values()))):
+            if cmd in row and cmd in fixed and base and row[cmd]["exit"] == 0:
+                row[cmd]["net_per_byte"] = round((row[cmd]["peak_rss"] - fixed[cmd]) / base, 3)
+                row[cmd]["seconds_per_mparam"] = round(row[cmd]["seconds"] / row["params"] * 1e6,
+                                                       4)
+
+
+FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x"}
+"""Figure -> name of its largest ÷ smallest over the sizes of one shape."""
+
+
+def _flatness(rows: list) -> dict:
+    """Largest over smallest of each per-byte figure, per shape and command."""
+    out = {}
+    for kind in sorted({r["kind"] for r in rows if "kind" in r}):
+        mine = sorted((r for r in rows if r.get("kind") == kind), key=lambda r: r["params"])
+        if len(mine) < 2:
+            continue
+        for cmd in ("export", "convert", "parity"):
+            for key, name in FLAT.items():
+                vals = [r[cmd].get(key) for r in mine if cmd in r]
+                if len(vals) == len(mine) and all(vals):
+                    out.setdefault(kind, {}).setdefault(cmd, {})[name] = round(
+                        max(vals) / min(vals), 3)
+    return out
+
+
+def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 300, 600),
+        formats: str = "mindir") -> dict:
+    if quick:
+        sizes = tuple(s for s in sizes if s <= 150)
+    rows, fixed = [], {}
+    with tempfile.TemporaryDirectory(prefix="amptool-memsweep-") as tmp:
+        tmp = Path(tmp)
+        tiny = one("dense", 0, None, tmp, formats)
+        fixed = {cmd: tiny[cmd]["peak_rss"] for cmd in ("export", "convert", "parity")
+                 if cmd in tiny}
+        for kind in shapes:
+            for size in sizes:
+                rows.append(one(kind, size, SHAPES[kind][size], tmp, formats))
+                print(json.dumps(_brief(rows[-1])), file=sys.stderr, flush=True)
+    _net(rows, fixed)
+    return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()},
+            "sizes": {f"{r['kind']} {r['size']}M": r for r in rows if "kind" in r},
+            "failed": [r for r in rows if "kind" not in r], "flatness": _flatness(rows),
+            "targets": {"export": "peak <= 2.0x fp32 parameter bytes",
+                        "convert": "peak <= 1.5x the input file",
+                        "parity": "peak <= 2.5x both artefacts' weight bytes + a batch",
+                        "flatness": "largest/smallest <= 1.3"}}
+
+
+WORDS = {"export": ("`amptool export -f MINDIR --precision both`", "fp32 parameter bytes", "≤ 2×"),
+         "convert": ("`amptool convert ckpt --to fp16`", "input file", "≤ 1.5×"),
+         "parity": ("`amptool parity` of the fp32 and fp16 MindIR, 8 samples",
+                    "two artefacts' weight bytes", "≤ 2.5×")}
+
+
+def summary(f: dict) -> list:
+    """The README's rows: per command, peak RSS ÷ bytes at each size (and with the fixed
+    cost taken off), then how flat seconds per parameter stay."""
+    rows, spread = [], []
+    for cmd, (what, base, target) in WORDS.items():
+        parts, net = [], []
+        for kind in ("dense", "transformer"):
+            mine = sorted((r for r in f["sizes"].values() if r["kind"] == kind),
+                          key=lambda r: r["params"])
+            figures = [f"{r[cmd]['ratio']:.2f}" if r.get(cmd, {}).get("exit") == 0 else "failed"
+                       for r in mine]
+            parts.append(f"{kind} {' / '.join(figures)}")
+            net.append(" / ".join(f"{r[cmd]['net_per_byte']:.2f}" if "net_per_byte" in
+                                  r.get(cmd, {}) else "-" for r in mine))
+            flat = f["flatness"].get(kind, {}).get(cmd, {})
+            if "time_x" in flat:
+                spread.append(f"{kind} {cmd} {flat['time_x']:.2f}×")
+        sizes = " / ".join(sorted({f"{r['size']}M" for r in f["sizes"].values()},
+                                  key=lambda t: int(t[:-1])))
+        fixed = f["fixed_peak_gb"].get(cmd)
+        rows.append((f"peak RSS of {what} ÷ the {base}, at {sizes} parameters",
+                     f"{'; '.join(parts)} (less the {fixed:.2f} GB a tiny network takes: "
+                     f"{'; '.join(net)})", target))
+    rows.append(("seconds per parameter, largest ÷ smallest size of one shape",
+                 ", ".join(spread), "≤ 1.3×"))
+    return rows
+
+
+def _brief(row: dict) -> dict:
+    return {"kind": row.get("kind"), "size": row.get("size"),
+            **{cmd: (row[cmd].get("peak_gb"), row[cmd].get("ratio"), row[cmd].get("seconds"),
+                     row[cmd].get("exit")) for cmd in ("export", "convert", "parity")
+               if cmd in row}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--shapes", default="dense,transformer")
+    parser.add_argument("--sizes", default="50,150,300,600")
+    parser.add_argument("--formats", default="mindir")
+    parser.add_argument("--out", default=None, help="write the result here as JSON")
+    args = parser.parse_args()
+    result = run(args.quick, tuple(args.shapes.split(",")),
+                 tuple(int(s) for s in args.sizes.split(",")), args.formats)
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

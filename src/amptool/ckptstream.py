@@ -1,0 +1,199 @@
+"""Checkpoints read one tensor at a time, and loaded into a network's own parameters.
+
+``mindspore.load_checkpoint`` reads a .ckpt whole: the file's bytes, the parsed message
+and the tensors built from it are alive at once (about 3x the file at its peak), and
+loading that dict into a freshly built network adds the network's own initial weights.
+A .ckpt written by ``mindspore.save_checkpoint`` is a run of ``Checkpoint`` messages of
+one ``value`` each (a tensor past 512 MiB in several consecutive slices of one tag), so
+each entry can be read and parsed with MindSpore's own ``Checkpoint.Value`` message on
+its own. ``load_streamed`` puts each entry into the network's existing parameter
+(``set_data``) and lets it go; a network built ``uninitialized()`` (MindSpore's
+``no_init_parameters``) has no initial weights to begin with: the peak is the loaded
+weights plus one tensor.
+
+safetensors files (memory-mapped by MindSpore) and anything this reader does not know
+(encrypted files, map parameters) go through ``read_checkpoint``, entry by entry.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+CRC_TRAILER = 17
+"""``b"crc_num"`` and a 10-byte checksum that ``save_checkpoint(crc_check=True)`` appends."""
+
+
+class _Unstreamable(Exception):
+    """The file is not a plain run of ``Checkpoint`` records: read it whole instead."""
+
+
+@contextlib.contextmanager
+def uninitialized():
+    """Parameters created inside take no memory until they are set or used (MindSpore's
+    ``no_init_parameters``): for a network whose weights are all loaded next, or whose
+    structure alone is read."""
+    try:
+        from mindspore.nn.utils import no_init_parameters
+    except ImportError:  # a MindSpore without it: initialized as usual
+        yield
+        return
+    with no_init_parameters():
+        yield
+
+
+def _varint(fh) -> int | None:
+    shift, value = 0, 0
+    while True:
+        byte = fh.read(1)
+        if not byte:
+            if shift:
+                raise _Unstreamable("cut inside a varint")
+            return None
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+        if shift > 63:
+            raise _Unstreamable("varint too long")
+
+
+def _records(path: Path):
+    """(offset, length) of every ``value`` record of a .ckpt, in file order."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(size - CRC_TRAILER, 0))
+        end = size - CRC_TRAILER if fh.read(7) == b"crc_num" else size
+        fh.seek(0)
+        while fh.tell() < end:
+            key = _varint(fh)
+            if key != (1 << 3 | 2):  # field 1 (value), length-delimited
+                raise _Unstreamable(f"unexpected field key {key}")
+            length = _varint(fh)
+            if length is None or fh.tell() + length > end:
+                raise _Unstreamable("record past the end of the file")
+            yield fh.tell(), length
+            fh.seek(length, os.SEEK_CUR)
+
+
+def _tag(fh, offset: int, length: int) -> str | None:
+    """The tag of the record at ``offset``, read from its first field (None: elsewhere)."""
+    fh.seek(offset)
+    if fh.read(1) != b"\x0a":
+        return None
+    n = _varint(fh)
+    if n is None or n > length:
+        raise _Unstreamable("tag past its record")
+    return fh.read(n).decode("utf-8")
+
+
+def _parse(fh, offset: int, length: int):
+    from google.protobuf.message import DecodeError
+    from mindspore.train.checkpoint_pb2 import Checkpoint
+
+    fh.seek(offset)
+    value = Checkpoint.Value()
+    try:
+        value.ParseFromString(fh.read(length))
+    except DecodeError as exc:
+        raise _Unstreamable(str(exc)) from None
+    if not value.HasField("tensor"):
+        raise _Unstreamable("map parameter")
+    return value
+
+
+def _build(tag: str, chunks: list, dims, type_name: str):
+    """A MindSpore tensor (or the text of a 'str' entry) from a record's bytes, as
+    ``load_checkpoint`` builds it."""
+    import numpy as np
+    from mindspore.train.serialization import Tensor_, tensor_to_ms_type
+
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    chunks.clear()
+    if type_name == "str":
+        return str(np.frombuffer(data, "U" + str(len(data) // 4))[0])
+    if type_name not in tensor_to_ms_type:
+        raise _Unstreamable(f"tensor type {type_name}")
+    dims = tuple(dims) if list(dims) != [0] else ()
+    from mindspore import Tensor
+
+    return Tensor(Tensor_.convert_bytes_to_tensor(data, dims, tensor_to_ms_type[type_name]))
+
+
+def _stream_ckpt(path: Path, wanted):
+    """(name, tensor or text) of each entry ``wanted`` accepts, one at a time."""
+    with open(path, "rb") as fh:
+        pending, chunks, head = None, [], None
+        for offset, length in list(_records(path)):
+            tag = _tag(fh, offset, length)
+            if tag is None:
+                tag = _parse(fh, offset, length).tag
+            if pending is not None and tag != pending:
+                yield pending, _build(pending, chunks, *head)
+                pending = None
+            if not wanted(tag):
+                continue
+            value = _parse(fh, offset, length)
+            pending, head = tag, (value.tensor.dims, value.tensor.tensor_type)
+            chunks.append(value.tensor.tensor_content)
+            del value
+        if pending is not None:
+            yield pending, _build(pending, chunks, *head)
+
+
+def iter_checkpoint(path, wanted=None):
+    """(name, MindSpore tensor or text) of every entry of a checkpoint, one at a time;
+    ``wanted(name)`` False skips an entry without reading its bytes. Errors as
+    ``read_checkpoint`` gives them."""
+    from .checkpoint import _decode_text, detect_format, read_checkpoint
+
+    path = Path(path)
+    wanted = wanted or (lambda name: True)
+    done: set = set()
+    if path.is_file() and path.stat().st_size and detect_format(path) == "ckpt":
+        try:
+            for name, value in _stream_ckpt(path, wanted):
+                done.add(name)
+                yield name, value
+            return
+        except (_Unstreamable, UnicodeDecodeError, KeyError, ValueError, TypeError):
+            pass  # a file of another layout: the whole-file reader takes it or says why
+    params = read_checkpoint(path)
+    for name in list(params):
+        value = params.pop(name)
+        if wanted(name) and name not in done:
+            yield from _decode_text({name: value}).items()
+
+
+def load_streamed(net, path, source: str = "checkpoint", to_dtype=None) -> None:
+    """Read the checkpoint at ``path`` into ``net``'s own parameters one tensor at a time.
+
+    Float entries are cast to each parameter's dtype (``to_dtype(param)``, when given,
+    names another one for float parameters: the parameter takes it). Names or shapes
+    that do not fit the network are refused in one error, as ``load_into_net`` does.
+    """
+    from .checkpoint import is_float, misfit_error
+
+    params = {p.name: p for p in net.get_parameters()}
+    loaded, mismatched = set(), []
+    for name, value in iter_checkpoint(path, lambda n: n in params):
+        param = params[name]
+        if isinstance(value, str):
+            continue
+        if tuple(value.shape) != tuple(param.shape):
+            mismatched.append(f"{name} {tuple(value.shape)} vs {tuple(param.shape)}")
+            continue
+        dtype = to_dtype(param) if to_dtype is not None and is_float(param) else param.dtype
+        if is_float(value) and value.dtype != dtype:
+            value = value.astype(dtype)
+        if param.dtype != dtype:
+            param.set_dtype(dtype)
+        param.set_data(value)
+        if hasattr(param, "init_param"):
+            param.init_param = True
+        loaded.add(name)
+        del value
+    missing = [n for n in params if n not in loaded]
+    if missing or mismatched:
+        raise misfit_error(missing, mismatched, source)
