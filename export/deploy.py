@@ -54,11 +54,10 @@ def kept_cells(spec, policy) -> list:
     (outermost first; the whole network is path '')."""
     if policy is None:
         return []
-    from amptool.ckptstream import uninitialized
+    from amptool.ckptstream import build_uninitialized
     from amptool.precision import resolve_fp32_cells
 
-    with uninitialized():  # the structure alone is read: no weights are made
-        net = spec.build()
+    net = build_uninitialized(spec.build)  # the structure alone is read: no weights are made
     return [{"path": path, "type": type(cell).__name__}
             for path, cell in resolve_fp32_cells(net, policy).items()]
 

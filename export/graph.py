@@ -15,15 +15,14 @@ def build_network(spec, params, precision: str, policy=None, io_dtype: str = "fp
     import mindspore as ms
 
     from amptool.checkpoint import load_into_net
-    from amptool.ckptstream import load_streamed, uninitialized
+    from amptool.ckptstream import build_uninitialized, load_streamed
     from amptool.precision import apply_policy, cast_outputs, low_precision_params
 
     if isinstance(params, dict):
         net = spec.build()
         load_into_net(net, params, source)
     else:  # every parameter comes from the file: none is initialized first
-        with uninitialized():
-            net = spec.build()
+        net = build_uninitialized(spec.build)
         load_streamed(net, params, source)
     net.set_train(False)
     if precision == "fp32":  # nested outputs unrolled: a MindIR keeps them nested otherwise

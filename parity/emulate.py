@@ -30,13 +30,12 @@ class EmulatedRunner:
     def __init__(self, spec, weights: dict, source: str):
         import mindspore as ms
 
-        from amptool.ckptstream import uninitialized
+        from amptool.ckptstream import build_uninitialized
         from amptool.parity.layers import load_weights
         from amptool.policy import make_policy
         from amptool.precision import apply_policy, low_precision_params
 
-        with uninitialized():  # every weight is set next, straight into float16
-            net = spec.build()
+        net = build_uninitialized(spec.build)  # every weight is set next, straight into float16
         every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
         for param in low_precision_params(net, every):
             param.set_dtype(ms.float16)
@@ -64,12 +63,11 @@ def kept_of(cand, model) -> tuple:
     from amptool.parity.localize import policy_of
     from amptool.precision import resolve_fp32_cells
 
-    from amptool.ckptstream import uninitialized
+    from amptool.ckptstream import build_uninitialized
 
     policy = policy_of(cand)
     spec = resolve_model(model)
-    with uninitialized():  # the structure alone is read
-        net = spec.build()
+    net = build_uninitialized(spec.build)  # the structure alone is read
     kept = resolve_fp32_cells(net, policy)
     return policy, [{"path": p, "type": type(c).__name__} for p, c in kept.items()], spec
 

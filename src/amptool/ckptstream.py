@@ -43,6 +43,17 @@ def uninitialized():
         yield
 
 
+def build_uninitialized(build):
+    """``build()`` with its parameters left uninitialized (``uninitialized``); a factory
+    that reads the fresh weights it made (scales them, copies others into them) cannot run
+    so and is built as usual."""
+    try:
+        with uninitialized():
+            return build()
+    except Exception:  # its own error, if it has one, comes from the usual build
+        return build()
+
+
 def _varint(fh) -> int | None:
     shift, value = 0, 0
     while True:
