@@ -44,14 +44,33 @@ def uninitialized():
 
 
 def build_uninitialized(build):
-    """``build()`` with its parameters left uninitialized (``uninitialized``); a factory
-    that reads the fresh weights it made (scales them, copies others into them) cannot run
-    so and is built as usual."""
+    """``build()`` with its parameters left uninitialized (``uninitialized``). A factory that
+    computes on the fresh weights it made (scales them, copies others into them) cannot be
+    built so, and is built as usual. MindSpore runs those computations asynchronously: the
+    failure of one on a weight without data is reported when something waits for it, which
+    may be the next, unrelated operation (the usual build, or anything after it). So every
+    operation the attempt launched is waited for before it counts as built, and a failed
+    attempt is settled before the usual build starts."""
+    settle()  # what was launched before is not this attempt's to report
     try:
         with uninitialized():
-            return build()
+            net = build()
+            settle()
+        return net
     except Exception:  # its own error, if it has one, comes from the usual build
+        try:
+            settle()
+        except RuntimeError:
+            pass  # the failed attempt's operations, reported once more
         return build()
+
+
+def settle() -> None:
+    """Wait until every operation MindSpore has launched has run; the error of one that
+    failed is raised here."""
+    from mindspore.common.api import _pynative_executor
+
+    _pynative_executor.sync()
 
 
 def _varint(fh) -> int | None:

@@ -236,3 +236,44 @@ def test_streamed_load_refuses_a_checkpoint_that_does_not_fit(files):
         with pytest.raises(UsageError) as err:
             load_streamed(net, files[fmt], f"checkpoint {fmt}")
         assert err.value.problem.startswith(f"checkpoint {fmt} does not fit the model: 2 missing")
+
+
+
+def _derives_from_its_weights():
+    """A factory that computes on a fresh weight; nothing in it waits for the product."""
+    import planted_branches
+
+    net = planted_branches.Net()
+    net.doubled = net.fc.weight * 2.0
+    return net
+
+
+def _branch_scale(net) -> float:
+    """The scaled branch's largest weight over fc's (2 as MindSpore initializes them)."""
+    return (float(np.abs(net.block.a.weight.asnumpy()).max())
+            / float(np.abs(net.fc.weight.asnumpy()).max()))
+
+
+def test_a_factory_computing_on_its_fresh_weights_is_built_as_usual():
+    """Built uninitialized, its product fails only when waited for, after the factory
+    returned: the attempt waits for it, and the network comes from the usual build."""
+    from amptool.ckptstream import build_uninitialized
+
+    import_mindspore()
+    net = build_uninitialized(_derives_from_its_weights)
+    assert np.array_equal(net.doubled.asnumpy(), 2 * net.fc.weight.asnumpy())
+
+
+def test_a_failed_uninitialized_build_leaves_nothing_behind():
+    """``tests/planted_branches.py:build`` scales its weights through ``set_data``: built
+    uninitialized it fails, and the failed product, still running, used to be reported
+    again by a later operation (at times the usual build right after it, as in a test
+    process's export). Nothing of it may reach the builds that follow."""
+    import planted_branches
+
+    from amptool.ckptstream import build_uninitialized
+
+    import_mindspore()
+    for _ in range(100):
+        assert _branch_scale(build_uninitialized(planted_branches.build)) > 1000.0
+        assert _branch_scale(planted_branches.build()) > 1000.0
