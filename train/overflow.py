@@ -133,11 +133,11 @@ def forward_overflow(build, net, policy, inputs: list, bad: int, step: int) -> t
 
 def overflow_culprit(build, net, policy, inputs: list):
     """The first cell of ``net`` (its weights as they are now) whose ``policy`` output is
-    not finite on ``inputs`` while its fp32 output is (``ranges.first_overflow``), or None;
+    not finite on ``inputs`` while its fp32 output is (``forensics.first_overflow``), or None;
     ``build()`` makes a fresh fp32 network of the same structure (twice)."""
     from amptool.checkpoint import load_into_net
     from amptool.precision import apply_policy
-    from amptool.ranges import first_overflow
+    from amptool.forensics import first_overflow
 
     weights = {p.name: p for p in net.get_parameters()}
     fp32, low = build(), build()

@@ -26,12 +26,8 @@ whose outputs live mostly among fp16's subnormals; and cells whose ``local_error
 ``LOCAL_ERROR`` while none of the cells they hold does (the innermost: an fp16 leaf breaks
 every block around it).
 
-``first_overflow`` runs the same input through the fp32 network and the network under a
-low-precision policy and names the first cell whose low-precision output is not finite
-while its fp32 output is; when that cell's input is not finite already, the value was made
-in the construct of a cell around it (no cell before it gave one), and that cell is named.
-
-Both run the network eagerly (``amptool.eager``) in inference mode. A training run asks
+The pass runs the network eagerly (``amptool.eager``) in inference mode (so does
+``amptool.forensics``, which names the first cell that overflows). A training run asks
 for its batch normalizations on the batch's statistics, as its step computes them: a fresh
 network's running statistics are no estimates yet, and through them values grow that no
 training step makes (mindcv ``repvgg_a0`` at 3x64x64 reaches 1.06e5 there, 32 on batch
@@ -411,68 +407,3 @@ def outside_policy(net, found: list, policy) -> list:
     kept = list(resolve_fp32_cells(net, policy))
     return [r for r in found
             if r.path not in policy.fp16_cells and not any(within(r.path, k) for k in kept)]
-
-
-def first_overflow(fp32_net, low_net, low_runnable, inputs: list,
-                   batch_stats: bool = False) -> Optional[dict]:
-    """The first cell (in execution order) whose output under the low-precision policy is
-    not finite while its fp32 output is. ``fp32_net`` and ``low_net`` are two builds of the
-    same network with the same weights; ``low_runnable`` is ``low_net`` under the policy
-    (``apply_policy`` keeps cell objects, so hooks set on ``low_net`` see its cells).
-    ``batch_stats`` as in ``measure_ranges``. Returns {path, type, fp32_max, input_finite}
-    or None when nothing overflows."""
-    import mindspore as ms
-
-    fp32_out: dict = {}
-    low_rows: list = []
-
-    def keep_fp32(path, cell, inputs, output):
-        out = floats(output)
-        if out is not None and path not in fp32_out:
-            fp32_out[path] = out
-
-    def keep_low(path, cell, inputs, output):
-        out = floats(output)
-        if out is None:
-            return
-        first_in = floats(tensors(inputs)[:1])
-        low_rows.append((path, type(cell).__name__, bool(np.all(np.isfinite(out))),
-                         first_in is None or bool(np.all(np.isfinite(first_in)))))
-
-    feed = [ms.Tensor(a) for a in inputs]
-    for net, runnable, record in ((fp32_net, fp32_net, keep_fp32),
-                                  (low_net, low_runnable, keep_low)):
-        hooks = Hooks(net, record)
-        try:
-            with eager(runnable, batch_stats):
-                runnable(*feed)
-        finally:
-            hooks.close()
-    for index, (path, kind, finite, input_finite) in enumerate(low_rows):
-        ref = fp32_out.get(path)
-        if finite or ref is None or not np.all(np.isfinite(ref)):
-            continue
-        if not input_finite:  # made by a construct around it, after every cell before it
-            maker = _enclosing(path, low_rows[index + 1:], fp32_out)
-            if maker is not None:
-                path, kind, input_finite = maker
-                ref = fp32_out[path]
-        return {"path": path or "(network)", "type": kind,
-                "fp32_max": float(np.abs(ref).max()) if ref.size else 0.0,
-                "input_finite": input_finite}
-    return None
-
-
-def _enclosing(path: str, later: list, fp32_out: dict) -> Optional[tuple]:
-    """(path, type, input finite) of the innermost cell around ``path`` (never the network)
-    whose low-precision output is not finite while its fp32 output is: the cell whose own
-    construct made the value ``path`` took in (a mask's ``0 * -inf``); None without one."""
-    rows = {row[0]: row for row in later}
-    outer = path
-    while "." in outer:
-        outer = outer.rpartition(".")[0]
-        row = rows.get(outer)
-        ref = fp32_out.get(outer)
-        if row is not None and not row[2] and ref is not None and np.all(np.isfinite(ref)):
-            return outer, row[1], row[3]
-    return None

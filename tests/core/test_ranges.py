@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from amptool.policy import make_policy
+from amptool.forensics import first_overflow
 from amptool.ranges import (
     FP16_MAX,
-    first_overflow,
     measure_ranges,
     outside_policy,
     range_candidates,
