@@ -235,7 +235,7 @@ def _limits(path: Optional[Path], flags: dict) -> tuple:
     flags), checked now; the search lays them over the limits its network's task takes.
     The file is read as parity reads it (a parity config's ``thresholds`` table works whole)."""
     from amptool.config import read_config_file
-    from amptool.metrics import flag_overrides, validate_file_thresholds
+    from amptool.limits import flag_overrides, validate_file_thresholds
 
     table = {}
     if path:
@@ -254,7 +254,7 @@ def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
 
 
 def _thresholds_of(table: dict, flags: dict, logits: bool = True):
-    from amptool.metrics import resolve_thresholds
+    from amptool.limits import resolve_thresholds
 
     return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 

@@ -7,14 +7,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.metrics import (
-    Thresholds,
-    check_metrics,
-    compute_metrics,
-    labels_fit,
-    passed,
-    resolve_thresholds,
-)
+from amptool.limits import Thresholds, resolve_thresholds
+from amptool.metrics import check_metrics, compute_metrics, labels_fit, passed
 
 
 def as_outputs(out) -> list:

@@ -11,15 +11,10 @@ run it.
 
 With every candidate in fp32 the network must compute what the fp32 reference does
 (max |diff| <= 1e-6 x max(1, max |ref|)); otherwise the search stops with CheckFailed.
-The search works on blocks, then inside them (``bisect_cells``): it bisects over the
-network's top-level cells in execution order (a segment that passes in fp16 stays fp16,
-a failing segment is halved, a failing single cell is kept fp32, then each kept cell is
-tried in fp16 once more). A kept block is then split: if the rest of the network passes
-with only its sub-cells kept (its own ``construct`` in fp16), the same bisection runs
-over those sub-cells; if not, the block's own operators need fp32 and it stays whole.
-A trial is known by the cells it actually keeps (a cell whose sub-cells are all kept is
-kept too), so two ways of asking for the same network run once. A result that keeps
-every candidate is no fp16 policy and fails too.
+The search works on blocks, then inside them (``bisection.bisect_cells``). A trial is
+known by the cells it actually keeps (a cell whose sub-cells are all kept is kept too), so
+two ways of asking for the same network run once. A result that keeps every candidate is
+no fp16 policy and fails too.
 """
 from __future__ import annotations
 
@@ -29,8 +24,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from amptool.errors import CheckFailed, UsageError
-from amptool.metrics import Thresholds
+from amptool.limits import Thresholds
+from amptool.precision import within
 
+from .bisection import bisect_cells, in_order, sub_units
 from .judge import TaskCheck, as_outputs, judge, search_thresholds
 
 __all__ = ["SearchConfig", "SearchResult", "TaskCheck", "Trials", "judge", "search_policy",
@@ -71,7 +68,7 @@ class SearchConfig:
     """A parity config's ``thresholds`` table (its general, ``fp16_vs_fp32`` and each
     output's ``outputs.<index or outputN>`` tables apply)."""
     threshold_flags: Optional[dict] = None
-    """Limits given as flags (``metrics.flag_overrides``), over the table."""
+    """Limits given as flags (``limits.flag_overrides``), over the table."""
     metric: Optional[str] = None
     """A task metric ``path/file.py:fn`` (parity's ``--metric``: fn(outputs, targets) ->
     float, higher is better): every trial's drop from the fp32 reference's value must stay
@@ -177,79 +174,6 @@ class Trials:
         self.log.append(record)
         self.emit({"kind": "trial", **record})
         return ok
-
-
-def bisect(candidates: list, trial: Callable[[list, str], bool]) -> list:
-    """Cells to keep in fp32, given that all-fp32 ``candidates`` passes and none-fp32 fails."""
-    kept = list(candidates)
-
-    def visit(segment: list) -> None:
-        without = [c for c in kept if c not in segment]
-        if trial(without, "bisect"):
-            kept[:] = without
-            return
-        if len(segment) > 1:
-            mid = len(segment) // 2
-            visit(segment[:mid])
-            visit(segment[mid:])
-
-    visit(list(candidates))
-    for cell in list(kept):
-        without = [c for c in kept if c != cell]
-        if trial(without, "drop"):
-            kept[:] = without
-    return kept
-
-
-def _under(path: str, unit: str) -> bool:
-    return not unit or path == unit or path.startswith(unit + ".")
-
-
-def in_order(leaves: list, cells) -> list:
-    """``cells`` (leaves and blocks) in execution order: each at its first leaf in ``leaves``,
-    a block before its own first leaf."""
-    cells = list(dict.fromkeys(cells))
-    first = {c: next((i for i, leaf in enumerate(leaves) if _under(leaf, c)), len(leaves))
-             for c in cells}
-    return sorted(cells, key=lambda c: (first[c], c.count(".")))
-
-
-def sub_units(leaves: list, unit: str, avoid=()) -> list:
-    """The cells one level below ``unit`` ('' for the network) that hold candidate leaves,
-    in execution order; a chain of single sub-cells is skipped down to where it splits,
-    and a cell holding one of ``avoid`` (cells the base forces to low precision) is
-    replaced by its own sub-cells."""
-    while True:
-        depth = unit.count(".") + 1 if unit else 0
-        parts = in_order(leaves, {".".join(leaf.split(".")[:depth + 1]) for leaf in leaves
-                                  if _under(leaf, unit) and leaf != unit})
-        if any(p not in leaves and any(_under(a, p) for a in avoid) for p in parts):
-            return in_order(leaves, [q for p in parts for q in (
-                sub_units(leaves, p, avoid) if p not in leaves
-                and any(_under(a, p) for a in avoid) else [p])])
-        if len(parts) != 1 or parts[0] in leaves:
-            return parts
-        unit = parts[0]
-
-
-def bisect_cells(leaves: list, trial: Callable[[list, str], bool], avoid=()) -> list:
-    """Cells to keep in fp32 (blocks where their own operators need it, else the cells
-    inside them), given that every candidate leaf in fp32 passes and none fails; no kept
-    block holds a cell of ``avoid``."""
-    kept = bisect(sub_units(leaves, "", avoid), trial)
-    queue = [u for u in kept if u not in leaves]
-    while queue:
-        unit = queue.pop(0)
-        parts = sub_units(leaves, unit, avoid)
-        others = [k for k in kept if k != unit]
-        if not trial(others + parts, "split"):
-            continue  # the block's own construct needs fp32: it stays whole
-        found = bisect(parts, lambda cells, phase, others=others: trial(others + cells, phase))
-        if found == parts:
-            continue  # every part is needed: that is the block, its own construct included
-        kept = in_order(leaves, others + found)
-        queue += [u for u in found if u not in leaves]
-    return in_order(leaves, kept)
 
 
 def base_policy(cfg: SearchConfig):
@@ -378,7 +302,7 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
     units = sub_units(order, "", trials.forced16)
     passes = trials.evaluate(units, "all-fp32")
     if not trials.forced16:  # cells the base forces to low precision stay low in every trial
-        idle = [p for p in idle if not any(_under(p, u) for u in units)]
+        idle = [p for p in idle if not any(within(p, u) for u in units)]
         check_all_fp32(trials.log[-1]["metrics"]["max_abs"], trials.ref, len(order), idle)
     if not passes and trials.forced16:
         raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
@@ -389,7 +313,7 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
                           "fp32 the network computes the fp32 reference and still fails the "
                           "thresholds", "the limits are stricter than fp32 itself: loosen them")
     kept = bisect_cells(order, trials.evaluate, trials.forced16)
-    if all(any(_under(leaf, k) for k in kept) for leaf in order):
+    if all(any(within(leaf, k) for k in kept) for leaf in order):
         raise CheckFailed(f"no policy passes parity with a cell in {trials.dtype_name}: all "
                           f"{len(order)} candidate cells had to stay fp32",
                           "loosen the limits: only the fp32 network meets them")

@@ -35,7 +35,7 @@ def format_module(name: str):
 
 def write_all(cfg, trained, policy, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
-    from amptool.models import model_copy
+    from amptool.trust import model_copy
 
     params = trained.checkpoint  # read into each network as it is built, a tensor at a time
     ckpt_facts = {"path": str(trained.checkpoint.resolve()),

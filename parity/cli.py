@@ -81,7 +81,7 @@ def parity_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
-    from amptool.metrics import flag_overrides
+    from amptool.limits import flag_overrides
     from amptool.models import parse_model_args
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,

@@ -13,14 +13,8 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.metrics import (
-    check_metrics,
-    check_output_tables,
-    compute_metrics,
-    degenerate_reference,
-    passed,
-    resolve_thresholds,
-)
+from amptool.limits import check_output_tables, resolve_thresholds
+from amptool.metrics import check_metrics, compute_metrics, degenerate_reference, passed
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import (
     DEFAULT_DATA,

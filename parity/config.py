@@ -79,7 +79,7 @@ class ParityConfig:
 def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> ParityConfig:
     from amptool.config import build_config
     from amptool.errors import UsageError
-    from amptool.metrics import validate_file_thresholds
+    from amptool.limits import validate_file_thresholds
 
     file_values = dict(file_values)
     file_th = validate_file_thresholds(file_values.pop("thresholds", {}), source)

@@ -20,7 +20,7 @@ import numpy as np
 from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir
-from amptool.models import keep_code_file, keep_model_file
+from amptool.trust import keep_code_file, keep_model_file
 from amptool.rundir import RunDir
 
 from .config import (

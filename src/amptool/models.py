@@ -352,59 +352,6 @@ def _construct_params(net) -> str:
     return "construct(" + ", ".join(params) + ")"
 
 
-def model_copy(spec: ModelSpec, folder) -> Optional[tuple]:
-    """(where in ``folder`` a ``file.py:factory`` model's file is kept, its bytes, what to
-    record beside the reference: ``file`` relative to ``folder`` and its ``sha256``);
-    None for other models. The kept code is the user's own: it is remembered as trusted."""
-    import hashlib
-
-    from .trust import KEPT_FOLDER, trust_code
-
-    if not spec.file:
-        return None
-    data = Path(spec.file).read_bytes()
-    target = Path(folder) / KEPT_FOLDER / Path(spec.file).name
-    facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
-    trust_code(facts["sha256"], spec.file, "--model")
-    return target, data, facts
-
-
-def keep_code_file(file, folder, what: str) -> dict:
-    """Copy a user's ``what`` file (a loss, a metric: code a run runs) into
-    ``folder``/model/``what``_NAME.py, remember it as trusted (the user named it) and return
-    the facts to record: ``file`` relative to ``folder`` and its ``sha256``."""
-    import hashlib
-
-    from .fileio import write_bytes
-    from .trust import KEPT_FOLDER, trust_code
-
-    data = Path(file).read_bytes()
-    kept = Path(folder) / KEPT_FOLDER
-    own = Path(file).resolve().parent == kept.resolve()  # a resumed run's copy: kept as it is
-    target = kept / (Path(file).name if own else f"{what}_{Path(file).name}")
-    facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
-    trust_code(facts["sha256"], file, f"--{what}")
-    if not (target.is_file() and target.read_bytes() == data):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(target, data)
-    return facts
-
-
-def keep_model_file(spec: ModelSpec, folder) -> dict:
-    """Copy the model's file into ``folder``/model/ (a run folder carries the code it was
-    trained with) and return the facts to record; nothing for other models."""
-    from .fileio import write_bytes
-
-    copy = model_copy(spec, folder)
-    if copy is None:
-        return {}
-    target, data, facts = copy
-    if not (target.is_file() and target.read_bytes() == data):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(target, data)
-    return facts
-
-
 def user_reference(model: Optional[str], args: Optional[dict] = None,
                    input_spec: Optional[str] = None) -> Optional[dict]:
     """The reference a user gave with ``--model``/``--model-arg``/``--input-spec`` (it runs
@@ -442,5 +389,5 @@ def _parse_value(text: str):
     return text
 
 
-__all__ = ["InputSpec", "ModelSpec", "keep_model_file", "model_names", "parse_model_args",
-           "model_copy", "resolve_model", "run_eager", "sample_spec"]
+__all__ = ["InputSpec", "ModelSpec", "model_names", "parse_model_args", "resolve_model",
+           "run_eager", "sample_spec"]

@@ -7,6 +7,8 @@ remembered in a trust store that belongs to the user, outside any project folder
 checkpoint's metadata) names code the user may never have seen: a ``file.py:factory``
 runs only from the copy its folder keeps, with the recorded sha256, when that sha256 is in
 the store; a ``package.module:factory`` only from a trusted package; a sample always.
+A run folder keeps a copy of the code its user named (``keep_model_file``,
+``keep_code_file``), remembered as trusted.
 """
 from __future__ import annotations
 
@@ -223,3 +225,54 @@ def _vet_file(ref: dict, name: str, target: str, what: str = "model") -> Path:
                          f"have trusted on this machine)", f"pass {TRUST_FLAG} {ref['folder']} "
                          f"if you trust it, or --model naming the code to run")
     return kept
+
+
+def model_copy(spec, folder) -> Optional[tuple]:
+    """(where in ``folder`` the file of a ``file.py:factory`` model (``spec``, its
+    ``ModelSpec``) is kept, its bytes, what to record beside the reference: ``file``
+    relative to ``folder`` and its ``sha256``); None for other models. The kept code is the
+    user's own: it is remembered as trusted."""
+    import hashlib
+
+    if not spec.file:
+        return None
+    data = Path(spec.file).read_bytes()
+    target = Path(folder) / KEPT_FOLDER / Path(spec.file).name
+    facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
+    trust_code(facts["sha256"], spec.file, "--model")
+    return target, data, facts
+
+
+def keep_code_file(file, folder, what: str) -> dict:
+    """Copy a user's ``what`` file (a loss, a metric: code a run runs) into
+    ``folder``/model/``what``_NAME.py, remember it as trusted (the user named it) and return
+    the facts to record: ``file`` relative to ``folder`` and its ``sha256``."""
+    import hashlib
+
+    from .fileio import write_bytes
+
+    data = Path(file).read_bytes()
+    kept = Path(folder) / KEPT_FOLDER
+    own = Path(file).resolve().parent == kept.resolve()  # a resumed run's copy: kept as it is
+    target = kept / (Path(file).name if own else f"{what}_{Path(file).name}")
+    facts = {"file": f"{KEPT_FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest()}
+    trust_code(facts["sha256"], file, f"--{what}")
+    if not (target.is_file() and target.read_bytes() == data):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(target, data)
+    return facts
+
+
+def keep_model_file(spec, folder) -> dict:
+    """Copy the model's file into ``folder``/model/ (a run folder carries the code it was
+    trained with) and return the facts to record; nothing for other models."""
+    from .fileio import write_bytes
+
+    copy = model_copy(spec, folder)
+    if copy is None:
+        return {}
+    target, data, facts = copy
+    if not (target.is_file() and target.read_bytes() == data):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(target, data)
+    return facts

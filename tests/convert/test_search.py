@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.convert.search import bisect, bisect_cells, sub_units
+from amptool.convert.bisection import bisect, bisect_cells, sub_units
 from amptool.policy import load_policy, make_policy, save_policy
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
@@ -155,7 +155,7 @@ def test_found_policy_passes_and_all_fp16_fails_on_a_fresh_network(trap_run, tra
     from amptool.checkpoint import build_with_weights
     from amptool.convert.search import judge
     from amptool.convert.subject import load_subject
-    from amptool.metrics import FP16_VS_FP32
+    from amptool.limits import FP16_VS_FP32
     from amptool.precision import apply_policy
 
     src = load_subject(str(trap_run), None, None, None, 128)

@@ -5,20 +5,17 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.metrics import (
+from amptool.limits import (
     FP16_VS_FP32,
     SAME_PRECISION,
     Thresholds,
-    check_metrics,
     check_output_tables,
-    compute_metrics,
-    degenerate_reference,
     flag_overrides,
     parse_limit,
-    passed,
     resolve_thresholds,
     validate_file_thresholds,
 )
+from amptool.metrics import check_metrics, compute_metrics, degenerate_reference, passed
 
 
 def _one_line(err) -> str:
@@ -439,7 +436,7 @@ def test_boolean_threshold_refused():
 def test_an_output_that_cannot_be_logits_gets_the_scaled_bound_even_without_a_task():
     """A detector's box or feature output exported from a checkpoint (no task recorded):
     its scaled error is bounded by default, its top-1 rows stay (reported n/a)."""
-    from amptool.metrics import NOT_LOGITS_MAX_ABS_SCALED
+    from amptool.limits import NOT_LOGITS_MAX_ABS_SCALED
 
     th = resolve_thresholds("fp32", "fp16", bound_scaled=True)
     assert th.max_abs_scaled == NOT_LOGITS_MAX_ABS_SCALED and th.min_top1 == 0.99
@@ -456,11 +453,7 @@ def test_outputs_that_are_no_logits_are_held_by_their_bulk_and_their_worst_eleme
     bound on the worst element (128 u) do not. A spike in one element breaches the second, a
     block of elements shifted by 4 % of the scale the first, though the worst element stays
     under its bound and cosine under 0.999 neither."""
-    from amptool.metrics import (
-        FP16_UNIT,
-        NOT_LOGITS_MAX_ABS_SCALED,
-        NOT_LOGITS_MAX_P999_ABS_SCALED,
-    )
+    from amptool.limits import FP16_UNIT, NOT_LOGITS_MAX_ABS_SCALED, NOT_LOGITS_MAX_P999_ABS_SCALED
 
     th = resolve_thresholds("fp32", "fp16", logits=False)
     assert (th.max_p999_abs_scaled, th.max_abs_scaled) == (64 * FP16_UNIT, 128 * FP16_UNIT)

@@ -167,7 +167,7 @@ def test_bad_references_are_one_line(name, args, spec, words):
 
 
 def test_a_recorded_reference_runs_only_code_the_user_chose(folder, tmp_path, monkeypatch):
-    from amptool.models import keep_model_file
+    from amptool.trust import keep_model_file
     from amptool.trust import PACKAGES_ENV, recorded_reference
 
     spec = resolve_model(f"{folder}/good.py:build")

@@ -142,7 +142,8 @@ def test_samples_and_trusted_packages_need_no_consent(store, tmp_path):
 
 def test_a_model_the_user_names_is_remembered(store, tmp_path):
     from amptool.fileio import sha256
-    from amptool.models import keep_model_file, resolve_model
+    from amptool.models import resolve_model
+    from amptool.trust import keep_model_file
 
     file = tmp_path / "net.py"
     file.write_text(MODEL)

@@ -124,7 +124,7 @@ def test_threshold_flags_and_config_file(simplecnn, tmp_path):
 
 
 def test_default_thresholds_per_pair():
-    from amptool.metrics import resolve_thresholds
+    from amptool.limits import resolve_thresholds
 
     fp16 = resolve_thresholds("fp32", "fp16")
     fp32 = resolve_thresholds("fp32", "fp32")

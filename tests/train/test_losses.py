@@ -289,7 +289,7 @@ def test_overflow_skipping_works_with_a_regression_loss(task):
 # --- parity judges a regression by its errors, not by top-1 ----------------------------------
 
 def test_outputs_that_are_no_class_logits_get_no_top1_and_a_scaled_error_bound():
-    from amptool.metrics import NOT_LOGITS_MAX_ABS_SCALED, resolve_thresholds
+    from amptool.limits import NOT_LOGITS_MAX_ABS_SCALED, resolve_thresholds
 
     fp16 = resolve_thresholds("fp32", "fp16", logits=False)
     assert fp16.min_top1 is None and fp16.max_acc_drop is None

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.sources import boxes_dataset, open_arrays, open_images, sequences_dataset
+from amptool.bundled import boxes_dataset, sequences_dataset
+from amptool.sources import open_arrays, open_images
 
 TOP1 = ("top1_agree", "top1_agree_clear", "ref_acc", "cand_acc", "acc_drop", "acc_drop_clear")
 DETECTOR_LOSS = "amptool.samples.losses:BoxAndClassLoss"
