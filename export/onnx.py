@@ -154,7 +154,7 @@ def _in_converter(exc: BaseException) -> bool:
 
 
 def _unsupported(net, op: str) -> OnnxUnsupported:
-    from .onnx_compat import locate_operator
+    from .onnx_locate import locate_operator
 
     if getattr(net, "wraps_network", False):  # cast_outputs' wrapper: name the user's cells
         net = net.net

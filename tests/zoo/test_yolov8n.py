@@ -217,7 +217,7 @@ def test_a_dynamic_batch_onnx_export_error_names_the_head():
     exporter cannot carry under a dynamic batch: the error names that head, not the first
     BatchNorm2d (which holds a Shape primitive it never leaves in the graph) nor the C2f
     blocks reading a channel count."""
-    from amptool.export.onnx_compat import locate_operator
+    from amptool.export.onnx_locate import locate_operator
 
     from .yolo import yolov8n
 
