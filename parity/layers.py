@@ -246,7 +246,7 @@ class LayerProbe:
         from amptool.models import resolve_model
 
         self.model = model
-        self.spec = resolve_model(model)
+        self.spec = resolve_model(model, probe=False)  # checked where it was recorded
         self._nets: dict = {}
 
     def _capture(self, role: str, policy) -> _Capture:

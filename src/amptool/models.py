@@ -95,10 +95,14 @@ def _sample_factory(cls, num_classes: Optional[int]):
 
 
 def resolve_model(name, args: Optional[dict] = None,
-                  input_spec: Optional[str] = None) -> ModelSpec:
+                  input_spec: Optional[str] = None, probe: bool = True) -> ModelSpec:
     """The ``ModelSpec`` of a reference, its factory arguments and an optional signature.
 
-    ``name`` may also be a mapping as ``ModelSpec.reference()`` writes it.
+    ``name`` may also be a mapping as ``ModelSpec.reference()`` writes it. The network is
+    built once and run on two example rows, which checks that it fits its signature and
+    reads its output widths; ``probe=False`` (for a caller that only builds the network
+    again, from a reference checked where it was recorded) skips that run: the spec's
+    ``num_classes`` and ``class_logits`` are then only what the model declares.
     """
     from .device import import_mindspore
 
@@ -107,7 +111,8 @@ def resolve_model(name, args: Optional[dict] = None,
             from .trust import vet_recorded
 
             name = vet_recorded(name)
-        return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"))
+        return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"),
+                             probe)
 
     import_mindspore()
     from amptool.samples.models import SAMPLES
@@ -116,19 +121,24 @@ def resolve_model(name, args: Optional[dict] = None,
     if name in SAMPLES and not args and not input_spec:
         return sample_spec(name)
     factory, where, file = _find_factory(name, SAMPLES)
-    probe = _call_factory(factory, where, args)
+    net = _call_factory(factory, where, args)
     default = sample_spec(name).inputs if name in SAMPLES else None
-    inputs = _signature(probe, factory, input_spec, name, default)
-    num_classes = _declared(probe, factory, "num_classes")
+    inputs = _signature(net, factory, input_spec, name, default)
+    num_classes = _declared(net, factory, "num_classes")
     if num_classes is not None and (isinstance(num_classes, bool)
                                     or not isinstance(num_classes, int) or num_classes < 2):
         raise UsageError(f"model {name} declares num_classes {num_classes!r}",
                          "declare a whole number >= 2 (the width of its class logits)")
-    outs = run_eager(probe, [spec.example(2) for spec in inputs], name, inputs)  # they fit
-    logits = _class_logits(_declared(probe, factory, "class_logits"), len(outs), name)
+    build = functools.partial(_call_factory, factory, where, args)
+    if not probe:
+        declared = _declared(net, factory, "class_logits")
+        return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file,
+                         None if declared is None else tuple(declared))
+    outs = run_eager(net, [spec.example(2) for spec in inputs], name, inputs)  # they fit
+    logits = _class_logits(_declared(net, factory, "class_logits"), len(outs), name)
     width = _width(outs[0]) if logits is None or 0 in logits else None
-    if input_spec or _declared(probe, factory, "input_signature") is not None:
-        _check_names(probe, inputs, name, "--input-spec" if input_spec else "input_signature")
+    if input_spec or _declared(net, factory, "input_signature") is not None:
+        _check_names(net, inputs, name, "--input-spec" if input_spec else "input_signature")
     if logits is not None and 0 not in logits:
         num_classes = None
     elif num_classes is None:
@@ -136,7 +146,6 @@ def resolve_model(name, args: Optional[dict] = None,
     elif width is not None and width != num_classes:
         raise UsageError(f"model {name} declares num_classes {num_classes} but its first output "
                          f"has {width} columns", "declare the width its head really has")
-    build = functools.partial(_call_factory, factory, where, args)
     return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file,
                      logits)
 
