@@ -1,6 +1,7 @@
 """Run every benchmark, write ``bench/results.json``, print one table of ratios.
 
-``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``.
+``python -m bench [--quick] [--only NAME,...] [--out FILE] [--timeout SECONDS]``; with
+``--only`` into a results file that exists, the run is merged into it (``--merge``).
 Every ``bench/<name>.py``
 with ``def run(quick: bool = False) -> dict`` is a benchmark; each runs in a fresh
 process (a crash or a MindSpore context cannot leak into the next one) and a failure is
@@ -240,13 +241,24 @@ def main(argv=None) -> int:
         print(f"bench: no benchmark named {', '.join(sorted(unknown))} "
               f"(have: {', '.join(discover())})", file=sys.stderr)
         return 2
-    results = run_all(args.quick, only, args.out,
+    # some benchmarks into a results file that holds others: run apart, then merged in
+    part = (args.out.with_name(f".{args.out.name}.part") if only and args.out.is_file()
+            else args.out)
+    results = run_all(args.quick, only, part,
                       progress=lambda line: print(line, file=sys.stderr, flush=True),
                       timeout=args.timeout)
     print(header(results) + "\n\n" + table(results))
+    ok = all(e["status"] == "ok" for e in results["benchmarks"].values())
+    if part != args.out:
+        code = merge_command(part, args.out) if ok else 1
+        if code == 0:
+            part.unlink()
+        else:
+            print(f"bench: {args.out} left as it was; this run's results are in {part}",
+                  file=sys.stderr)
     print(f"\n(results: {args.out}; `python -m bench --render` puts them in README.md and "
           "docs/bench.md)")
-    return 0 if all(e["status"] == "ok" for e in results["benchmarks"].values()) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -146,3 +146,28 @@ def test_markers_must_be_one_pair(render, tmp_path):
                  f"{render.BEGIN}\n{render.END}\n{render.BEGIN}\n{render.END}\n"):
         with pytest.raises(ValueError, match="exactly one"):
             render.split_block(text, tmp_path / "page.md")
+
+
+def test_only_into_an_existing_results_file_merges_the_run(results, tmp_path, monkeypatch):
+    """``--only NAME`` with the results file that holds every benchmark: the others stay."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    run = importlib.import_module("bench.run")
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps(results))
+    name = next(iter(results["benchmarks"]))
+    part = {"date": "2030-01-01 00:00 UTC", "quick": False, "complete": True,
+            "machine": {**results["machine"], "commit": "c" * 40, "cpu": "Some CPU"},
+            "benchmarks": {name: {"status": "ok", "seconds": 1.0, "figures": {"x_ratio": 2.0}}}}
+
+    def one_run(quick, only, path, progress, timeout):
+        assert only == {name} and path != out
+        path.write_text(json.dumps(part))
+        return part
+
+    monkeypatch.setattr(run, "run_all", one_run)
+    assert run.main(["--only", name, "--out", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert merged["benchmarks"][name]["figures"] == {"x_ratio": 2.0}
+    assert {k: v for k, v in merged["benchmarks"].items() if k != name} == {
+        k: v for k, v in results["benchmarks"].items() if k != name}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
