@@ -246,7 +246,10 @@ class LayerProbe:
         from amptool.models import resolve_model
 
         self.model = model
-        self.spec = resolve_model(model, probe=False)  # checked where it was recorded
+        recorded = isinstance(model, dict) and bool(model.get("recorded_in"))
+        # a model read from a manifest was checked where it was recorded; one the user
+        # names (--model) is checked here
+        self.spec = resolve_model(model, probe=not recorded)
         self._nets: dict = {}
 
     def _capture(self, role: str, policy) -> _Capture:
