@@ -162,7 +162,7 @@ def digits_subset(shared: Shared, rows: int = 0) -> Path:
                      x=digits["x"][:rows].astype(np.float32) / 16.0)
         return path / "digits.npz"
 
-    return shared.get("digits-subset" if rows == SUBSET_ROWS else f"digits-subset-{rows}", make)
+    return shared.get(f"digits-subset-{rows}", make)
 
 
 SUBSET_ROWS = 720
@@ -200,7 +200,6 @@ def simplecnn_export(sample_runs, shared) -> dict:
         return {(r.format, r.precision): r.path for r in results}
 
     return shared.get("export-simplecnn-fixed", make)
-
 
 
 @pytest.fixture(scope="session")

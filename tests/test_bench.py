@@ -111,20 +111,28 @@ def test_a_merged_entry_names_its_commit_and_another_processor(render, results):
     assert render.measured_elsewhere(merged, same_commit) == "measured on AMD EPYC"
 
 
-def test_merge_puts_a_partial_run_in_with_its_own_commit(results, tmp_path, monkeypatch, capsys):
+def _partial_run(results, tmp_path, monkeypatch) -> tuple:
+    """(bench.run, the results file holding ``results``, the name of its first benchmark,
+    a run of that benchmark alone made at another commit on another processor)."""
     monkeypatch.syspath_prepend(str(ROOT))
     run = importlib.import_module("bench.run")
     out = tmp_path / "results.json"
     out.write_text(json.dumps(results))
     name = next(iter(results["benchmarks"]))
     part = {"date": "2030-01-01 00:00 UTC", "quick": False, "complete": True,
-            "machine": {"commit": "c" * 40, "cpu": "Some CPU"},
+            "machine": {**results["machine"], "commit": "c" * 40, "cpu": "Some CPU"},
             "benchmarks": {name: {"status": "ok", "seconds": 1.0, "figures": {"x_ratio": 2.0}}}}
+    return run, out, name, part
+
+
+def test_merge_puts_a_partial_run_in_with_its_own_commit(results, tmp_path, monkeypatch, capsys):
+    run, out, name, part = _partial_run(results, tmp_path, monkeypatch)
     (tmp_path / "part.json").write_text(json.dumps(part))
     assert run.main(["--merge", str(tmp_path / "part.json"), "--out", str(out)]) == 0
     merged = json.loads(out.read_text())
     assert merged["benchmarks"][name] == {**part["benchmarks"][name], "commit": "c" * 40,
-                                          "commit_dirty": None, "date": part["date"],
+                                          "commit_dirty": part["machine"]["commit_dirty"],
+                                          "date": part["date"],
                                           "cpu": "Some CPU"}
     assert {k: v for k, v in merged["benchmarks"].items() if k != name} == {
         k: v for k, v in results["benchmarks"].items() if k != name}
@@ -150,14 +158,7 @@ def test_markers_must_be_one_pair(render, tmp_path):
 
 def test_only_into_an_existing_results_file_merges_the_run(results, tmp_path, monkeypatch):
     """``--only NAME`` with the results file that holds every benchmark: the others stay."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    run = importlib.import_module("bench.run")
-    out = tmp_path / "results.json"
-    out.write_text(json.dumps(results))
-    name = next(iter(results["benchmarks"]))
-    part = {"date": "2030-01-01 00:00 UTC", "quick": False, "complete": True,
-            "machine": {**results["machine"], "commit": "c" * 40, "cpu": "Some CPU"},
-            "benchmarks": {name: {"status": "ok", "seconds": 1.0, "figures": {"x_ratio": 2.0}}}}
+    run, out, name, part = _partial_run(results, tmp_path, monkeypatch)
 
     def one_run(quick, only, path, progress, timeout):
         assert only == {name} and path != out

@@ -328,7 +328,7 @@ def batches(rows, labels: np.ndarray, index_batches: list, fit: Optional[Callabl
                      index_batches, workers)
 
 
-def _read(data, rows, index_batches, workers: int = 1) -> Iterator:
+def _read(data, rows, index_batches, workers: int) -> Iterator:
     """(inputs, labels) of every batch of the pipeline ``data`` (of ``rows`` in
     ``index_batches``); an amptool error raised in a worker comes out as itself, a file
     that cannot be decoded as one usage error naming it."""
