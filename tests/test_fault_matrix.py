@@ -595,7 +595,9 @@ def test_a_killed_holder_holds_nobody_up(kit, tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(_train(kit, "--epochs", "50", "--out", str(out), "-q"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert _wait_for(out / "last.ckpt", holder)
+    # best.ckpt is the last file of the first epoch (after last.ckpt): a kill between the two
+    # would leave a run of run.json and last.ckpt only
+    assert _wait_for(out / "best.ckpt", holder)
     holder.kill()
     holder.communicate(timeout=60)
     assert (out / ".amptool.lock").exists()
