@@ -180,8 +180,8 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
     """Convert the float entries of ``cfg.src`` to ``cfg.to`` and write ``cfg.dst`` atomically."""
     from amptool.device import import_mindspore
 
-    ms = import_mindspore()
     fmt = check_config(cfg)
+    ms = import_mindspore()
     # the input is read one entry at a time (its 'model' entry first, for the plan): only
     # the converted entries are held, until they are written
     kept, weights, policy_text = _plan(cfg, dict(iter_checkpoint(cfg.src, {"model"}.__contains__)))

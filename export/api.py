@@ -156,9 +156,9 @@ def export(cfg: ExportConfig) -> ExportReport:
 
     from .loader import load_trained
 
-    device = resolve_device(cfg.device)
     check_out_dir(default_out(cfg))  # before the model is built
-    trained, policy = load_trained(cfg)
+    trained, policy = load_trained(cfg)  # a run folder's mistakes before MindSpore loads
+    device = resolve_device(cfg.device)
 
     with output_dir(default_out(cfg)) as out:
         jobs = [(p, f, artefact_path(out, trained.spec.name, p, f))

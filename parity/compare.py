@@ -111,6 +111,10 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
     cands = [open_side(c, cfg.user_model(), cfg.ckpt, cfg.key) for c in cfg.candidates]
     for cand in cands:
         check_compatible(ref, cand)
+    if cfg.per_layer:
+        from amptool.parity.localize import vet_layer_models
+
+        vet_layer_models(cfg, ref, cands)
     names = output_names(ref)
     check_output_tables(cfg.file_thresholds, names)
     inputs, ref_out = _reference_outputs(cfg, ref, cands, golden_in, golden_out)

@@ -44,16 +44,34 @@ def policy_of(cand: Side):
     return policy_for()
 
 
+def layer_model(cfg: ParityConfig, ref: Side, cand: Side):
+    """The model per-layer builds for ``cand``: --model, else the one its manifest (or the
+    reference's) records."""
+    model = cfg.user_model() or cand.model_ref or ref.model_ref
+    if not model:
+        raise UsageError(f"per-layer: no manifest names the model of {cand.path}",
+                         "pass --model NAME or path/to/file.py:factory")
+    return model
+
+
+def vet_layer_models(cfg: ParityConfig, ref: Side, cands: list) -> None:
+    """Refuse before any comparison runs what per-layer would refuse after it: a model a
+    manifest names that is not this user's to run (see trust.vet_recorded)."""
+    from amptool.trust import vet_recorded
+
+    for cand in cands:
+        model = layer_model(cfg, ref, cand)
+        if isinstance(model, dict) and model.get("recorded_in"):
+            vet_recorded(model)
+
+
 def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet,
                        th, probes: dict, result: dict) -> None:
     """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate."""
     from amptool.parity.layers import LayerProbe
     from amptool.parity.weights import compare_weights
 
-    model = cfg.user_model() or cand.model_ref or ref.model_ref  # recorded ones are vetted
-    if not model:
-        raise UsageError(f"per-layer: no manifest names the model of {cand.path}",
-                         "pass --model NAME or path/to/file.py:factory")
+    model = layer_model(cfg, ref, cand)  # recorded ones are vetted
     cache = probes.setdefault("__checkpoints__", {})
     fallback = [cfg.ckpt, cand.checkpoint]
     ref_w = weights_of(ref, fallback, cache)

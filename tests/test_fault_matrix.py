@@ -405,6 +405,11 @@ def _crafted_run(root: Path, files: Path) -> Path:
     return run
 
 
+def _paths(kit: dict, name: str) -> dict:
+    """What a case's templates name: the kit's paths and the case's own output path."""
+    return {**{k: str(v) for k, v in kit.items()}, "out": str(kit["root"] / "outs" / name)}
+
+
 @pytest.fixture(scope="module")
 def outcomes(kit) -> dict:
     """Every case run as a real process, two at a time."""
@@ -415,8 +420,7 @@ def outcomes(kit) -> dict:
             return None
         cwd = kit["root"] / "cwd" / name
         cwd.mkdir(parents=True)
-        paths = {k: str(v) for k, v in kit.items()}
-        paths["out"] = str(kit["root"] / "outs" / name)
+        paths = _paths(kit, name)
         args = [a.format(**paths) for a in case.args]
         code, out, err = _amptool(args, cwd, case.fsize, case.readonly.format(**paths))
         absent = [a.format(**paths) for a in case.absent]
@@ -427,6 +431,38 @@ def outcomes(kit) -> dict:
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(one, name, case) for name, case in CASES.items()}
         return {name: f.result() for name, f in futures.items()}
+
+
+BEFORE_MINDSPORE = """
+import json
+import sys
+
+from amptool.cli import app
+
+codes = []
+for args in json.loads(sys.argv[1]):
+    try:
+        app(args=args, prog_name="amptool")
+    except SystemExit as stop:
+        codes.append(stop.code)
+print(json.dumps({"codes": codes, "mindspore": "mindspore" in sys.modules}))
+"""
+
+
+def test_mistakes_in_what_the_options_name_are_refused_before_mindspore_loads(kit, tmp_path):
+    """An unknown model, an unparsable signature, a missing data file or run folder, an
+    untrusted run: refused in a fraction of a second, before the framework is imported."""
+    names = ["train-unknown-model", "train-bad-input-spec", "train-sink-size-zero",
+             "train-missing-data-file", "export-missing-run", "export-run-json-not-a-mapping",
+             "export-run-names-a-foreign-file", "export-run-crafted-model-copy",
+             "export-run-names-an-untrusted-package", "export-out-is-a-file",
+             "convert-missing-checkpoint"]
+    argv = [[a.format(**_paths(kit, f"early-{n}")) for a in CASES[n].args] for n in names]
+    done = subprocess.run([sys.executable, "-c", BEFORE_MINDSPORE, json.dumps(argv)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result == {"codes": [2] * len(names), "mindspore": False}, done.stderr
 
 
 def test_the_matrix_has_at_least_thirty_cases():

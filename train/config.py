@@ -138,6 +138,24 @@ def check_config(cfg: TrainConfig) -> None:
                         f"(got {cfg.model_args!r})")
     if problems:
         raise UsageError("; ".join(problems), "fix the options or config file")
+    check_references(cfg)
+
+
+def check_references(cfg: TrainConfig) -> None:
+    """What the options name (the model, its signature, the data) checked as far as it can
+    be without MindSpore, so that such a mistake is refused before the framework loads."""
+    from amptool.models import check_reference
+    from amptool.signature import parse_signature
+    from amptool.sources import parse_data_spec
+
+    from .sink import check_sink_size
+
+    check_sink_size(cfg.sink_size)
+    check_reference(cfg.model)
+    if cfg.input_spec:
+        parse_signature(cfg.input_spec, "--input-spec")
+    if isinstance(cfg.data, str) and cfg.data:
+        parse_data_spec(cfg.data)
 
 
 def _task_problems(cfg: TrainConfig) -> list:

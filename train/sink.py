@@ -16,12 +16,16 @@ from amptool.errors import UsageError
 SINK_DEVICES = ("Ascend", "GPU")
 
 
-def resolve_sink_size(requested: Optional[int], device: str, log_every: int) -> int:
-    """Steps per host call: ``requested`` (None: ``log_every`` on Ascend and GPU, off on
-    CPU); 0 means no sinking."""
+def check_sink_size(requested: Optional[int]) -> None:
     if requested is not None and requested < 1:
         raise UsageError(f"--sink-size must be >= 1 (got {requested})",
                          "give the steps to run per host call, or leave it out")
+
+
+def resolve_sink_size(requested: Optional[int], device: str, log_every: int) -> int:
+    """Steps per host call: ``requested`` (None: ``log_every`` on Ascend and GPU, off on
+    CPU); 0 means no sinking."""
+    check_sink_size(requested)
     if device not in SINK_DEVICES:
         if requested is not None:
             raise UsageError(f"--sink-size: data sinking runs on Ascend and GPU only, this run "

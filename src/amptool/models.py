@@ -73,9 +73,18 @@ class ModelSpec:
 
 
 def model_names() -> list[str]:
-    from amptool.samples.models import SAMPLES
+    from amptool.samples import NAMES
 
-    return sorted(SAMPLES)
+    return sorted(NAMES)
+
+
+def check_reference(name) -> None:
+    """Refuse a ``--model`` that is neither a sample nor a ``:factory`` reference, before
+    anything (MindSpore included) is loaded."""
+    if isinstance(name, str) and ":" not in name and name not in model_names():
+        raise UsageError(f"unknown model '{name}'",
+                         f"use one of {', '.join(model_names())}, path/to/file.py:factory "
+                         "or package.module:factory")
 
 
 def sample_spec(name: str) -> ModelSpec:
@@ -154,10 +163,7 @@ def _find_factory(name: str, samples: dict) -> tuple:
     if name in samples:
         cls, _, num_classes, _ = samples[name]
         return _sample_factory(cls, num_classes), f"sample {name}", None
-    if ":" not in name:
-        raise UsageError(f"unknown model '{name}'",
-                         f"use one of {', '.join(sorted(samples))}, path/to/file.py:factory "
-                         "or package.module:factory")
+    check_reference(name)
     where, factory_name = name.rsplit(":", 1)
     is_file = where.endswith(".py")
     if is_file and Path(where).is_file():  # named by the user, or vetted: theirs to run

@@ -166,13 +166,13 @@ def vet_recorded(ref: dict) -> dict:
     chose runs. A sample always; a model file only from the copy kept in the run or
     artefact folder, with its recorded sha256, trusted by this user; a package factory only
     from a trusted package."""
-    from amptool.samples.models import SAMPLES
+    from amptool.samples import NAMES
 
     name, where = ref.get("model"), ref["recorded_in"]
     clean = {k: ref.get(k) for k in ("model_args", "input_spec")}
     if not isinstance(name, str) or not name:
         raise UsageError(f"{where} names no model", "pass --model NAME or path/to/file.py:factory")
-    if name in SAMPLES:
+    if name in NAMES:
         return {"model": name, **clean}
     target, _, factory = name.rpartition(":")
     if target.endswith(".py"):
