@@ -430,6 +430,8 @@ def test_a_run_leaves_no_pipeline_workers_behind(tmp_path, monkeypatch, few_digi
                                   out=str(tmp_path / f"run{i}")))
         assert settled(before) <= before
     assert len(recycled) == 2
-    with pytest.raises(UsageError, match="nothing.npz"):
-        amptool.train(TrainConfig(data=f"npz:{tmp_path / 'nothing.npz'}", out=str(tmp_path / "r")))
+    np.savez(tmp_path / "unlabelled.npz", z=np.zeros((4, 3), np.float32))  # found once built
+    with pytest.raises(UsageError, match="unlabelled.npz"):
+        amptool.train(TrainConfig(data=f"npz:{tmp_path / 'unlabelled.npz'}",
+                                  out=str(tmp_path / "r")))
     assert len(recycled) == 3
