@@ -207,18 +207,22 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     from amptool.device import execution_mode, resolve_device, set_device
     from amptool.policy import check_dtype_on_device
 
+    from .subject import load_subject
+
     base = base_policy(cfg)
     _check_out(cfg)
+    src = load_subject(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
+                       cfg.input_spec)  # a run folder's mistakes before MindSpore loads
     device = resolve_device(cfg.device)
     check_dtype_on_device(base, device)
     with execution_mode(graph=False):
         set_device(device, graph=False)
-        result = _search(cfg, base, device, emit)
+        result = _search(cfg, src, base, device, emit)
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
+def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     import mindspore as ms
 
     from amptool.checkpoint import build_with_weights
@@ -226,11 +230,8 @@ def _search(cfg: SearchConfig, base, device: str, emit) -> SearchResult:
     from amptool.precision import cell_origins, resolve_fp32_cells, within
     from amptool.ranges import why_kept
 
-    from .subject import load_subject
     from .trace import leaf_paths, record_execution
 
-    src = load_subject(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
-                       cfg.input_spec)
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
     x = ms.Tensor(src.x)
     ref, calls = record_execution(net, x)

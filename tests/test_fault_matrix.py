@@ -456,7 +456,8 @@ def test_mistakes_in_what_the_options_name_are_refused_before_mindspore_loads(ki
              "train-missing-data-file", "export-missing-run", "export-run-json-not-a-mapping",
              "export-run-names-a-foreign-file", "export-run-crafted-model-copy",
              "export-run-names-an-untrusted-package", "export-out-is-a-file",
-             "convert-missing-checkpoint"]
+             "convert-missing-checkpoint", "convert-search-run-json-not-a-mapping",
+             "convert-search-crafted-model-copy"]
     argv = [[a.format(**_paths(kit, f"early-{n}")) for a in CASES[n].args] for n in names]
     done = subprocess.run([sys.executable, "-c", BEFORE_MINDSPORE, json.dumps(argv)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
