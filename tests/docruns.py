@@ -1,4 +1,4 @@
-"""The README's pipelines that other tests check too, each run once per session.
+"""The docs' pipelines that other tests check too, each run once per session.
 
 Tests import these by name (``from docruns import DOC_RUNS``): tests/conftest.py puts this
 folder on ``sys.path`` and gives the ``doc_run`` fixture.
@@ -18,10 +18,12 @@ DOC_RUNS = {
                 "--policy auto --epochs 1 --out runs/lm",
     "detector": "amptool run --model detector --data boxes --loss "
                 "amptool.samples.losses:BoxAndClassLoss --epochs 1 --out runs/det",
+    "trap": "amptool run --model trapmlp --amp-level O0 --epochs 1 --per-layer "
+            "--out runs/ci-trap",
 }
-"""Pipelines the README shows that other tests check too: each runs once per session, as
+"""Pipelines the docs show that other tests check too: each runs once per session, as
 written, and both the docs test and the others read that one run (test_docs checks that
-the README still shows each command)."""
+the docs still show each command; ``trap``, docs/parity.md's planted fault, exits 1)."""
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ Examples are the commands of the fenced ``bash``, ``sh``, ``console`` and unlabe
 ``# comment`` dropped) and ``$ amptool ...`` prompt lines. They run in document order in one
 working folder, in-process through typer's CliRunner (MindSpore is imported once), so each
 document's chain (train, then export and parity on that run) uses its own training run. An
-example expects exit 0, or the code its comment names (``# exits 1``). The README pipelines
-other tests check too (tests/docruns.py) run once per session, in their own folder, whose
-outputs are then copied into the working folder.
+example expects exit 0, or the code its comment names (``# exits 1``). The pipelines other
+tests check too (tests/docruns.py) run once per session, in their own folder, whose outputs
+are then copied into the working folder; an ``amptool train`` example whose training such a
+pipeline's train stage does (``TRAINED_BY``: the same settings, checked against its run.json)
+gets a copy of that folder instead of training again.
 
 A console example's output is a transcript the test produces: the command's real output
 must match the document's line for line and word for word, with numbers (counts, metrics,
@@ -176,11 +178,17 @@ def test_every_block_is_an_example_block_or_holds_no_command():
     assert not problems, "\n".join(problems)
 
 
-def test_the_shared_pipelines_are_the_readmes():
-    """The pipelines other tests read (tests/docruns.py) are commands the README shows:
-    they run once, in that test's example."""
-    shown = {e.command for e in RUN if e.doc == "README.md"}
+def test_the_shared_pipelines_are_the_docs():
+    """The pipelines other tests read (tests/docruns.py) are commands the docs show: they
+    run once, in that test's example; so do the trainings that pipelines do (TRAINED_BY),
+    each the training a shown ``amptool train`` command asks for."""
+    shown = {e.command for e in RUN}
     assert set(DOC_RUNS.values()) <= shown, set(DOC_RUNS.values()) - shown
+    assert set(TRAINED_BY) <= shown, set(TRAINED_BY) - shown
+    assert all(e.shown is None and e.expect == 0 for e in RUN if e.command in TRAINED_BY)
+    assert {name for name, _ in TRAINED_BY.values()} <= set(DOC_RUNS)
+    cfg, out = train_settings("amptool train --model trapmlp --amp-level O0 --epochs 1")
+    assert (cfg.model, cfg.amp_level, cfg.epochs, out) == ("trapmlp", "O0", 1, "runs/train")
 
 
 def test_every_example_runs_or_is_excluded_with_a_reason():
@@ -285,6 +293,9 @@ def test_example_runs_as_written(example, workdir, monkeypatch, shared):
     from amptool.cli import app
 
     monkeypatch.chdir(workdir)
+    if example.command in TRAINED_BY:  # the same training, done once by a shared pipeline
+        copy_shared_training(example, shared, workdir)
+        return
     if example.command in DOC_RUNS.values():  # run once, read here and by other tests
         result = cli_run(shared, example.command)
         shutil.copytree(result.cwd, workdir, dirs_exist_ok=True)
@@ -300,6 +311,47 @@ def test_example_runs_as_written(example, workdir, monkeypatch, shared):
         problem = transcript_mismatch(example.shown, result.output)
         assert problem is None, (f"{example.where}: the transcript is not what the command "
                                  f"prints ({problem}); {WRITE_ENV}=1 rewrites it")
+
+
+TRAINED_BY = {
+    "amptool train --epochs 1": ("quickstart", "runs/pipeline/train"),
+    "amptool train --epochs 1 --out runs/digits": ("quickstart", "runs/pipeline/train"),
+    "amptool train --epochs 1 --out runs/ci": ("quickstart", "runs/pipeline/train"),
+    "amptool train --model trapmlp --amp-level O0 --epochs 1 --out runs/trap":
+        ("trap", "runs/ci-trap/train"),
+}
+"""Training examples whose training a shared pipeline (tests/docruns.py) does in its train
+stage: (that pipeline, its train folder). The folder is copied to the example's ``--out``
+and its run.json must record the settings the example's own flags give."""
+
+
+def train_settings(command: str) -> tuple:
+    """(TrainConfig ``amptool train`` builds from ``command``'s ``--flag value`` pairs, the
+    ``--out`` folder), through the command's own layering of flags over defaults."""
+    from amptool.train.config import build_command_config
+
+    words = shell_words(command)[1:]
+    assert shell_words(command)[0] == "train" and len(words) % 2 == 0, command
+    flags = {word[2:]: int(value) if value.isdigit() else value  # as a config file types it
+             for word, value in zip(words[::2], words[1::2])}
+    cfg = build_command_config({"out": "runs/train", **flags}, {}, source=command)[0]
+    return cfg, cfg.out
+
+
+def copy_shared_training(example: Example, shared, workdir: Path) -> None:
+    import dataclasses
+    import json
+
+    name, folder = TRAINED_BY[example.command]
+    run = cli_run(shared, DOC_RUNS[name])
+    cfg, out = train_settings(example.command)
+    recorded = json.loads((run.cwd / folder / "run.json").read_text())["config"]
+    asked = dataclasses.asdict(cfg)
+    for key in ("out", "overwrite", "workers"):  # the pipeline's folder, claim and launch
+        recorded.pop(key), asked.pop(key)
+    assert recorded == asked, f"{example.where}: {DOC_RUNS[name]} trains otherwise"
+    assert (run.cwd / folder / "best.ckpt").is_file(), run.output[-3000:]
+    shutil.copytree(run.cwd / folder, workdir / out, dirs_exist_ok=True)
 
 
 WRITE_ENV = "AMPTOOL_WRITE_DOCS"
