@@ -40,7 +40,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from docruns import DOC_RUNS, cli_run
+from docruns import DOC_RUNS, TRAINED_BY, cli_run, copy_shared_training, train_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
@@ -294,7 +294,7 @@ def test_example_runs_as_written(example, workdir, monkeypatch, shared):
 
     monkeypatch.chdir(workdir)
     if example.command in TRAINED_BY:  # the same training, done once by a shared pipeline
-        copy_shared_training(example, shared, workdir)
+        copy_shared_training(shared, example.command, workdir, example.where)
         return
     if example.command in DOC_RUNS.values():  # run once, read here and by other tests
         result = cli_run(shared, example.command)
@@ -311,47 +311,6 @@ def test_example_runs_as_written(example, workdir, monkeypatch, shared):
         problem = transcript_mismatch(example.shown, result.output)
         assert problem is None, (f"{example.where}: the transcript is not what the command "
                                  f"prints ({problem}); {WRITE_ENV}=1 rewrites it")
-
-
-TRAINED_BY = {
-    "amptool train --epochs 1": ("quickstart", "runs/pipeline/train"),
-    "amptool train --epochs 1 --out runs/digits": ("quickstart", "runs/pipeline/train"),
-    "amptool train --epochs 1 --out runs/ci": ("quickstart", "runs/pipeline/train"),
-    "amptool train --model trapmlp --amp-level O0 --epochs 1 --out runs/trap":
-        ("trap", "runs/ci-trap/train"),
-}
-"""Training examples whose training a shared pipeline (tests/docruns.py) does in its train
-stage: (that pipeline, its train folder). The folder is copied to the example's ``--out``
-and its run.json must record the settings the example's own flags give."""
-
-
-def train_settings(command: str) -> tuple:
-    """(TrainConfig ``amptool train`` builds from ``command``'s ``--flag value`` pairs, the
-    ``--out`` folder), through the command's own layering of flags over defaults."""
-    from amptool.train.config import build_command_config
-
-    words = shell_words(command)[1:]
-    assert shell_words(command)[0] == "train" and len(words) % 2 == 0, command
-    flags = {word[2:]: int(value) if value.isdigit() else value  # as a config file types it
-             for word, value in zip(words[::2], words[1::2])}
-    cfg = build_command_config({"out": "runs/train", **flags}, {}, source=command)[0]
-    return cfg, cfg.out
-
-
-def copy_shared_training(example: Example, shared, workdir: Path) -> None:
-    import dataclasses
-    import json
-
-    name, folder = TRAINED_BY[example.command]
-    run = cli_run(shared, DOC_RUNS[name])
-    cfg, out = train_settings(example.command)
-    recorded = json.loads((run.cwd / folder / "run.json").read_text())["config"]
-    asked = dataclasses.asdict(cfg)
-    for key in ("out", "overwrite", "workers"):  # the pipeline's folder, claim and launch
-        recorded.pop(key), asked.pop(key)
-    assert recorded == asked, f"{example.where}: {DOC_RUNS[name]} trains otherwise"
-    assert (run.cwd / folder / "best.ckpt").is_file(), run.output[-3000:]
-    shutil.copytree(run.cwd / folder, workdir / out, dirs_exist_ok=True)
 
 
 WRITE_ENV = "AMPTOOL_WRITE_DOCS"
