@@ -5,9 +5,11 @@ Examples are the commands of the fenced ``bash``, ``sh``, ``console`` and unlabe
 ``# comment`` dropped) and ``$ amptool ...`` prompt lines. They run in document order in one
 working folder, in-process through typer's CliRunner (MindSpore is imported once), so each
 document's chain (train, then export and parity on that run) uses its own training run. An
-example expects exit 0, or the code its comment names (``# exits 1``). The README pipelines
-other tests check too (tests/docruns.py) run once per session, in their own folder, whose
-outputs are then copied into the working folder.
+example expects exit 0, or the code its comment names (``# exits 1``). The pipelines other
+tests check too (tests/docruns.py) run once per session, in their own folder, whose outputs
+are then copied into the working folder; an ``amptool train`` example whose training such a
+pipeline's train stage does (``TRAINED_BY``: the same settings, checked against its run.json)
+gets a copy of that folder instead of training again.
 
 A console example's output is a transcript the test produces: the command's real output
 must match the document's line for line and word for word, with numbers (counts, metrics,
@@ -38,7 +40,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from docruns import DOC_RUNS, cli_run
+from docruns import DOC_RUNS, TRAINED_BY, cli_run, copy_shared_training, train_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
@@ -176,11 +178,17 @@ def test_every_block_is_an_example_block_or_holds_no_command():
     assert not problems, "\n".join(problems)
 
 
-def test_the_shared_pipelines_are_the_readmes():
-    """The pipelines other tests read (tests/docruns.py) are commands the README shows:
-    they run once, in that test's example."""
-    shown = {e.command for e in RUN if e.doc == "README.md"}
+def test_the_shared_pipelines_are_the_docs():
+    """The pipelines other tests read (tests/docruns.py) are commands the docs show: they
+    run once, in that test's example; so do the trainings that pipelines do (TRAINED_BY),
+    each the training a shown ``amptool train`` command asks for."""
+    shown = {e.command for e in RUN}
     assert set(DOC_RUNS.values()) <= shown, set(DOC_RUNS.values()) - shown
+    assert set(TRAINED_BY) <= shown, set(TRAINED_BY) - shown
+    assert all(e.shown is None and e.expect == 0 for e in RUN if e.command in TRAINED_BY)
+    assert {name for name, _ in TRAINED_BY.values()} <= set(DOC_RUNS)
+    cfg, out = train_settings("amptool train --model trapmlp --amp-level O0 --epochs 1")
+    assert (cfg.model, cfg.amp_level, cfg.epochs, out) == ("trapmlp", "O0", 1, "runs/train")
 
 
 def test_every_example_runs_or_is_excluded_with_a_reason():
@@ -285,6 +293,9 @@ def test_example_runs_as_written(example, workdir, monkeypatch, shared):
     from amptool.cli import app
 
     monkeypatch.chdir(workdir)
+    if example.command in TRAINED_BY:  # the same training, done once by a shared pipeline
+        copy_shared_training(shared, example.command, workdir, example.where)
+        return
     if example.command in DOC_RUNS.values():  # run once, read here and by other tests
         result = cli_run(shared, example.command)
         shutil.copytree(result.cwd, workdir, dirs_exist_ok=True)

@@ -36,20 +36,22 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
     assert ET.parse(out / "parity.xml").getroot().get("failures") == "0"
 
 
-def test_pipeline_exits_1_on_the_planted_fp16_overflow(tmp_path):
+def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
     """The fp16 MindIR overflows; the fp16 ONNX, computed in fp32 by onnxruntime's CPU
-    provider, is labelled as no fp16 evidence and cannot hide that failure."""
-    out = tmp_path / "trap"
-    result = runner.invoke(app, ["run", "--model", "trapmlp", "--amp-level", "O0", "--epochs", "1",
-                                 "--samples", "48", "--onnx", "auto", "--per-layer", "--json",
-                                 "--out", str(out)])
+    provider, is labelled as no fp16 evidence and cannot hide that failure (docs/parity.md's
+    planted fault, ONNX at its default ``auto``, run once per session)."""
+    from docruns import DOC_RUNS, cli_run
+
+    result = cli_run(shared, DOC_RUNS["trap"])
+    out = "runs/ci-trap"
     assert result.exit_code == 1, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
     assert len(errors) == 1 and "parity failed for trapmlp_fp16.mindir: " in errors[0]
     assert "(limit " in errors[0]  # the breaches, as `amptool parity` names them
     assert "culprit: first diverging cell 'norm'" in errors[0]
-    assert errors[0].endswith(f"see {out / 'parity.json'}")
-    summary = json.loads(result.output[:result.output.rindex("}") + 1])
+    assert errors[0].endswith(f"see {out}/parity.json")
+    assert "parity FAILED" in result.stdout
+    summary = json.loads((result.cwd / out / "summary.json").read_text())
     assert not summary["passed"] and summary["parity"]["culprits"][0]["where"] == "norm"
     rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}
     assert rows[("MINDIR", "fp16")]["verdict"] == "FAIL" and not rows[("MINDIR", "fp16")]["caveat"]
