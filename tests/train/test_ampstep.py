@@ -34,17 +34,14 @@ def _snapshot(cell):
     return {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
 
 
-@pytest.mark.slow  # trains simplecnn twice for 2 epochs of 18 steps
-def test_own_loop_logs_the_losses_amptool_train_logs(ms, tmp_path, few_digits):
+@pytest.mark.slow  # trains simplecnn for 2 epochs of 18 steps (the session's few_o2_run)
+def test_own_loop_logs_the_losses_amptool_train_logs(ms, few_o2_run, few_digits):
     """The same seed, data order, batch size, epochs and lr: every step's loss is the one
-    ``amptool train`` wrote to metrics.jsonl (logged at every step here)."""
+    ``amptool train`` wrote to metrics.jsonl (logged at every step there)."""
     from amptool.data import epoch_batches
     from amptool.feed import target_columns
-    from amptool.train.config import TrainConfig
-    from amptool.train.run import run_training
 
-    out = tmp_path / "run"
-    summary = run_training(TrainConfig(epochs=2, out=str(out), log_every=1, data=few_digits))
+    out, summary = few_o2_run
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     logged = {r["step"]: r for r in logged if "loss" in r}
 
