@@ -37,16 +37,26 @@ steps train on: 4 steps of 32 an epoch at the 0.2 held-out split."""
 
 
 @pytest.fixture(scope="session")
-def tiny_digits(shared, few_digits) -> str:
+def digits_rows(shared, few_digits):
+    """``digits_rows(rows) -> --data value``: the first ``rows`` rows of the ``few_digits``
+    subset as an npz, written once a session."""
+    def get(rows: int) -> str:
+        def make(folder: Path) -> Path:
+            import numpy as np
+
+            with np.load(few_digits.split(":", 1)[1]) as digits:
+                np.savez(folder / "digits.npz", x=digits["x"][:rows], y=digits["y"][:rows])
+            return folder / "digits.npz"
+
+        return f"npz:{shared.get(f'digits-rows-{rows}', make)}"
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_digits(digits_rows) -> str:
     """The first TINY_ROWS rows of the ``few_digits`` subset as a ``--data`` value."""
-    def make(folder: Path) -> Path:
-        import numpy as np
-
-        with np.load(few_digits.split(":", 1)[1]) as digits:
-            np.savez(folder / "digits.npz", x=digits["x"][:TINY_ROWS], y=digits["y"][:TINY_ROWS])
-        return folder / "digits.npz"
-
-    return f"npz:{shared.get(f'digits-tiny-{TINY_ROWS}', make)}"
+    return digits_rows(TINY_ROWS)
 
 
 @pytest.fixture(scope="session")
