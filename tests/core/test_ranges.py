@@ -162,7 +162,7 @@ def test_healthy_samples_have_no_candidates(sample):
 
     ms.set_seed(0)
     spec = resolve_model(sample)
-    x = _digits(64)
+    x = _digits(16)
     ranges = measure_ranges(spec.build(), [[x]])
     assert all(r.local_error is None or r.local_error < 0.05 for r in ranges), \
         [(r.path, r.local_error) for r in ranges if r.local_error and r.local_error >= 0.05]

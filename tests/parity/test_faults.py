@@ -102,14 +102,15 @@ def test_healthy_trained_simplecnn_passes_every_format(simplecnn, tmp_path):
 
 
 def test_healthy_seeded_sample_models_pass(seeded_export):
-    """LeNet-5, the BatchNorm ResNet and the LayerNorm/softmax transformer, fp16 vs fp32."""
+    """LeNet-5, the BatchNorm ResNet and the LayerNorm/softmax transformer, fp16 vs fp32, on
+    16 samples (one disagreeing sample fails the top-1 limit, as it does on 64)."""
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
 
     for name in ("lenet5", "resnet", "transformer"):
         paths = seeded_export(name)
         report = parity(ParityConfig(reference=paths["mindir_fp32"],
-                                     candidates=(paths["mindir_fp16"],), samples=64,
+                                     candidates=(paths["mindir_fp16"],), samples=16,
                                      per_layer=True, layer_samples=4))
         cand = report.candidates[0]
         assert report.passed, (name, cand["outputs"][0]["checks"])
