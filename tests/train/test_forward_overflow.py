@@ -34,10 +34,11 @@ def test_forward_overflow_names_the_cell_and_stops(tmp_path):
     assert not (out / "last.ckpt").exists()
 
 
-def test_policy_auto_keeps_the_block_and_the_pipeline_passes(tmp_path):
+def test_policy_auto_keeps_the_block_and_the_pipeline_passes(tmp_path, few_digits):
     out = tmp_path / "auto"
     result = runner.invoke(app, ["run", "--model", PLANTED, "--policy", "auto", "--epochs", "1",
-                                 "--onnx", "off", "--out", str(out), "--json"])
+                                 "--data", few_digits, "--onnx", "off", "--out", str(out),
+                                 "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output[:result.output.rindex("}") + 1])
     assert summary["passed"] and summary["train"]["overflow_steps"] < summary["train"]["steps"]
@@ -75,17 +76,19 @@ def test_range_safety_outside_zero_one_is_refused(value, tmp_path):
 
 
 def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tmp_path,
-                                                                              few_digits):
+                                                                              few_digits,
+                                                                              tiny_digits):
     """The range pass adds nothing to simplecnn's O2 policy; on trapmlp it keeps the norm
     (an overflow inside the cell) and the fp16 export of that run passes parity."""
     result = runner.invoke(app, ["train", "--policy", "auto", "--epochs", "1", "--data",
-                                 few_digits, "--out", str(tmp_path / "cnn"), "-q"])
+                                 tiny_digits, "--out", str(tmp_path / "cnn"), "-q"])
     assert result.exit_code == 0, result.output
     run = json.loads((tmp_path / "cnn" / "run.json").read_text())
     assert run["policy_auto"]["kept"] == [] and list(run["policy"]["fp32_cells"]) == []
     out = tmp_path / "trap"
     result = runner.invoke(app, ["run", "--model", "trapmlp", "--policy", "auto", "--epochs", "1",
-                                 "--onnx", "off", "--out", str(out), "--json"])
+                                 "--data", few_digits, "--onnx", "off", "--out", str(out),
+                                 "--json"])
     assert result.exit_code == 0, result.output
     run = json.loads((out / "train" / "run.json").read_text())
     assert [c["path"] for c in run["policy_auto"]["kept"]] == ["norm"]
@@ -107,7 +110,8 @@ def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tm
     assert f"  {fp16['deployment']['message']}" in table
 
 
-def test_auto_policy_measures_batch_normalization_as_the_step_computes_it(tmp_path):
+def test_auto_policy_measures_batch_normalization_as_the_step_computes_it(tmp_path,
+                                                                         few_digits):
     """Through a fresh BatchNorm's running statistics the planted network passes 65504;
     on the batch's statistics, as its training step computes, it does not: the range pass
     keeps nothing and the run trains."""
@@ -124,7 +128,7 @@ def test_auto_policy_measures_batch_normalization_as_the_step_computes_it(tmp_pa
     assert [r.path for r in inference] == ["grow", "head"]
     out = tmp_path / "bn"
     result = runner.invoke(app, ["train", "--model", model, "--policy", "auto", "--epochs", "1",
-                                 "--out", str(out), "-q"])
+                                 "--data", few_digits, "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     run = json.loads((out / "run.json").read_text())
     assert run["policy_auto"]["kept"] == [] and list(run["policy"]["fp32_cells"]) == []
