@@ -1,5 +1,5 @@
-"""Training runs on a slice of the bundled digits: every AMP level learns, O2 matches O0, resume is exact
-(loss scaling and the other samples: test_scaling.py)."""
+"""Training runs on a slice of the bundled digits: every AMP level learns, O2 matches O0,
+resume is exact (loss scaling and the other samples: test_scaling.py)."""
 import json
 
 import numpy as np
