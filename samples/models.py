@@ -11,8 +11,8 @@ from __future__ import annotations
 import mindspore as ms
 from mindspore import nn, ops
 
-from .layers import Attention
-from .tasks import TinyCausalLM, TinyDetector
+from amptool.samples.layers import Attention
+from amptool.samples.tasks import TinyCausalLM, TinyDetector
 
 
 class SimpleCNN(nn.Cell):

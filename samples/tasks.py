@@ -6,7 +6,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from .layers import Attention
+from amptool.samples.layers import Attention
 
 
 class RMSNorm(nn.Cell):
@@ -16,9 +16,10 @@ class RMSNorm(nn.Cell):
         super().__init__()
         self.eps = eps
         self.weight = ms.Parameter(Tensor(np.ones(dim, np.float32)), name="weight")
+        self.sqrt = ops.Sqrt()  # a primitive: MindSpore's O1 rewrite cannot take ops.sqrt
 
     def construct(self, x):
-        return x / ops.sqrt((x * x).mean(axis=-1, keep_dims=True) + self.eps) * self.weight
+        return x / self.sqrt((x * x).mean(axis=-1, keep_dims=True) + self.eps) * self.weight
 
 
 class CausalSelfAttention(Attention):
