@@ -1,7 +1,7 @@
 """Training under loss scaling on a slice of the bundled digits (``few_digits``: 18 steps an
 epoch): the first batch settles the scale, forced overflows are skipped and counted,
-read-backs change nothing; the other sample models (on ``tiny_digits``) and safetensors
-checkpoints train and resume."""
+read-backs change nothing; the other sample models (the session's runs, which the export
+tests read too) and safetensors checkpoints train and resume."""
 import json
 import shutil
 
@@ -93,18 +93,11 @@ def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(overflowing
         previous = row["step"]
 
 
-SAMPLE_RUNS = {"lenet5": (160, 32), "resnet": (80, 16), "transformer": (160, 32)}
-"""model -> (digits rows, batch size) of its run: 4 steps (at the 0.2 held-out split); the
-residual sample takes about 1 s a step of 16 on this backend."""
-
-
 @pytest.mark.parametrize("model", ["lenet5", "resnet", "transformer"])
-def test_other_samples_train(model, trained, digits_rows):
-    """One epoch at O2, each step's loss read back."""
-    rows, batch = SAMPLE_RUNS[model]
-    out, summary = trained(f"rows{rows}-{model}", model=model, epochs=1, batch_size=batch,
-                           lr=0.003, log_every=1, data=digits_rows(rows))
-    losses = _losses(out)
+def test_other_samples_train(model, sample_runs):
+    out = sample_runs.get(model)  # the session's shared run (O2, one epoch), export tests' too
+    summary = sample_runs.summaries[model]
+    losses = _losses(out)  # the logged steps: the first, every 10th, the last
     assert losses[-1] < losses[0]
     assert np.isfinite(summary.final_loss) and summary.overflow_steps < summary.steps // 4
 
