@@ -216,11 +216,11 @@ def check_compatible(ref: Side, cand: Side) -> None:
 def _data_spec(cfg: ParityConfig, sides: list) -> str:
     if cfg.data:
         return cfg.data
+    from amptool.sources import readable_here
+
     for src in sides:
-        if src.data:
-            kind, _, arg = src.data.partition(":")
-            if not arg or Path(arg).exists():
-                return src.data
+        if src.data and readable_here(src.data):
+            return src.data
     return DEFAULT_DATA
 
 

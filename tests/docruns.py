@@ -14,9 +14,9 @@ from pathlib import Path
 DOC_RUNS = {
     "quickstart": "amptool run --epochs 1",
     "text": "amptool run --model textcls --data tokens --epochs 1 --out runs/text",
-    "causallm": "amptool run --model causallm --data sequences --loss token-cross-entropy "
+    "causallm": "amptool run --model causallm --data sequences:768 --loss token-cross-entropy "
                 "--policy auto --epochs 1 --out runs/lm",
-    "detector": "amptool run --model detector --data boxes --loss "
+    "detector": "amptool run --model detector --data boxes:768 --loss "
                 "amptool.samples.losses:BoxAndClassLoss --epochs 1 --out runs/det",
     "trap": "amptool run --model trapmlp --amp-level O0 --epochs 1 --per-layer "
             "--out runs/ci-trap",

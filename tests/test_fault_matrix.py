@@ -145,6 +145,12 @@ CASES = {
     "train-unknown-flag": Case(["train", "--frobnicate"], 2, "No such option: --frobnicate"),
     "train-missing-data-file": Case(["train", "--data", "npz:{files}/missing.npz", "--out",
                                      "{out}", "-q"], 2, "missing.npz", ["{out}"]),
+    "train-sample-count-not-a-number": Case(["train", "--data", "digits:many", "--out", "{out}",
+                                             "-q"], 2, "'many' is not a number of samples",
+                                            ["{out}"]),
+    "train-more-samples-than-the-source": Case(["train", "--data", "digits:5000", "--out",
+                                                "{out}", "-q"], 2,
+                                               "asks for 5000 samples; it holds 1797", ["{out}"]),
     "train-unknown-augmentation": Case(["train", "--augment", "crop,blur", "--out", "{out}",
                                         "-q"], 2, "unknown augmentation blur", ["{out}"]),
     "train-augment-token-ids": Case(["train", "--model", "textcls", "--data", "tokens",
@@ -453,7 +459,8 @@ def test_mistakes_in_what_the_options_name_are_refused_before_mindspore_loads(ki
     """An unknown model, an unparsable signature, a missing data file or run folder, an
     untrusted run: refused in a fraction of a second, before the framework is imported."""
     names = ["train-unknown-model", "train-bad-input-spec", "train-sink-size-zero",
-             "train-missing-data-file", "export-missing-run", "export-run-json-not-a-mapping",
+             "train-missing-data-file", "train-sample-count-not-a-number",
+             "export-missing-run", "export-run-json-not-a-mapping",
              "export-run-names-a-foreign-file", "export-run-crafted-model-copy",
              "export-run-names-an-untrusted-package", "export-out-is-a-file",
              "convert-missing-checkpoint", "convert-search-run-json-not-a-mapping",

@@ -40,7 +40,8 @@ INTERNAL_EXIT = 3
 MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp, textcls, "
               "causallm, detector), path/to/file.py:factory or package.module:factory.")
 DATA_HELP = (
-    "digits, synthetic, tokens, sequences, boxes, mnist:DIR, imagefolder:DIR or npz:FILE.")
+    "digits, synthetic, tokens, sequences, boxes (NAME:N for their first N samples), "
+    "mnist:DIR, imagefolder:DIR or npz:FILE.")
 DEVICE_HELP = "auto, CPU, GPU or Ascend."
 LEVEL_HELP = ("AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNorm/LayerNorm, "
               "O3 all fp16.")

@@ -19,6 +19,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 KINDS = ("digits", "mnist", "imagefolder", "npz", "synthetic", "tokens", "sequences", "boxes")
 SEQUENCE_KINDS = ("tokens", "sequences")
 """Bundled sources of token ids (not images)."""
+BUNDLED_KINDS = ("digits", "synthetic", "tokens", "sequences", "boxes")
+"""Sources amptool carries or generates; ``KIND:N`` takes their first N samples."""
 
 
 def parse_data_spec(spec: str) -> tuple[str, str]:
@@ -28,11 +30,41 @@ def parse_data_spec(spec: str) -> tuple[str, str]:
         raise UsageError(f"unknown data source '{spec}'",
                          "use digits, synthetic, tokens, sequences, boxes, mnist:DIR, "
                          "imagefolder:DIR or npz:FILE")
+    if kind in BUNDLED_KINDS:
+        if arg and not (arg.isdigit() and int(arg) >= 2):
+            raise UsageError(f"data source '{spec}': '{arg}' is not a number of samples",
+                             f"write {kind} (all of it) or {kind}:N (its first N samples, "
+                             "N >= 2)")
+        return kind, arg
     if kind in ("mnist", "imagefolder", "npz") and not arg:
         raise UsageError(f"data source '{kind}' needs a path", f"write {kind}:PATH")
     if arg and not Path(arg).exists():
         raise UsageError(f"data path {arg} does not exist", "check the path after ':'")
     return kind, arg
+
+
+def readable_here(spec: str) -> bool:
+    """Whether a recorded data spec names data this machine has: a bundled source always, a
+    path when it exists here."""
+    kind, _, arg = spec.partition(":")
+    return kind.lower() in BUNDLED_KINDS or not arg or Path(arg).exists()
+
+
+def _first(spec: str, count: str, arrays: list) -> list:
+    """The first ``count`` rows (all when ``count`` is empty) of each of ``arrays``, which
+    hold a bundled source's samples."""
+    if not count:
+        return arrays
+    total = len(arrays[0])
+    if int(count) > total:
+        raise UsageError(f"data source '{spec}' asks for {count} samples; it holds {total}",
+                         f"give at most {total}")
+    return [a[:int(count)] for a in arrays]
+
+
+def _named_first(spec: str, count: str, arrays: dict) -> tuple:
+    """(names, arrays) of ``arrays`` cut to their first ``count`` rows (``_first``)."""
+    return list(arrays), _first(spec, count, list(arrays.values()))
 
 
 def _digits() -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +164,7 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
                          f"{'textcls' if kind == 'tokens' else 'causallm'})")
     names, ys = ("y",), None
     if kind == "boxes":  # its targets by their own names; as class labels, the shapes
-        arrays = boxes_dataset()
+        arrays = dict(zip(*_named_first(spec, arg, boxes_dataset())))
         x = arrays.pop("x")
         names, ys = pick_targets(arrays, declared or ("y_box", "y_cls"), spec)
         y = ys[-1] if labels and not declared else ys[0]
@@ -145,6 +177,8 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
     else:
         x, y = {"digits": _digits, "mnist": lambda: _mnist(arg),
                 "synthetic": lambda: _synthetic(input_shape, num_classes)}[kind]()
+        if kind != "mnist":
+            x, y = _first(spec, arg, [x, y])
     if kind != "imagefolder":
         if x.ndim not in (3, 4):
             raise UsageError(f"{spec}: images have shape {x.shape[1:]}, expected (H, W) or "
@@ -189,7 +223,9 @@ def _named_arrays(spec: str, names: list, declared: Optional[tuple] = None) -> t
     kind, arg = parse_data_spec(spec)
     if kind in SEQUENCE_KINDS:
         arrays, y = tokens_dataset() if kind == "tokens" else sequences_dataset()
-        targets = (("y",), [y])
+        keys, values = _named_first(spec, arg, {**arrays, "y": y})
+        arrays = dict(zip(keys[:-1], values[:-1]))
+        targets = (("y",), values[-1:])
     elif kind == "npz":
         arrays = npz_arrays(arg)
         if not declared and not _has_targets(arrays, declared):

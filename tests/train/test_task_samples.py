@@ -1,5 +1,6 @@
 """The samples that are not classifiers, causallm and detector: their bundled data tasks,
-and each trained, exported and judged by the README's ``amptool run`` at O2 (on its whole task)."""
+and each trained, exported and judged by the README's ``amptool run`` at O2 (on the first 768
+samples of its task)."""
 import json
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from amptool.errors import UsageError
 from amptool.bundled import boxes_dataset, sequences_dataset
-from amptool.sources import open_arrays, open_images
+from amptool.sources import open_arrays, open_images, readable_here
 
 TOP1 = ("top1_agree", "top1_agree_clear", "ref_acc", "cand_acc", "acc_drop", "acc_drop_clear")
 DETECTOR_LOSS = "amptool.samples.losses:BoxAndClassLoss"
@@ -54,6 +55,14 @@ def test_task_sources_feed_their_models_only():
         open_images("sequences", (1, 32, 32), 10)
     _, labels, _ = open_images("boxes", (1, 32, 32), 3)  # as a classifier's: the shapes
     assert np.array_equal(labels, boxes_dataset()["y_cls"])
+    rows, (names, ys) = open_arrays("sequences:64", lm.inputs, None, labels=False)
+    assert len(rows) == 64 and np.array_equal(ys[0], sequences_dataset()[1][:64])
+    rows, (names, ys), _ = open_images("boxes:100", (1, 32, 32), None, ("y_box", "y_cls"),
+                                       labels=False)
+    assert len(rows) == 100 and np.array_equal(ys[1], boxes_dataset()["y_cls"][:100])
+    with pytest.raises(UsageError, match="'boxes:4096' asks for 4096 samples; it holds 2048"):
+        open_images("boxes:4096", (1, 32, 32), 3)
+    assert readable_here("boxes:768") and not readable_here("npz:/no/such/file.npz")
     detector = resolve_model("detector")
     assert detector.num_classes is None and detector.class_logits == (1,)
     assert lm.num_classes is None and lm.class_logits is None
@@ -61,7 +70,7 @@ def test_task_sources_feed_their_models_only():
 
 def _run(doc_run, name: str) -> tuple:
     """(pipeline folder, summary.json) of the README's ``amptool run`` of this sample (on
-    its whole bundled task, one epoch), run once per session."""
+    the first 768 samples of its bundled task, one epoch), run once per session."""
     run = doc_run(name)
     folder = run.cwd / "runs" / {"causallm": "lm", "detector": "det"}[name]
     return folder, json.loads((folder / "summary.json").read_text())

@@ -36,8 +36,8 @@ from amptool import TrainConfig
 
 amptool.train(TrainConfig(amp_level="O1", epochs=int(sys.argv[2]), out="O1", data=sys.argv[1],
                           log_every=1))
-amptool.train(TrainConfig(model="causallm", data="sequences", loss="token-cross-entropy",
-                          amp_level="O1", epochs=1, batch_size=128, out="causallm"))
+amptool.train(TrainConfig(model="causallm", data="sequences:512", loss="token-cross-entropy",
+                          amp_level="O1", epochs=1, out="causallm"))
 """
 """O1 in a process of its own, in a folder outside the repository: MindSpore's O1 rewrite
 imports a network's source file again by itself (a relative import between the samples
