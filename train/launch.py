@@ -187,13 +187,14 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
 
 @contextlib.contextmanager
 def _terminate_as_exit():
-    """SIGTERM unwinds like Ctrl+C, so the job is stopped rather than orphaned."""
+    """SIGTERM unwinds like Ctrl+C (``KeyboardInterrupt``: the command line's exit 130), so
+    the job is stopped rather than orphaned."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def _exit(signum, frame):
-        raise SystemExit(128 + signum)
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, _exit)
     try:

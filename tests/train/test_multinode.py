@@ -3,7 +3,8 @@
 Two ``amptool train`` processes are started side by side as node 0 and node 1 of a
 2-node job (one worker each, same --master-addr/--master-port), each with its own --out
 as on two real hosts. Then node 1 is started alone and must give up at its start-up
-limit with a clear message instead of waiting for a node 0 that never comes.
+limit with a clear message instead of waiting for a node 0 that never comes, and, stopped
+by SIGTERM or Ctrl+C while it waits, end with exit 130 and nothing left running.
 """
 from __future__ import annotations
 
@@ -126,6 +127,25 @@ def test_node_1_alone_gives_up_at_its_start_limit(tmp_path, left_alive):
     assert stdout == ""
     assert START_LIMIT_S <= elapsed < START_LIMIT_S + 60
     assert not (out / "last.ckpt").exists()
+    assert left_alive(out / "logs") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_launch_exits_130_and_leaves_nothing_running(tmp_path, left_alive, sig):
+    """Node 1 alone, waiting for its cluster, stopped by SIGTERM or Ctrl+C once its rank
+    has started (its status file says it joins): one line, exit 130, msrun and the rank
+    gone."""
+    out = tmp_path / "stopped"
+    proc = _amptool(*SMALL, "--node-rank", "1", "--master-port", str(_free_port()),
+                    "--start-timeout", "120", "--out", str(out))
+    status = out / "logs" / "rank_1.json"
+    deadline = time.monotonic() + 60
+    while not status.is_file() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert status.is_file(), "the rank never started"
+    proc.send_signal(sig)
+    rc, stdout, stderr = _finish(proc, 60)
+    assert (rc, stderr, stdout) == (130, "amptool: error: interrupted\n", "")
     assert left_alive(out / "logs") == []
 
 
