@@ -23,13 +23,22 @@ INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
 CHUNK = 32
 """Samples run through each network in one call: the per-layer default, in one forward."""
+PENDING_BYTES = 64 << 20
+"""Reference values (bytes) the candidate's hooks hold awaiting comparison before they are
+compared (see ``_Capture``)."""
 
 
 class _Capture:
     """A network with forward hooks on every cell. Run as the reference, it keeps each
     cell's first input and output of one chunk (host copies, float32); run as the
-    candidate, it compares each cell's with the reference's as it goes (``_Pair``) and
-    drops the reference's, so one chunk of reference values is held at a time."""
+    candidate, it compares each cell's with the reference's (``_Pair``) and drops the
+    reference's, so one chunk of reference values is held at a time.
+
+    A hook only holds on to the tensors it sees; they are copied to the host and compared
+    in execution order when the forward pass is done, or on the candidate as soon as the
+    reference values awaiting comparison reach ``PENDING_BYTES`` (a copy waits for the
+    tensor to be computed, and eager ops run ahead of Python: copying in each hook would
+    wait once per cell)."""
 
     def __init__(self, spec, policy):
         from amptool.precision import apply_policy, cell_paths
@@ -44,6 +53,8 @@ class _Capture:
         self.kept: dict = {}
         self.pairs: dict = {}
         self.recent: list = []
+        self.pending: list = []
+        self.pending_bytes = 0
         for path, cell in self.paths.items():
             cell.register_forward_hook(self._hook(path or OUTPUT_ROW))
         self.runnable = apply_policy(self.net, policy) if policy is not None else self.net
@@ -54,20 +65,32 @@ class _Capture:
             n = self.calls.get(path, 0)
             self.calls[path] = n + 1
             key = path if n == 0 else f"{path}#{n + 1}"
+            if self.ref is None:  # the reference: keep this chunk's values
+                self.pending.append((key, output, _first_tensor(inputs)))
+            elif key in self.ref:  # the candidate: compare, then drop the reference's
+                self.pending.append((key, output, _first_tensor(inputs)))
+                self.pending_bytes += sum(a.nbytes for a in self.ref[key] if a is not None)
+                if self.pending_bytes >= PENDING_BYTES:
+                    self._flush()
+        return hook
+
+    def _flush(self) -> None:
+        """Copy the held tensors to the host, in the order the hooks saw them: kept (the
+        reference) or compared with the reference's and dropped (the candidate)."""
+        pending, self.pending, self.pending_bytes = self.pending, [], 0
+        for key, output, first_in in pending:
             out = self._host(output)
             if out is None:
-                return
-            first_in = _first_tensor(inputs)
+                continue
             first_in = None if first_in is None else self._host(first_in)
             if key not in self.dtypes:
                 self.order.append(key)
                 self.dtypes[key] = str(_first_tensor(output).dtype).lower()
-            if self.ref is None:  # the reference: keep this chunk's values
+            if self.ref is None:
                 self.kept[key] = (first_in, out)
-            elif key in self.ref:  # the candidate: compare, then drop the reference's
+            else:
                 r_in, r_out = self.ref.pop(key)
                 self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in)
-        return hook
 
     def _host(self, value) -> Optional[np.ndarray]:
         """``_flat(value)``, reusing the copy of a tensor just copied (a cell's input is
@@ -87,8 +110,12 @@ class _Capture:
         import mindspore as ms
 
         self.ref, self.kept, self.calls, self.recent = None, {}, {}, []
-        self.runnable(ms.Tensor(x))
-        kept, self.kept, self.recent = self.kept, {}, []
+        try:
+            self.runnable(ms.Tensor(x))
+            self._flush()
+        finally:
+            self.pending, self.pending_bytes, self.recent = [], 0, []
+        kept, self.kept = self.kept, {}
         return kept
 
     def compare(self, x: np.ndarray, ref: dict, pairs: dict) -> None:
@@ -99,8 +126,9 @@ class _Capture:
         self.ref, self.pairs, self.calls, self.recent = ref, pairs, {}, []
         try:
             self.runnable(ms.Tensor(x))
+            self._flush()
         finally:
-            self.ref, self.recent = None, []
+            self.ref, self.recent, self.pending, self.pending_bytes = None, [], [], 0
             ref.clear()
 
 
