@@ -41,7 +41,7 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.eager import Hooks, computing_in, eager, floats, replaying, tensors
+from amptool.eager import Hooks, all_finite, computing_in, eager, floats, replaying, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -205,10 +205,18 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         """The cell computing in fp16 on its fp32 inputs, the cells its construct calls
         handing on their recorded fp32 outputs: its relative error against ``outs``."""
         keep = kept_all if id(cell) not in kept_all else frozenset(id(c) for c, _ in calls)
+        given: list = []
         probing.append(cell)
         try:
-            with in_fp16(cell), replaying(calls, ms.float16, keep):
-                low = floats(cell(*inputs))
+            try:  # the calls hand on their outputs unchecked, what they were given checked after
+                with in_fp16(cell), replaying(calls, ms.float16, keep, given):
+                    low = floats(cell(*inputs))
+                checked = all_finite(given)
+            except (RuntimeError, TypeError, ValueError):
+                checked = False
+            if not checked:  # a call was given what fp16 cannot hold: it computes there
+                with in_fp16(cell), replaying(calls, ms.float16, keep):
+                    low = floats(cell(*inputs))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
         finally:
