@@ -201,9 +201,9 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
                     inner.to_float(ms.float32)
             yield
 
-    def own_error(cell, inputs, outs, calls):
+    def own_output(cell, inputs, calls):
         """The cell computing in fp16 on its fp32 inputs, the cells its construct calls
-        handing on their recorded fp32 outputs: its relative error against ``outs``."""
+        handing on their recorded fp32 outputs: its output (float64, flat), or None."""
         keep = kept_all if id(cell) not in kept_all else frozenset(id(c) for c, _ in calls)
         given: list = []
         probing.append(cell)
@@ -221,7 +221,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             return None
         finally:
             probing.pop()
-        return None if low is None else relative_error(low, flat(outs))
+        return low
 
     def whole_error(cell, inputs, outs, rows):
         """The cell computing whole in fp16 on (the first PROBE_ROWS rows of) its inputs.
@@ -249,14 +249,24 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             probing.pop()
         return error
 
-    def local_error(cell, inputs, output, outs, frame):
+    def how_probed(cell, inputs, output, frame) -> str:
+        """'identity' (a cell that hands on its input), 'whole' (a block whose inner cells'
+        errors add up to LOCAL_ERROR) or 'own' (``own_output``)."""
         ins = tensors(inputs)
         if not frame.calls and ins and output is ins[0]:
-            return 0.0  # it hands on its input: nothing of its own computes
+            return "identity"
         inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
         if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
+            return "whole"
+        return "own"
+
+    def local_error(cell, inputs, outs, how, low):
+        """The cell's relative error computing in fp16 (``low``: its ``own_output``)."""
+        if how == "identity":
+            return 0.0  # it hands on its input: nothing of its own computes
+        if how == "whole":
             return whole_error(cell, inputs, outs, rows)
-        error = own_error(cell, inputs, outs, frame.calls)
+        error = None if low is None else relative_error(low, flat(outs))
         if error is not None and np.isfinite(error) and _own_leaf(cell):
             probing.append(cell)  # its gradient's forward is no cell to record
             try:
@@ -280,6 +290,11 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             frames[-1].calls.append((cell, output))
             frames[-1].inner |= frame.inner
             frames[-1].inner.add(path)
+        how = low = None
+        if probe and path and path not in errors:
+            how = how_probed(cell, inputs, output, frame)
+            if how == "own":  # before the copies below, which then wait for both at once
+                low = own_output(cell, inputs, frame.calls)
         hosted = [h for h in map(host, tensors(output)) if h[1] is not None]
         if not hosted:
             return
@@ -297,8 +312,8 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         types[path] = type(cell).__name__
         chains[path] = _chain(cell)
         ids[path] = id(cell)
-        if probe and path and path not in errors and np.isfinite(top):
-            errors[path] = local_error(cell, inputs, output, outs, frame)
+        if how is not None and np.isfinite(top):
+            errors[path] = local_error(cell, inputs, outs, how, low)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
     hooks = Hooks(net, record, enter)
