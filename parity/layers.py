@@ -53,6 +53,7 @@ class _Capture:
         self.kept: dict = {}
         self.pairs: dict = {}
         self.recent: list = []
+        self.sums: dict = {}
         self.pending: list = []
         self.pending_bytes = 0
         for path, cell in self.paths.items():
@@ -90,7 +91,7 @@ class _Capture:
                 self.kept[key] = (first_in, out)
             else:
                 r_in, r_out = self.ref.pop(key)
-                self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in)
+                self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in, self.sums)
 
     def _host(self, value) -> Optional[np.ndarray]:
         """``_flat(value)``, reusing the copy of a tensor just copied (a cell's input is
@@ -129,6 +130,7 @@ class _Capture:
             self._flush()
         finally:
             self.ref, self.recent, self.pending, self.pending_bytes = None, [], [], 0
+            self.sums = {}
             ref.clear()
 
 
@@ -143,21 +145,27 @@ class _Pair:
         self.shapes_differ = False
         self.inputs: Optional[list] = [0.0, 0.0, 0.0, 0]  # dot, rr, cc, nonfinite
 
-    def add(self, ref: np.ndarray, cand: np.ndarray, ref_in, cand_in) -> None:
+    def add(self, ref: np.ndarray, cand: np.ndarray, ref_in, cand_in,
+            sums: Optional[dict] = None) -> None:
+        """Add one chunk's outputs and first inputs. ``sums`` (shared by the cells of one
+        run) holds the input sums of recent outputs, by array: a cell's input is mostly the
+        output of the cell before it, already summed."""
         if ref.shape != cand.shape:
             self.shapes_differ = True
         else:
-            self._add_outputs(ref, cand)
+            self._add_outputs(ref, cand, sums)
         if ref_in is None or cand_in is None or ref_in.shape != cand_in.shape:
             self.inputs = None
         elif self.inputs is not None:
-            r, c = ref_in.astype(np.float64), cand_in.astype(np.float64)
-            bad = int(c.size - np.count_nonzero(np.isfinite(c)))
-            c = np.where(np.isfinite(c), c, 0.0) if bad else c
-            self.inputs = [self.inputs[0] + float(r @ c), self.inputs[1] + float(r @ r),
-                           self.inputs[2] + float(c @ c), self.inputs[3] + bad]
+            held = None if sums is None else sums.get((id(ref_in), id(cand_in)))
+            if held is not None and held[0] is ref_in and held[1] is cand_in:
+                dot, rr, cc, bad = held[2]
+            else:
+                dot, rr, cc, bad = _input_sums(ref_in, cand_in)
+            self.inputs = [self.inputs[0] + dot, self.inputs[1] + rr,
+                           self.inputs[2] + cc, self.inputs[3] + bad]
 
-    def _add_outputs(self, ref: np.ndarray, cand: np.ndarray) -> None:
+    def _add_outputs(self, ref: np.ndarray, cand: np.ndarray, sums: Optional[dict]) -> None:
         absr = np.abs(ref)  # the range pass's measures (``magnitudes``), on this input
         peak = float(absr.max()) if absr.size else 0.0
         nonzero = int(np.count_nonzero(absr))
@@ -170,20 +178,29 @@ class _Pair:
         bad = int(c.size - np.count_nonzero(finite))
         if bad:
             c = np.where(finite, c, 0.0)
-        diff = np.abs(c - r)
+        diff = np.subtract(c, r)
+        np.abs(diff, out=diff)
         if bad:
             diff[~finite] = np.inf
         self.size += r.size
         self.nonfinite += bad
+        dot = rr = cc = 0.0
         if r.size:
             self.absmax = _top(self.absmax, peak)
             self.max_abs = _top(self.max_abs, float(diff.max()))
-            scaled = diff / (absr.astype(np.float64) + 1e-6)
+            scaled = np.abs(r)  # |ref| + 1e-6, then diff over it, in place
+            scaled += 1e-6
+            np.divide(diff, scaled, out=scaled)
             self.max_rel = _top(self.max_rel, float(scaled.max()))
-            self.dot += float(r @ c)
-            self.rr += float(r @ r)
-            self.cc += float(c @ c)
+            dot, rr, cc = float(r @ c), float(r @ r), float(c @ c)
+            self.dot += dot
+            self.rr += rr
+            self.cc += cc
             self.dd += float(diff @ diff)
+        if sums is not None:
+            sums[(id(ref), id(cand))] = (ref, cand, (dot, rr, cc, bad))
+            if len(sums) > 8:
+                del sums[next(iter(sums))]
 
     def metrics(self) -> dict:
         """cosine, rel_l2, max_rel, max_abs, nonfinite, ref_absmax, subnormal, in_cosine."""
@@ -198,6 +215,15 @@ class _Pair:
         return {**out, "nonfinite": self.nonfinite, "ref_absmax": self.absmax,
                 "subnormal": self.tiny / self.nonzero if self.nonzero else 0.0,
                 "in_cosine": in_cos}
+
+
+def _input_sums(ref_in: np.ndarray, cand_in: np.ndarray) -> tuple:
+    """(ref . cand, ref . ref, cand . cand, non-finite candidate values) in float64, the
+    candidate's non-finite values counted as 0 in the products."""
+    r, c = ref_in.astype(np.float64), cand_in.astype(np.float64)
+    bad = int(c.size - np.count_nonzero(np.isfinite(c)))
+    c = np.where(np.isfinite(c), c, 0.0) if bad else c
+    return float(r @ c), float(r @ r), float(c @ c), bad
 
 
 def _top(a: float, b: float) -> float:
