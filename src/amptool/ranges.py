@@ -251,14 +251,15 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
 
     def how_probed(cell, inputs, output, frame) -> str:
         """'identity' (a cell that hands on its input), 'whole' (a block whose inner cells'
-        errors add up to LOCAL_ERROR) or 'own' (``own_output``)."""
+        errors add up to LOCAL_ERROR), 'kept' (a cell of ``fp32_kept``: its probe would
+        compute in fp32 what it just computed, error 0) or 'own' (``own_output``)."""
         ins = tensors(inputs)
         if not frame.calls and ins and output is ins[0]:
             return "identity"
         inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
         if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
             return "whole"
-        return "own"
+        return "kept" if id(cell) in kept_ids else "own"
 
     def local_error(cell, inputs, outs, how, low):
         """The cell's relative error computing in fp16 (``low``: its ``own_output``)."""
@@ -266,7 +267,10 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             return 0.0  # it hands on its input: nothing of its own computes
         if how == "whole":
             return whole_error(cell, inputs, outs, rows)
-        error = None if low is None else relative_error(low, flat(outs))
+        if how == "kept":
+            error = 0.0
+        else:
+            error = None if low is None else relative_error(low, flat(outs))
         if error is not None and np.isfinite(error) and _own_leaf(cell):
             probing.append(cell)  # its gradient's forward is no cell to record
             try:
