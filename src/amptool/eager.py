@@ -66,7 +66,9 @@ def float_arrays(value) -> list:
 
 def floats(value) -> Optional[np.ndarray]:
     arrays = [a.ravel().astype(np.float64) for a in float_arrays(value)]
-    return np.concatenate(arrays) if arrays else None
+    if len(arrays) < 2:
+        return arrays[0] if arrays else None
+    return np.concatenate(arrays)
 
 
 class Hooks:

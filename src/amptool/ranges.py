@@ -190,7 +190,10 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         return array, mags
 
     def flat(arrays):
-        return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
+        arrays = [a.ravel().astype(np.float64) for a in arrays]
+        if len(arrays) < 2:
+            return arrays[0] if arrays else None
+        return np.concatenate(arrays)
 
     @contextlib.contextmanager
     def in_fp16(cell):
