@@ -4,10 +4,11 @@ The network runs eagerly (PyNative; forward hooks do nothing in GRAPH_MODE) twic
 same samples, a chunk of ``CHUNK`` samples at a time (one call each at the default 32): in
 fp32 with the reference's weights, keeping each cell's values of the chunk, then under the
 candidate's precision policy with the candidate's weights, comparing each cell's values
-with the reference's as they come and keeping only the sums the metrics need. Hooks sit on
-the original cell objects, found by path before ``apply_policy`` wraps the cells it keeps
-in fp32, so paths stay those of the model.
-One network is built per precision and reused for every candidate.
+with the reference's and keeping only the sums the metrics need. Hooks sit on the original
+cell objects, found by path before ``apply_policy`` wraps the cells it keeps in fp32, so
+paths stay those of the model.
+One network is made per precision (the second a copy of the first) and reused for every
+candidate.
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ of squares) or an input fp16 cannot hold.
 Probing each construct once makes all probes together about one fp16 forward pass, however
 deep the network. A block whose inner cells' errors add up to ``LOCAL_ERROR`` is run whole
 in fp16 instead (on PROBE_ROWS rows), so its error is its cells' compounded; a cell that
-hands on its input unchanged (an identity, dropout in inference) computes nothing: 0.
+hands on its input unchanged (an identity, dropout in inference) computes nothing: 0, and
+neither does a cell the level keeps in fp32 (its probe would compute in fp32 again): 0.
 A leaf cell (one that holds no other) of the user's own (not a MindSpore layer) is also
 differentiated there, in fp16 and, when that gradient is not finite, in fp32:
 ``grad_overflow`` is a backward that fp16 cannot hold while the forward can (the
