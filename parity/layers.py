@@ -4,10 +4,11 @@ The network runs eagerly (PyNative; forward hooks do nothing in GRAPH_MODE) twic
 same samples, a chunk of ``CHUNK`` samples at a time (one call each at the default 32): in
 fp32 with the reference's weights, keeping each cell's values of the chunk, then under the
 candidate's precision policy with the candidate's weights, comparing each cell's values
-with the reference's as they come and keeping only the sums the metrics need. Hooks sit on
-the original cell objects, found by path before ``apply_policy`` wraps the cells it keeps
-in fp32, so paths stay those of the model.
-One network is built per precision and reused for every candidate.
+with the reference's and keeping only the sums the metrics need. Hooks sit on the original
+cell objects, found by path before ``apply_policy`` wraps the cells it keeps in fp32, so
+paths stay those of the model.
+One network is made per precision (the second a copy of the first) and reused for every
+candidate.
 """
 from __future__ import annotations
 
@@ -23,18 +24,27 @@ INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
 CHUNK = 32
 """Samples run through each network in one call: the per-layer default, in one forward."""
+PENDING_BYTES = 64 << 20
+"""Reference values (bytes) the candidate's hooks hold awaiting comparison before they are
+compared (see ``_Capture``)."""
 
 
 class _Capture:
     """A network with forward hooks on every cell. Run as the reference, it keeps each
     cell's first input and output of one chunk (host copies, float32); run as the
-    candidate, it compares each cell's with the reference's as it goes (``_Pair``) and
-    drops the reference's, so one chunk of reference values is held at a time."""
+    candidate, it compares each cell's with the reference's (``_Pair``) and drops the
+    reference's, so one chunk of reference values is held at a time.
 
-    def __init__(self, spec, policy):
+    A hook only holds on to the tensors it sees; they are copied to the host and compared
+    in execution order when the forward pass is done, or on the candidate as soon as the
+    reference values awaiting comparison reach ``PENDING_BYTES`` (a copy waits for the
+    tensor to be computed, and eager ops run ahead of Python: copying in each hook would
+    wait once per cell)."""
+
+    def __init__(self, net, policy):
         from amptool.precision import apply_policy, cell_paths
 
-        self.net = spec.build()
+        self.net = net
         self.paths = cell_paths(self.net)
         self.types = {p: type(c).__name__ for p, c in self.paths.items()}
         self.order: list = []
@@ -44,6 +54,9 @@ class _Capture:
         self.kept: dict = {}
         self.pairs: dict = {}
         self.recent: list = []
+        self.sums: dict = {}
+        self.pending: list = []
+        self.pending_bytes = 0
         for path, cell in self.paths.items():
             cell.register_forward_hook(self._hook(path or OUTPUT_ROW))
         self.runnable = apply_policy(self.net, policy) if policy is not None else self.net
@@ -54,20 +67,32 @@ class _Capture:
             n = self.calls.get(path, 0)
             self.calls[path] = n + 1
             key = path if n == 0 else f"{path}#{n + 1}"
+            if self.ref is None:  # the reference: keep this chunk's values
+                self.pending.append((key, output, _first_tensor(inputs)))
+            elif key in self.ref:  # the candidate: compare, then drop the reference's
+                self.pending.append((key, output, _first_tensor(inputs)))
+                self.pending_bytes += sum(a.nbytes for a in self.ref[key] if a is not None)
+                if self.pending_bytes >= PENDING_BYTES:
+                    self._flush()
+        return hook
+
+    def _flush(self) -> None:
+        """Copy the held tensors to the host, in the order the hooks saw them: kept (the
+        reference) or compared with the reference's and dropped (the candidate)."""
+        pending, self.pending, self.pending_bytes = self.pending, [], 0
+        for key, output, first_in in pending:
             out = self._host(output)
             if out is None:
-                return
-            first_in = _first_tensor(inputs)
+                continue
             first_in = None if first_in is None else self._host(first_in)
             if key not in self.dtypes:
                 self.order.append(key)
                 self.dtypes[key] = str(_first_tensor(output).dtype).lower()
-            if self.ref is None:  # the reference: keep this chunk's values
+            if self.ref is None:
                 self.kept[key] = (first_in, out)
-            elif key in self.ref:  # the candidate: compare, then drop the reference's
+            else:
                 r_in, r_out = self.ref.pop(key)
-                self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in)
-        return hook
+                self.pairs.setdefault(key, _Pair()).add(r_out, out, r_in, first_in, self.sums)
 
     def _host(self, value) -> Optional[np.ndarray]:
         """``_flat(value)``, reusing the copy of a tensor just copied (a cell's input is
@@ -87,8 +112,12 @@ class _Capture:
         import mindspore as ms
 
         self.ref, self.kept, self.calls, self.recent = None, {}, {}, []
-        self.runnable(ms.Tensor(x))
-        kept, self.kept, self.recent = self.kept, {}, []
+        try:
+            self.runnable(ms.Tensor(x))
+            self._flush()
+        finally:
+            self.pending, self.pending_bytes, self.recent = [], 0, []
+        kept, self.kept = self.kept, {}
         return kept
 
     def compare(self, x: np.ndarray, ref: dict, pairs: dict) -> None:
@@ -99,8 +128,10 @@ class _Capture:
         self.ref, self.pairs, self.calls, self.recent = ref, pairs, {}, []
         try:
             self.runnable(ms.Tensor(x))
+            self._flush()
         finally:
-            self.ref, self.recent = None, []
+            self.ref, self.recent, self.pending, self.pending_bytes = None, [], [], 0
+            self.sums = {}
             ref.clear()
 
 
@@ -115,21 +146,27 @@ class _Pair:
         self.shapes_differ = False
         self.inputs: Optional[list] = [0.0, 0.0, 0.0, 0]  # dot, rr, cc, nonfinite
 
-    def add(self, ref: np.ndarray, cand: np.ndarray, ref_in, cand_in) -> None:
+    def add(self, ref: np.ndarray, cand: np.ndarray, ref_in, cand_in,
+            sums: Optional[dict] = None) -> None:
+        """Add one chunk's outputs and first inputs. ``sums`` (shared by the cells of one
+        run) holds the input sums of recent outputs, by array: a cell's input is mostly the
+        output of the cell before it, already summed."""
         if ref.shape != cand.shape:
             self.shapes_differ = True
         else:
-            self._add_outputs(ref, cand)
+            self._add_outputs(ref, cand, sums)
         if ref_in is None or cand_in is None or ref_in.shape != cand_in.shape:
             self.inputs = None
         elif self.inputs is not None:
-            r, c = ref_in.astype(np.float64), cand_in.astype(np.float64)
-            bad = int(c.size - np.count_nonzero(np.isfinite(c)))
-            c = np.where(np.isfinite(c), c, 0.0) if bad else c
-            self.inputs = [self.inputs[0] + float(r @ c), self.inputs[1] + float(r @ r),
-                           self.inputs[2] + float(c @ c), self.inputs[3] + bad]
+            held = None if sums is None else sums.get((id(ref_in), id(cand_in)))
+            if held is not None and held[0] is ref_in and held[1] is cand_in:
+                dot, rr, cc, bad = held[2]
+            else:
+                dot, rr, cc, bad = _input_sums(ref_in, cand_in)
+            self.inputs = [self.inputs[0] + dot, self.inputs[1] + rr,
+                           self.inputs[2] + cc, self.inputs[3] + bad]
 
-    def _add_outputs(self, ref: np.ndarray, cand: np.ndarray) -> None:
+    def _add_outputs(self, ref: np.ndarray, cand: np.ndarray, sums: Optional[dict]) -> None:
         absr = np.abs(ref)  # the range pass's measures (``magnitudes``), on this input
         peak = float(absr.max()) if absr.size else 0.0
         nonzero = int(np.count_nonzero(absr))
@@ -142,20 +179,29 @@ class _Pair:
         bad = int(c.size - np.count_nonzero(finite))
         if bad:
             c = np.where(finite, c, 0.0)
-        diff = np.abs(c - r)
+        diff = np.subtract(c, r)
+        np.abs(diff, out=diff)
         if bad:
             diff[~finite] = np.inf
         self.size += r.size
         self.nonfinite += bad
+        dot = rr = cc = 0.0
         if r.size:
             self.absmax = _top(self.absmax, peak)
             self.max_abs = _top(self.max_abs, float(diff.max()))
-            scaled = diff / (absr.astype(np.float64) + 1e-6)
+            scaled = np.abs(r)  # |ref| + 1e-6, then diff over it, in place
+            scaled += 1e-6
+            np.divide(diff, scaled, out=scaled)
             self.max_rel = _top(self.max_rel, float(scaled.max()))
-            self.dot += float(r @ c)
-            self.rr += float(r @ r)
-            self.cc += float(c @ c)
+            dot, rr, cc = float(r @ c), float(r @ r), float(c @ c)
+            self.dot += dot
+            self.rr += rr
+            self.cc += cc
             self.dd += float(diff @ diff)
+        if sums is not None:
+            sums[(id(ref), id(cand))] = (ref, cand, (dot, rr, cc, bad))
+            if len(sums) > 8:
+                del sums[next(iter(sums))]
 
     def metrics(self) -> dict:
         """cosine, rel_l2, max_rel, max_abs, nonfinite, ref_absmax, subnormal, in_cosine."""
@@ -170,6 +216,15 @@ class _Pair:
         return {**out, "nonfinite": self.nonfinite, "ref_absmax": self.absmax,
                 "subnormal": self.tiny / self.nonzero if self.nonzero else 0.0,
                 "in_cosine": in_cos}
+
+
+def _input_sums(ref_in: np.ndarray, cand_in: np.ndarray) -> tuple:
+    """(ref . cand, ref . ref, cand . cand, non-finite candidate values) in float64, the
+    candidate's non-finite values counted as 0 in the products."""
+    r, c = ref_in.astype(np.float64), cand_in.astype(np.float64)
+    bad = int(c.size - np.count_nonzero(np.isfinite(c)))
+    c = np.where(np.isfinite(c), c, 0.0) if bad else c
+    return float(r @ c), float(r @ r), float(c @ c), bad
 
 
 def _top(a: float, b: float) -> float:
@@ -251,12 +306,30 @@ class LayerProbe:
         # names (--model) is checked here
         self.spec = resolve_model(model, probe=not recorded)
         self._nets: dict = {}
+        self._spare = None
 
     def _capture(self, role: str, policy) -> _Capture:
         key = (role, json.dumps(policy.to_dict(), sort_keys=True) if policy else "fp32")
         if key not in self._nets:
-            self._nets[key] = _Capture(self.spec, policy)
+            self._nets[key] = _Capture(self._fresh(), policy)
         return self._nets[key]
+
+    def _fresh(self):
+        """A network of the model as built: the first one built, then a copy of it made
+        before it ran (a copy takes about half the time of a build), then builds."""
+        import copy
+
+        if self._spare is None:
+            net = self.spec.build()
+            try:
+                self._spare = copy.deepcopy(net)
+            except Exception:  # a cell that cannot be copied: the next one is built
+                self._spare = False
+            return net
+        if self._spare is False:
+            return self.spec.build()
+        net, self._spare = self._spare, False
+        return net
 
     def param_names(self) -> list:
         return [p.name for p in self._capture("reference", None).net.get_parameters()]

@@ -66,7 +66,9 @@ def float_arrays(value) -> list:
 
 def floats(value) -> Optional[np.ndarray]:
     arrays = [a.ravel().astype(np.float64) for a in float_arrays(value)]
-    return np.concatenate(arrays) if arrays else None
+    if len(arrays) < 2:
+        return arrays[0] if arrays else None
+    return np.concatenate(arrays)
 
 
 class Hooks:
@@ -132,13 +134,18 @@ def computing_in(cell, dtype):
 
 
 @contextlib.contextmanager
-def replaying(calls: list, dtype, keep: frozenset = frozenset()):
+def replaying(calls: list, dtype, keep: frozenset = frozenset(), given: Optional[list] = None):
     """Inside the block, each cell of ``calls`` ((cell, output) in the order a construct
     called them) hands on its recorded outputs in turn instead of computing, its float32
     tensors cast to ``dtype`` (as the cell computing in ``dtype`` would hand them on) unless
     the cell's id is in ``keep``; a call past its recorded ones computes, and so does a call
     given a value that is not finite (the block's own arithmetic made it: a real run would
-    carry it on). Constructs are put back after."""
+    carry it on). Constructs are put back after.
+
+    With a list ``given``, a call hands on its recorded outputs whatever it is given, and
+    what it was given is added to ``given``: the caller checks those values once the run is
+    done (``all_finite``; a check per call would wait for each value to be computed) and,
+    when one is not finite, runs again without ``given``."""
     import collections
 
     queues: dict = collections.OrderedDict()
@@ -147,7 +154,7 @@ def replaying(calls: list, dtype, keep: frozenset = frozenset()):
     missing = object()
     saved = [(cell, cell.__dict__.get("construct", missing)) for cell, _ in queues.values()]
     for cell, queue in queues.values():
-        cell.construct = _replay(cell, queue, None if id(cell) in keep else dtype)
+        cell.construct = _replay(cell, queue, None if id(cell) in keep else dtype, given)
     try:
         yield
     finally:
@@ -158,17 +165,25 @@ def replaying(calls: list, dtype, keep: frozenset = frozenset()):
                 cell.__dict__["construct"] = construct
 
 
-def _replay(cell, queue, dtype):
+def _replay(cell, queue, dtype, given: Optional[list]):
     computes = type(cell).construct
 
     def construct(*args, **kwargs):
         if not queue:
             return computes(cell, *args, **kwargs)
         recorded = queue.popleft()
-        if not _all_finite(args):  # the block's own arithmetic made what fp16 cannot hold
+        if given is not None:
+            given.append(args)
+        elif not _all_finite(args):  # the block's own arithmetic made what fp16 cannot hold
             return computes(cell, *args, **kwargs)  # (a mask's 0 * -inf): it goes on
         return _cast_floats(recorded, dtype)
     return construct
+
+
+def all_finite(values: list) -> bool:
+    """Whether every float16 or float32 tensor in ``values`` (nested tuples and lists
+    included) is finite."""
+    return _all_finite(values)
 
 
 def _all_finite(values) -> bool:

@@ -111,7 +111,8 @@ def resolve_model(name, args: Optional[dict] = None,
     built once and run on two example rows, which checks that it fits its signature and
     reads its output widths; ``probe=False`` (for a caller that only builds the network
     again, from a reference checked where it was recorded) skips that run: the spec's
-    ``num_classes`` and ``class_logits`` are then only what the model declares.
+    ``num_classes`` and ``class_logits`` are then only what the model declares, and its
+    first ``build()`` hands out the network built here (never run).
     """
     from .device import import_mindspore
 
@@ -141,8 +142,8 @@ def resolve_model(name, args: Optional[dict] = None,
     build = functools.partial(_call_factory, factory, where, args)
     if not probe:
         declared = _declared(net, factory, "class_logits")
-        return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file,
-                         None if declared is None else tuple(declared))
+        return ModelSpec(name, _BuiltOnce(net, build), inputs, num_classes, f"{where}", args,
+                         input_spec, file, None if declared is None else tuple(declared))
     outs = run_eager(net, [spec.example(2) for spec in inputs], name, inputs)  # they fit
     logits = _class_logits(_declared(net, factory, "class_logits"), len(outs), name)
     width = _width(outs[0]) if logits is None or 0 in logits else None
@@ -157,6 +158,18 @@ def resolve_model(name, args: Optional[dict] = None,
                          f"has {width} columns", "declare the width its head really has")
     return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file,
                      logits)
+
+
+class _BuiltOnce:
+    """A model factory whose first call hands out ``net``, a network it already built; later
+    calls build anew."""
+
+    def __init__(self, net, build: Callable):
+        self._net, self._build = net, build
+
+    def __call__(self):
+        net, self._net = self._net, None
+        return net if net is not None else self._build()
 
 
 def _find_factory(name: str, samples: dict) -> tuple:

@@ -13,7 +13,8 @@ of squares) or an input fp16 cannot hold.
 Probing each construct once makes all probes together about one fp16 forward pass, however
 deep the network. A block whose inner cells' errors add up to ``LOCAL_ERROR`` is run whole
 in fp16 instead (on PROBE_ROWS rows), so its error is its cells' compounded; a cell that
-hands on its input unchanged (an identity, dropout in inference) computes nothing: 0.
+hands on its input unchanged (an identity, dropout in inference) computes nothing: 0, and
+neither does a cell the level keeps in fp32 (its probe would compute in fp32 again): 0.
 A leaf cell (one that holds no other) of the user's own (not a MindSpore layer) is also
 differentiated there, in fp16 and, when that gradient is not finite, in fp32:
 ``grad_overflow`` is a backward that fp16 cannot hold while the forward can (the
@@ -41,7 +42,7 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.eager import Hooks, computing_in, eager, floats, replaying, tensors
+from amptool.eager import Hooks, all_finite, computing_in, eager, floats, replaying, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -190,7 +191,10 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         return array, mags
 
     def flat(arrays):
-        return np.concatenate([a.ravel().astype(np.float64) for a in arrays]) if arrays else None
+        arrays = [a.ravel().astype(np.float64) for a in arrays]
+        if len(arrays) < 2:
+            return arrays[0] if arrays else None
+        return np.concatenate(arrays)
 
     @contextlib.contextmanager
     def in_fp16(cell):
@@ -201,19 +205,27 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
                     inner.to_float(ms.float32)
             yield
 
-    def own_error(cell, inputs, outs, calls):
+    def own_output(cell, inputs, calls):
         """The cell computing in fp16 on its fp32 inputs, the cells its construct calls
-        handing on their recorded fp32 outputs: its relative error against ``outs``."""
+        handing on their recorded fp32 outputs: its output (float64, flat), or None."""
         keep = kept_all if id(cell) not in kept_all else frozenset(id(c) for c, _ in calls)
+        given: list = []
         probing.append(cell)
         try:
-            with in_fp16(cell), replaying(calls, ms.float16, keep):
-                low = floats(cell(*inputs))
+            try:  # the calls hand on their outputs unchecked, what they were given checked after
+                with in_fp16(cell), replaying(calls, ms.float16, keep, given):
+                    low = floats(cell(*inputs))
+                checked = all_finite(given)
+            except (RuntimeError, TypeError, ValueError):
+                checked = False
+            if not checked:  # a call was given what fp16 cannot hold: it computes there
+                with in_fp16(cell), replaying(calls, ms.float16, keep):
+                    low = floats(cell(*inputs))
         except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
             return None
         finally:
             probing.pop()
-        return None if low is None else relative_error(low, flat(outs))
+        return low
 
     def whole_error(cell, inputs, outs, rows):
         """The cell computing whole in fp16 on (the first PROBE_ROWS rows of) its inputs.
@@ -241,14 +253,28 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             probing.pop()
         return error
 
-    def local_error(cell, inputs, output, outs, frame):
+    def how_probed(cell, inputs, output, frame) -> str:
+        """'identity' (a cell that hands on its input), 'whole' (a block whose inner cells'
+        errors add up to LOCAL_ERROR), 'kept' (a cell of ``fp32_kept``: its probe would
+        compute in fp32 what it just computed, error 0) or 'own' (``own_output``)."""
         ins = tensors(inputs)
         if not frame.calls and ins and output is ins[0]:
-            return 0.0  # it hands on its input: nothing of its own computes
+            return "identity"
         inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
         if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
+            return "whole"
+        return "kept" if id(cell) in kept_ids else "own"
+
+    def local_error(cell, inputs, outs, how, low):
+        """The cell's relative error computing in fp16 (``low``: its ``own_output``)."""
+        if how == "identity":
+            return 0.0  # it hands on its input: nothing of its own computes
+        if how == "whole":
             return whole_error(cell, inputs, outs, rows)
-        error = own_error(cell, inputs, outs, frame.calls)
+        if how == "kept":
+            error = 0.0
+        else:
+            error = None if low is None else relative_error(low, flat(outs))
         if error is not None and np.isfinite(error) and _own_leaf(cell):
             probing.append(cell)  # its gradient's forward is no cell to record
             try:
@@ -272,6 +298,11 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             frames[-1].calls.append((cell, output))
             frames[-1].inner |= frame.inner
             frames[-1].inner.add(path)
+        how = low = None
+        if probe and path and path not in errors:
+            how = how_probed(cell, inputs, output, frame)
+            if how == "own":  # before the copies below, which then wait for both at once
+                low = own_output(cell, inputs, frame.calls)
         hosted = [h for h in map(host, tensors(output)) if h[1] is not None]
         if not hosted:
             return
@@ -289,8 +320,8 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         types[path] = type(cell).__name__
         chains[path] = _chain(cell)
         ids[path] = id(cell)
-        if probe and path and path not in errors and np.isfinite(top):
-            errors[path] = local_error(cell, inputs, output, outs, frame)
+        if how is not None and np.isfinite(top):
+            errors[path] = local_error(cell, inputs, outs, how, low)
 
     rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
     hooks = Hooks(net, record, enter)
