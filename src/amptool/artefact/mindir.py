@@ -66,70 +66,6 @@ def read_model(path, key: bytes | None = None):
     return require_graph_io(model, path, "MindIR")
 
 
-def read_parameters(path, key: bytes | None = None) -> list:
-    """The graph's parameters (``TensorProto``), read without parsing the rest of the model
-    (its nodes are most of the parsing, and protobuf's pure-python parser is slow); one clear
-    error for a file that is cut or whose graph declares no inputs or outputs."""
-    from google.protobuf.message import DecodeError
-    from mindspore.train import mind_ir_pb2
-
-    data = _read_bytes(path, key)
-    graph_field = mind_ir_pb2.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
-    numbers = {name: mind_ir_pb2.GraphProto.DESCRIPTOR.fields_by_name[name].number
-               for name in ("parameter", "input", "output")}
-    params, seen = [], set()
-    try:
-        for number, start, end in _fields(data, 0, len(data)):
-            if number != graph_field:
-                continue
-            for inner, begin, stop in _fields(data, start, end):
-                seen.add(inner)
-                if inner == numbers["parameter"]:
-                    params.append(mind_ir_pb2.TensorProto.FromString(data[begin:stop]))
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise unreadable(path, "MindIR", first_line(exc)) from None
-    if numbers["input"] not in seen or numbers["output"] not in seen:
-        raise unreadable(path, "MindIR", "no graph inputs/outputs")
-    return params
-
-
-def _fields(data: bytes, start: int, end: int):
-    """(field number, start, end) of each length-delimited field of the protobuf message in
-    ``data[start:end]`` (fields of other wire types are skipped)."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(data, pos, end)
-        wire = key & 7
-        if wire == 0:
-            _, pos = _varint(data, pos, end)
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        elif wire == 2:
-            size, pos = _varint(data, pos, end)
-            if pos + size > end:
-                raise ValueError("truncated message")
-            yield key >> 3, pos, pos + size
-            pos += size
-        else:
-            raise ValueError(f"wire type {wire}")
-        if pos > end:
-            raise ValueError("truncated message")
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple:
-    result = shift = 0
-    while pos < end and shift < 64:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise ValueError("truncated varint")
-
-
 def _short(name: str) -> str:
     return name.rsplit(":", 1)[-1]
 
@@ -157,9 +93,9 @@ def _tensor_io(values, prefix: str) -> list:
     return rows
 
 
-def _stored(parameters):
+def _stored(model):
     """(name, dtype, shape, tensor) of every stored floating-point parameter."""
-    for param in parameters:
+    for param in model.graph.parameter:
         dtype = PROTO_DTYPES.get(param.data_type, "unknown")
         shape = [int(d) for d in param.dims]
         if is_weight(dtype, shape):
@@ -169,7 +105,7 @@ def _stored(parameters):
 def describe(path, key: bytes | None = None) -> dict:
     """Inputs, outputs and stored weights (name -> (dtype, shape)) read from the file."""
     model = read_model(path, key)
-    weights = {name: (dtype, shape) for name, dtype, shape, _ in _stored(model.graph.parameter)}
+    weights = {name: (dtype, shape) for name, dtype, shape, _ in _stored(model)}
     return {"format": FORMAT, "inputs": _tensor_io(model.graph.input, "input"),
             "outputs": _tensor_io(model.graph.output, "output"), "weights": weights,
             "producer": f"{model.producer_name} {model.model_version}".strip()}
@@ -179,7 +115,7 @@ def read_weights(path, key: bytes | None = None) -> dict:
     """name -> numpy array of every stored floating-point parameter (from the graph file, or
     from the ``<name>_variables/`` files a split graph names)."""
     out = {}
-    for name, dtype, shape, param in _stored(read_parameters(path, key)):
+    for name, dtype, shape, param in _stored(read_model(path, key)):
         if dtype == "bfloat16":
             continue
         raw = _external(path, param, name) if param.HasField("external_data") else param.raw_data
