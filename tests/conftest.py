@@ -39,7 +39,7 @@ def _device_present(name: str) -> bool:
 ORDER = ("zoo", "train", "export", "parity", "convert", "", "core")
 """Folders in the order their modules are handed to the workers ("" for the files in
 tests/ itself): the longest modules (the zoo's networks, training) first, the quick ones
-last, so that both workers finish together (with ``--no-loadscope-reorder``)."""
+last, so that the workers finish together (with ``--no-loadscope-reorder``)."""
 
 
 def _rank(item) -> int:
