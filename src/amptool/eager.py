@@ -65,7 +65,14 @@ def float_arrays(value) -> list:
 
 
 def floats(value) -> Optional[np.ndarray]:
-    arrays = [a.ravel().astype(np.float64) for a in float_arrays(value)]
+    """The floating-point tensors of ``value`` as one flat float64 array (``flat64``)."""
+    return flat64(float_arrays(value))
+
+
+def flat64(arrays: list) -> Optional[np.ndarray]:
+    """``arrays`` flattened into one float64 array (a single one without a second copy);
+    None when there are none."""
+    arrays = [a.ravel().astype(np.float64) for a in arrays]
     if len(arrays) < 2:
         return arrays[0] if arrays else None
     return np.concatenate(arrays)
@@ -174,24 +181,20 @@ def _replay(cell, queue, dtype, given: Optional[list]):
         recorded = queue.popleft()
         if given is not None:
             given.append(args)
-        elif not _all_finite(args):  # the block's own arithmetic made what fp16 cannot hold
+        elif not all_finite(args):  # the block's own arithmetic made what fp16 cannot hold
             return computes(cell, *args, **kwargs)  # (a mask's 0 * -inf): it goes on
         return _cast_floats(recorded, dtype)
     return construct
 
 
-def all_finite(values: list) -> bool:
+def all_finite(values) -> bool:
     """Whether every float16 or float32 tensor in ``values`` (nested tuples and lists
     included) is finite."""
-    return _all_finite(values)
-
-
-def _all_finite(values) -> bool:
     import mindspore as ms
 
     for value in values:
         if isinstance(value, (tuple, list)):
-            if not _all_finite(value):
+            if not all_finite(value):
                 return False
         elif isinstance(value, ms.Tensor) and value.dtype in (ms.float16, ms.float32):
             if not np.isfinite(value.asnumpy()).all():

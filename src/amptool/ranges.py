@@ -42,7 +42,8 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.eager import Hooks, all_finite, computing_in, eager, floats, replaying, tensors
+from amptool.eager import (Hooks, all_finite, computing_in, eager, flat64, floats, replaying,
+                           tensors)
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -190,12 +191,6 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
             recent.pop(0)
         return array, mags
 
-    def flat(arrays):
-        arrays = [a.ravel().astype(np.float64) for a in arrays]
-        if len(arrays) < 2:
-            return arrays[0] if arrays else None
-        return np.concatenate(arrays)
-
     @contextlib.contextmanager
     def in_fp16(cell):
         """``cell`` computing in fp16, the kept cells inside it in fp32."""
@@ -241,7 +236,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
                 low = floats(cell(*inputs))
             if low is None:
                 return None
-            ref = flat([a[:PROBE_ROWS] if cut else a for a in outs])
+            ref = flat64([a[:PROBE_ROWS] if cut else a for a in outs])
             if cut and not all(a.shape and a.shape[0] == rows for a in outs):
                 ref = None
             error = None if ref is None else relative_error(low, ref)
@@ -274,7 +269,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
         if how == "kept":
             error = 0.0
         else:
-            error = None if low is None else relative_error(low, flat(outs))
+            error = None if low is None else relative_error(low, flat64(outs))
         if error is not None and np.isfinite(error) and _own_leaf(cell):
             probing.append(cell)  # its gradient's forward is no cell to record
             try:
