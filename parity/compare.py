@@ -286,6 +286,7 @@ def _judge(run: _Baseline, cand: Side) -> dict:
         localize_candidate(cfg, ref, cand, inputs, th, run.probes, result)
     if not result["passed"]:
         result["culprit"] = pick_culprit(result)
+    cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
 
 
