@@ -212,9 +212,10 @@ def _figures(done: dict, base: int) -> dict:
     return out
 
 
-def _net(rows: list, fixed: dict) -> None:
+def _net(rows: list, fixed: dict, fixed_seconds: dict | None = None) -> None:
     """Per-byte figures with each command's fixed cost (the tiny network's peak) taken off,
-    and seconds per million parameters."""
+    and seconds per million parameters (also with the tiny network's seconds taken off)."""
+    fixed_seconds = fixed_seconds or {}
     for row in rows:
         for cmd, base in (("export", row.get("param_bytes")), ("convert", row.get("ckpt_bytes")),
                           ("parity", sum(row.get("artefact_bytes", {}).values()))):
@@ -222,9 +223,13 @@ def _net(rows: list, fixed: dict) -> None:
                 row[cmd]["net_per_byte"] = round((row[cmd]["peak_rss"] - fixed[cmd]) / base, 3)
                 row[cmd]["seconds_per_mparam"] = round(row[cmd]["seconds"] / row["params"] * 1e6,
                                                        4)
+                if cmd in fixed_seconds:
+                    row[cmd]["net_seconds_per_mparam"] = round(
+                        (row[cmd]["seconds"] - fixed_seconds[cmd]) / row["params"] * 1e6, 4)
 
 
-FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x"}
+FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x",
+        "net_seconds_per_mparam": "net_time_x"}
 """Figure -> name of its largest ÷ smallest over the sizes of one shape."""
 
 
@@ -254,13 +259,15 @@ def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 30
         tmp.mkdir(parents=True, exist_ok=True)
         tiny = one("dense", 0, None, tmp, formats, commands, bool(keep))
         fixed = {cmd: tiny[cmd]["peak_rss"] for cmd in COMMANDS if cmd in tiny}
+        fixed_seconds = {cmd: tiny[cmd]["seconds"] for cmd in COMMANDS if cmd in tiny}
         for kind in shapes:
             for size in sizes:
                 rows.append(one(kind, size, SHAPES[kind][size], tmp, formats, commands,
                                 bool(keep)))
                 print(json.dumps(_brief(rows[-1])), file=sys.stderr, flush=True)
-    _net(rows, fixed)
+    _net(rows, fixed, fixed_seconds)
     return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()},
+            "fixed_seconds": fixed_seconds,
             "sizes": {f"{r['kind']} {r['size']}M": r for r in rows if "kind" in r},
             "failed": [r for r in rows if "kind" not in r], "flatness": _flatness(rows),
             "targets": {"export": "peak <= 2.0x fp32 parameter bytes",
