@@ -104,8 +104,7 @@ class Side:
         """The side's runner for the time of the block: loaded as the block starts (after
         what earlier steps let go is collected), closed and let go as it ends."""
         if self.opener is None:
-            raise UsageError(f"{self.path} holds stored outputs and runs nothing",
-                             "compare artefacts, checkpoints or run folders")
+            raise RuntimeError(f"{self.path}: stored outputs run nothing")
         gc.collect()
         self.runner = self.opener()
         try:

@@ -96,12 +96,10 @@ class Runner:
 class MindIRRunner(Runner):
     format = "MINDIR"
 
-    def __init__(self, path, key: bytes | None, manifest: dict | None, facts: dict | None = None):
+    def __init__(self, path, key: bytes | None, manifest: dict | None, facts: dict):
         from . import mindir
 
-        if facts is None:
-            key, facts = _mindir_facts(path, key)  # read (and let go) before MindSpore loads it
-        self.cell = mindir.load_graph(path, key)
+        self.cell = mindir.load_graph(path, key)  # facts read (and let go) before
         super().__init__(path, facts, manifest)
 
     def close(self) -> None:
@@ -129,13 +127,11 @@ class MindIRRunner(Runner):
 class ONNXRunner(Runner):
     format = "ONNX"
 
-    def __init__(self, path, manifest: dict | None, facts: dict | None = None):
+    def __init__(self, path, manifest: dict | None, facts: dict):
         from . import onnx as onnx_format
 
         self.session = onnx_format.load_session(path)
-        self.providers = list(self.session.get_providers())
-        """The execution providers the session runs on, first the preferred one."""
-        facts = facts if facts is not None else onnx_format.describe(path)
+        self.providers = list(self.session.get_providers())  # the preferred one first
         super().__init__(path, facts, manifest)
 
     def close(self) -> None:
@@ -146,21 +142,6 @@ class ONNXRunner(Runner):
             raise RuntimeError(f"{Path(self.path).name}: its runner was closed")
         feed = {spec["name"]: a for spec, a in zip(self.inputs, arrays)}
         return list(self.session.run(None, feed))
-
-
-def _mindir_facts(path, key: bytes | None) -> tuple:
-    """(the key to load with, the facts of a MindIR file), MindSpore imported and a device
-    selected first; the key comes from the environment when the file is encrypted and none
-    is given."""
-    from amptool.device import import_mindspore
-
-    import_mindspore()
-    _ensure_device()
-    from . import mindir
-
-    if mindir.is_encrypted(path) and key is None:
-        key = _env_key()
-    return key, mindir.describe(path, key)
 
 
 def infer_precision(facts: dict) -> str | None:
@@ -206,7 +187,15 @@ class Artefact:
                              "run the MINDIR export of the same model")
         self.path, self.format, self.manifest, self.key = path, fmt, manifest, coerce_key(key)
         if fmt == "MINDIR":
-            self.key, self.facts = _mindir_facts(path, self.key)
+            from amptool.device import import_mindspore
+
+            from . import mindir
+
+            import_mindspore()
+            _ensure_device()
+            if mindir.is_encrypted(path) and self.key is None:
+                self.key = _env_key()
+            self.facts = mindir.describe(path, self.key)
         else:
             from . import onnx as onnx_format
 
