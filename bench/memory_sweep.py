@@ -177,6 +177,7 @@ def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
     listed = work / "exported.json"
     if "export" in commands or not (keep and listed.is_file()):
         shutil.rmtree(work / "out", ignore_errors=True)
+        listed.unlink(missing_ok=True)
         exported = measured(amptool("export", "--ckpt", ckpt, "--model",
                                     f"{work / 'model.py'}:build", "--data", "none", "-f",
                                     formats, "--precision", "both", "--out", work / "out",
