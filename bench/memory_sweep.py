@@ -14,7 +14,10 @@ fixed cost (Python, MindSpore, the compiled graph); ``net`` ratios subtract it.
 Past 1 GiB of weights MindSpore writes MINDIR split (graph + variables folder).
 One size at a time; the largest needs about 6 GB of memory and 8 GB of disk.
 
-``python bench/memory_sweep.py [--quick] [--shapes dense,transformer] [--sizes 50,150]``
+``python bench/memory_sweep.py [--quick] [--shapes dense,transformer] [--sizes 50,150]
+[--commands export,convert,parity] [--keep DIR]``: ``--keep`` leaves each size's checkpoint
+and artefacts in DIR and reuses those found there, so that ``--commands parity`` measures
+parity alone on artefacts an earlier run exported.
 """
 from __future__ import annotations
 
@@ -123,6 +126,9 @@ print(json.dumps({"params": sum(int(p.size) for p in params),
 """
 
 
+COMMANDS = ("export", "convert", "parity")
+
+
 def measured(args: list, cwd: Path, env: dict | None = None) -> dict:
     """Run ``args``; exit code, seconds and the peak RSS (bytes) of that process alone."""
     t0 = time.perf_counter()
@@ -149,36 +155,54 @@ def weight_bytes(path: Path) -> int:
     return sum(f["size"] for f in from_json["files"])
 
 
-def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str) -> dict:
+def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
+        commands=COMMANDS, keep: bool = False) -> dict:
     work = tmp / f"{kind}-{size}"
-    work.mkdir()
+    work.mkdir(exist_ok=keep)
     (work / "model.py").write_text(MODEL_FILE.format(kind=kind, size=layers))
     ckpt = work / "w.ckpt"
-    saved = measured([sys.executable, "-c", SAVE, str(work), str(ckpt), str(work / "x.npz")],
-                     work)
-    if saved["exit"]:
-        return {"save": {k: v for k, v in saved.items() if k != "stdout"}}
-    facts = json.loads(saved["stdout"].strip().splitlines()[-1])
-    row = {"kind": kind, "size": size, "params": facts["params"], "param_bytes": facts["bytes"],
-           "ckpt_bytes": ckpt.stat().st_size, "save_seconds": saved["seconds"]}
-    exported = measured(amptool("export", "--ckpt", ckpt, "--model", f"{work / 'model.py'}:build",
-                                "--data", "none", "-f", formats, "--precision", "both",
-                                "--out", work / "out", "--json"), work)
-    row["export"] = _figures(exported, facts["bytes"])
-    converted = measured(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16"),
+    facts_file = work / "facts.json"
+    if keep and facts_file.is_file() and ckpt.is_file() and (work / "x.npz").is_file():
+        facts = json.loads(facts_file.read_text())
+    else:
+        saved = measured([sys.executable, "-c", SAVE, str(work), str(ckpt), str(work / "x.npz")],
                          work)
-    row["convert"] = _figures(converted, row["ckpt_bytes"])
-    (work / "w16.ckpt").unlink(missing_ok=True)
-    if exported["exit"] == 0:
+        if saved["exit"]:
+            return {"save": {k: v for k, v in saved.items() if k != "stdout"}}
+        facts = json.loads(saved["stdout"].strip().splitlines()[-1])
+        facts["save_seconds"] = saved["seconds"]
+        facts_file.write_text(json.dumps(facts))
+    row = {"kind": kind, "size": size, "params": facts["params"], "param_bytes": facts["bytes"],
+           "ckpt_bytes": ckpt.stat().st_size, "save_seconds": facts.get("save_seconds")}
+    listed = work / "exported.json"
+    if "export" in commands or not (keep and listed.is_file()):
+        shutil.rmtree(work / "out", ignore_errors=True)
+        listed.unlink(missing_ok=True)
+        exported = measured(amptool("export", "--ckpt", ckpt, "--model",
+                                    f"{work / 'model.py'}:build", "--data", "none", "-f",
+                                    formats, "--precision", "both", "--out", work / "out",
+                                    "--json"), work)
+        if "export" in commands:
+            row["export"] = _figures(exported, facts["bytes"])
+        if exported["exit"] == 0:
+            listed.write_text(exported["stdout"])
+    if "convert" in commands:
+        converted = measured(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16"),
+                             work)
+        row["convert"] = _figures(converted, row["ckpt_bytes"])
+        (work / "w16.ckpt").unlink(missing_ok=True)
+    if listed.is_file():
         arts = {(a["precision"], a["format"]): Path(a["path"])
-                for a in json.loads(exported["stdout"])}
+                for a in json.loads(listed.read_text())}
         pair = arts[("fp32", "MINDIR")], arts[("fp16", "MINDIR")]
         combined = sum(weight_bytes(p) for p in pair)
         row["artefact_bytes"] = {"fp32": weight_bytes(pair[0]), "fp16": weight_bytes(pair[1])}
-        compared = measured(amptool("parity", *pair, "--samples", "8", "--data",
-                                    f"npz:{work / 'x.npz'}", "-q"), work)
-        row["parity"] = _figures(compared, combined)
-    shutil.rmtree(work, ignore_errors=True)
+        if "parity" in commands:
+            compared = measured(amptool("parity", *pair, "--samples", "8", "--data",
+                                        f"npz:{work / 'x.npz'}", "-q"), work)
+            row["parity"] = _figures(compared, combined)
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
     return row
 
 
@@ -189,9 +213,10 @@ def _figures(done: dict, base: int) -> dict:
     return out
 
 
-def _net(rows: list, fixed: dict) -> None:
+def _net(rows: list, fixed: dict, fixed_seconds: dict | None = None) -> None:
     """Per-byte figures with each command's fixed cost (the tiny network's peak) taken off,
-    and seconds per million parameters."""
+    and seconds per million parameters (also with the tiny network's seconds taken off)."""
+    fixed_seconds = fixed_seconds or {}
     for row in rows:
         for cmd, base in (("export", row.get("param_bytes")), ("convert", row.get("ckpt_bytes")),
                           ("parity", sum(row.get("artefact_bytes", {}).values()))):
@@ -199,9 +224,13 @@ def _net(rows: list, fixed: dict) -> None:
                 row[cmd]["net_per_byte"] = round((row[cmd]["peak_rss"] - fixed[cmd]) / base, 3)
                 row[cmd]["seconds_per_mparam"] = round(row[cmd]["seconds"] / row["params"] * 1e6,
                                                        4)
+                if cmd in fixed_seconds:
+                    row[cmd]["net_seconds_per_mparam"] = round(
+                        (row[cmd]["seconds"] - fixed_seconds[cmd]) / row["params"] * 1e6, 4)
 
 
-FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x"}
+FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x",
+        "net_seconds_per_mparam": "net_time_x"}
 """Figure -> name of its largest ÷ smallest over the sizes of one shape."""
 
 
@@ -222,21 +251,24 @@ def _flatness(rows: list) -> dict:
 
 
 def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 300, 600),
-        formats: str = "mindir") -> dict:
+        formats: str = "mindir", commands=COMMANDS, keep: str | None = None) -> dict:
     if quick:
         sizes = tuple(s for s in sizes if s <= 150)
     rows, fixed = [], {}
-    with tempfile.TemporaryDirectory(prefix="amptool-memsweep-") as tmp:
-        tmp = Path(tmp)
-        tiny = one("dense", 0, None, tmp, formats)
-        fixed = {cmd: tiny[cmd]["peak_rss"] for cmd in ("export", "convert", "parity")
-                 if cmd in tiny}
+    with tempfile.TemporaryDirectory(prefix="amptool-memsweep-") as scratch:
+        tmp = Path(keep) if keep else Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
+        tiny = one("dense", 0, None, tmp, formats, commands, bool(keep))
+        fixed = {cmd: tiny[cmd]["peak_rss"] for cmd in COMMANDS if cmd in tiny}
+        fixed_seconds = {cmd: tiny[cmd]["seconds"] for cmd in COMMANDS if cmd in tiny}
         for kind in shapes:
             for size in sizes:
-                rows.append(one(kind, size, SHAPES[kind][size], tmp, formats))
+                rows.append(one(kind, size, SHAPES[kind][size], tmp, formats, commands,
+                                bool(keep)))
                 print(json.dumps(_brief(rows[-1])), file=sys.stderr, flush=True)
-    _net(rows, fixed)
+    _net(rows, fixed, fixed_seconds)
     return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()},
+            "fixed_seconds": fixed_seconds,
             "sizes": {f"{r['kind']} {r['size']}M": r for r in rows if "kind" in r},
             "failed": [r for r in rows if "kind" not in r], "flatness": _flatness(rows),
             "targets": {"export": "peak <= 2.0x fp32 parameter bytes",
@@ -292,10 +324,19 @@ def main() -> int:
     parser.add_argument("--shapes", default="dense,transformer")
     parser.add_argument("--sizes", default="50,150,300,600")
     parser.add_argument("--formats", default="mindir")
+    parser.add_argument("--commands", default=",".join(COMMANDS),
+                        help="which commands to measure (parity needs an export, made when "
+                             "--keep holds none)")
+    parser.add_argument("--keep", default=None,
+                        help="keep each size's files in this folder and reuse those there")
     parser.add_argument("--out", default=None, help="write the result here as JSON")
     args = parser.parse_args()
+    commands = tuple(c for c in args.commands.split(",") if c)
+    unknown = sorted(set(commands) - set(COMMANDS))
+    if unknown:
+        parser.error(f"unknown command(s) {', '.join(unknown)}; choose from {', '.join(COMMANDS)}")
     result = run(args.quick, tuple(args.shapes.split(",")),
-                 tuple(int(s) for s in args.sizes.split(",")), args.formats)
+                 tuple(int(s) for s in args.sizes.split(",")), args.formats, commands, args.keep)
     text = json.dumps(result, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -139,7 +139,8 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
     if golden_out is None:
         inputs = make_inputs(cfg, ref, cands)
         fed = inputs.for_preprocess(ref.preprocess)
-        ref_out = run_batched(ref.runner, fed, cfg.batch_size)
+        with ref.opened() as runner:  # let go before a candidate opens
+            ref_out = run_batched(runner, fed, cfg.batch_size)
         if cfg.save_outputs:
             save_golden(cfg.save_outputs, ref, inputs, fed, ref_out)
         return inputs, ref_out
@@ -169,14 +170,14 @@ def reference_notes(ref_out: list, names: list) -> list:
     return notes
 
 
-def fp16_faithful(cand: Side) -> Optional[bool]:
-    """Whether an fp16 candidate computes in fp16 here; None for other candidates."""
+def fp16_faithful(cand: Side, runner) -> Optional[bool]:
+    """Whether an fp16 candidate computes in fp16 here (``runner``: what ran it); None for
+    other candidates."""
     if cand.precision != "fp16":
         return None
     if cand.format != "ONNX":
         return True
-    session = getattr(cand.runner, "session", None)
-    providers = session.get_providers() if session is not None else []
+    providers = getattr(runner, "providers", None) or []
     return bool(providers) and providers[0] != "CPUExecutionProvider"
 
 
@@ -256,13 +257,15 @@ def _judge(run: _Baseline, cand: Side) -> dict:
     th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
                             logits=_task_of(ref, cand) is not False)
     fed = inputs.for_preprocess(cand.preprocess)
-    cand_out = run_batched(cand.runner, fed, cfg.batch_size)
+    with cand.opened() as runner:  # let go before the next side opens
+        cand_out = run_batched(runner, fed, cfg.batch_size)
+        faithful = fp16_faithful(cand, runner)
     outputs = [_judge_output(run, cand, i, r, c) for i, (r, c) in enumerate(zip(run.ref_out,
                                                                                 cand_out))]
     result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
               "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
-              "fp16_faithful": fp16_faithful(cand), "caveat": None,
+              "fp16_faithful": faithful, "caveat": None,
               "per_layer": None, "weights": None, "culprit": None, "deployment": None}
     if run.task is not None:
         from amptool.parity.task import judge_task
@@ -283,6 +286,7 @@ def _judge(run: _Baseline, cand: Side) -> dict:
         localize_candidate(cfg, ref, cand, inputs, th, run.probes, result)
     if not result["passed"]:
         result["culprit"] = pick_culprit(result)
+    cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
 
 

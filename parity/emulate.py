@@ -59,15 +59,15 @@ class EmulatedRunner:
 
 def kept_of(cand, model) -> tuple:
     """(policy, [{path, type}] of the cells ``cand``'s graph keeps in fp32, spec)."""
+    from amptool.ckptstream import build_uninitialized
     from amptool.models import resolve_model
     from amptool.parity.localize import policy_of
     from amptool.precision import resolve_fp32_cells
 
-    from amptool.ckptstream import build_uninitialized
-
     policy = policy_of(cand)
-    spec = resolve_model(model)
-    net = build_uninitialized(spec.build)  # the structure alone is read
+    # the structure alone is read: built without weights and not run (the emulation runs it)
+    spec = build_uninitialized(lambda: resolve_model(model, probe=False))
+    net = build_uninitialized(spec.build)  # the network resolve_model built
     kept = resolve_fp32_cells(net, policy)
     return policy, [{"path": p, "type": type(c).__name__} for p, c in kept.items()], spec
 

@@ -4,6 +4,11 @@ MindIR runs through ``nn.GraphCell(mindspore.load(...))`` (decrypting when keyed
 through onnxruntime. Inputs are cast to the artefact's own input dtype. An artefact traced
 with a fixed batch runs any batch: inputs are split into chunks of that size (the last
 one zero-padded) and the outputs joined.
+
+``Artefact(path, key)`` reads what a runner knows (inputs, outputs, precision, manifest)
+without loading the graph; its ``load()`` gives the runner, and a runner's ``close()``
+lets its graph go (``with artefact.load() as runner: ...``), so that a caller running
+several artefacts holds one graph at a time.
 """
 from __future__ import annotations
 
@@ -28,7 +33,9 @@ def detect_format(path) -> str:
 
 
 class Runner:
-    """Runs one artefact. ``inputs``/``outputs``: [{name, shape (-1 dynamic), dtype}]."""
+    """Runs one artefact. ``inputs``/``outputs``: [{name, shape (-1 dynamic), dtype}].
+    ``close()`` (or the end of a ``with`` block) lets the loaded graph go; a closed runner
+    does not run."""
 
     format = ""
 
@@ -41,6 +48,15 @@ class Runner:
 
     def _run_batch(self, arrays: list) -> list:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Let the loaded graph go (its weights, its compiled form)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def run(self, inputs: list) -> list:
         """Run on numpy arrays (one per input); returns numpy arrays (one per output)."""
@@ -80,22 +96,24 @@ class Runner:
 class MindIRRunner(Runner):
     format = "MINDIR"
 
-    def __init__(self, path, key: bytes | None, manifest: dict | None):
-        from amptool.device import import_mindspore
-
-        import_mindspore()
-        _ensure_device()
+    def __init__(self, path, key: bytes | None, manifest: dict | None, facts: dict):
         from . import mindir
 
-        if mindir.is_encrypted(path) and key is None:
-            key = _env_key()
-        facts = mindir.describe(path, key)  # read (and let go) before MindSpore loads it
-        self.cell = mindir.load_graph(path, key)
+        self.cell = mindir.load_graph(path, key)  # facts read (and let go) before
         super().__init__(path, facts, manifest)
+
+    def close(self) -> None:
+        if self.cell is not None:
+            from . import mindir
+
+            self.cell = None
+            mindir.release_graphs()
 
     def _run_batch(self, arrays: list) -> list:
         import mindspore as ms
 
+        if self.cell is None:
+            raise RuntimeError(f"{Path(self.path).name}: its runner was closed")
         try:
             out = self.cell(*[ms.Tensor(a) for a in arrays])
         except (RuntimeError, ValueError, TypeError) as exc:  # the graph does not run here
@@ -109,14 +127,19 @@ class MindIRRunner(Runner):
 class ONNXRunner(Runner):
     format = "ONNX"
 
-    def __init__(self, path, manifest: dict | None):
+    def __init__(self, path, manifest: dict | None, facts: dict):
         from . import onnx as onnx_format
 
         self.session = onnx_format.load_session(path)
-        facts = onnx_format.describe(path)
+        self.providers = list(self.session.get_providers())  # the preferred one first
         super().__init__(path, facts, manifest)
 
+    def close(self) -> None:
+        self.session = None
+
     def _run_batch(self, arrays: list) -> list:
+        if self.session is None:
+            raise RuntimeError(f"{Path(self.path).name}: its runner was closed")
         feed = {spec["name"]: a for spec, a in zip(self.inputs, arrays)}
         return list(self.session.run(None, feed))
 
@@ -143,20 +166,53 @@ def _ensure_device() -> None:
         device.set_device(device.resolve_device("auto"))
 
 
+class Artefact:
+    """An artefact's facts (inputs, outputs, stored weights' dtypes and shapes), manifest and
+    precision, read from its files without loading its graph; ``load()`` gives its runner.
+    A .mindir or .onnx file (a split one by its main file); ``key`` (bytes or hex) for
+    encrypted MindIR."""
+
+    def __init__(self, path, key=None):
+        from .files import locate
+        from .manifest import read_manifest
+
+        path = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
+        fmt = detect_format(path)
+        if not path.is_file():
+            raise UsageError(f"artefact {path} does not exist",
+                             "check the path or export it first")
+        manifest = read_manifest(path)
+        if fmt == "AIR":
+            raise UsageError(f"{path}: AIR artefacts run on Ascend with CANN tools, not here",
+                             "run the MINDIR export of the same model")
+        self.path, self.format, self.manifest, self.key = path, fmt, manifest, coerce_key(key)
+        if fmt == "MINDIR":
+            from amptool.device import import_mindspore
+
+            from . import mindir
+
+            import_mindspore()
+            _ensure_device()
+            if mindir.is_encrypted(path) and self.key is None:
+                self.key = _env_key()
+            self.facts = mindir.describe(path, self.key)
+        else:
+            from . import onnx as onnx_format
+
+            onnx_format.require_onnx()
+            self.facts = onnx_format.describe(path)
+        self.inputs, self.outputs = self.facts["inputs"], self.facts["outputs"]
+        self.precision = (manifest.get("precision") if manifest
+                          else infer_precision(self.facts))
+
+    def load(self) -> Runner:
+        """The artefact's runner, its graph loaded (``close()`` it to let the graph go)."""
+        if self.format == "MINDIR":
+            return MindIRRunner(self.path, self.key, self.manifest, self.facts)
+        return ONNXRunner(self.path, self.manifest, self.facts)
+
+
 def load_runner(path, key=None) -> Runner:
     """A runner for a .mindir or .onnx artefact (a split one by its main file: the graph
     finds its weights beside it); ``key`` (bytes or hex) for encrypted MindIR."""
-    from .files import locate
-    from .manifest import read_manifest
-
-    path = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
-    fmt = detect_format(path)
-    if not path.is_file():
-        raise UsageError(f"artefact {path} does not exist", "check the path or export it first")
-    manifest = read_manifest(path)
-    if fmt == "MINDIR":
-        return MindIRRunner(path, coerce_key(key), manifest)
-    if fmt == "ONNX":
-        return ONNXRunner(path, manifest)
-    raise UsageError(f"{path}: AIR artefacts run on Ascend with CANN tools, not here",
-                     "run the MINDIR export of the same model")
+    return Artefact(path, key).load()
