@@ -28,7 +28,7 @@ def check_available(device: str) -> None:
 def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
     """Export ``net`` to ``path`` (in a folder of its own: weights past protobuf's 2 GiB go
     to ``<name>.onnx.data`` beside it); inputs are named input0.., outputs output0..;
-    returns ``path``."""
+    returns (``path``, None): the manifest's facts are read from the file."""
     import mindspore.onnx.onnx_export as onnx_export
 
     from .onnx_check import cast_mixed_inputs, check_runs, rename_outputs
@@ -54,7 +54,7 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
         raise OnnxUnsupported(f"the exported ONNX graph fails onnx.checker ({first_line(exc)})",
                               "export MINDIR instead") from None
     check_runs(path, reference)
-    return path
+    return path, None
 
 
 def pack_external_data(model, path: Path, align: int = 4096) -> Path | None:

@@ -94,14 +94,16 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             started = time.perf_counter()
             if net is None:  # an earlier job's writer rewrote (ONNX) the network
                 net = _build(trained, params, precision, policy, cfg.io_dtype)
-            written = _trace(net, trained, cfg, fmt, precision, stage / path.name, path)
+            written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path)
             seconds = time.perf_counter() - started
             if fmt == "ONNX" or i == len(mine) - 1:
+                _let_go(net)
                 net = None
                 _release_compiled()
             gc.collect()
             final = path.parent / written.name
-            manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts)
+            manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts,
+                                 facts)
             manifest["model"].update(kept)
             manifest["export_seconds"] = round(seconds, 4)
             manifest["deployment"] = _stage_settings(written, precision, fp32_cells)
@@ -123,6 +125,21 @@ def _release_compiled() -> None:
         _cell_graph_executor._graph_executor.set_weights_values({})
     except (ImportError, AttributeError, RuntimeError, TypeError):
         pass  # another MindSpore: nothing held that this knows of
+
+
+def _let_go(net) -> None:
+    """Free the weights of a network whose artefacts are written. Dropping the last
+    reference is not enough: MindSpore's graph executor keeps a cell alive once it has
+    compiled a ``construct(self, *args)`` (as ``precision.cast_outputs``' wrapper, and
+    many users' networks, have), and with it every weight, until the process ends."""
+    import mindspore as ms
+    import numpy as np
+
+    if net is None:
+        return
+    for param in net.get_parameters():
+        empty = np.empty((0,), ms.dtype_to_nptype(param.dtype))
+        param.set_data(ms.Tensor(empty), slice_shape=True)
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:
@@ -197,9 +214,10 @@ def _build(trained, params, precision, policy, io_dtype):
     return net
 
 
-def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> Path:
+def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> tuple:
     """Write ``fmt`` into the staged ``tmp`` for ``target``; returns the main file written
-    (in ``tmp``'s folder); failures name ``target``."""
+    (in ``tmp``'s folder) and its facts when the writer has them (else None); failures
+    name ``target``."""
     try:
         return _write_format(net, trained, cfg, fmt, precision, tmp)
     except OSError as exc:
@@ -212,7 +230,7 @@ def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> Path:
                          exc.fix) from None
 
 
-def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> Path:
+def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> tuple:
     from .graph import example_inputs
 
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
@@ -231,7 +249,8 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> Path:
                          f"{first_line(exc)}", fix) from None
 
 
-def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict) -> dict:
+def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
+              facts: dict | None = None) -> dict:
     from amptool.artefact import reader
     from amptool.artefact.files import file_facts
     from amptool.policy import make_policy
@@ -239,7 +258,8 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict)
     from .manifest import build_manifest
 
     key = cfg.encrypt_key if fmt == "MINDIR" else None
-    facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
+    if facts is None:  # read back (a writer that has them spares reading the weights)
+        facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
     effective = policy if policy is not None else make_policy("O0")
     spec = trained.spec
     return build_manifest(
