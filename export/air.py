@@ -23,9 +23,10 @@ def check_available(device: str | None = None) -> None:
                           "pass --device Ascend (or auto)")
 
 
-def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
+def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
+          release=None):
     """Export to ``path``; returns (``path``, None) (AIR keeps its weights in the one file,
-    which is not read here)."""
+    which is not read here); ``release`` is not called: the caller lets the network go."""
     from pathlib import Path
 
     import mindspore as ms

@@ -1,11 +1,13 @@
 """MindIR: written with ``mindspore.export``; read back by ``amptool.artefact.mindir``.
 
 Every writer module (``mindir``, ``onnx``, ``air``) exposes the same functions:
-``check_available(device)`` and ``write(net, inputs, path, key=None, dynamic_batch=False)``,
-which returns ``(main file, facts)``: the main file is ``path``, or ``<name>_graph.mindir``
-when the weights are written apart (past 1 GiB of parameters; see ``split``); facts are
-what the manifest records of the artefact (``describe``'s dict) when the writer has them
-without reading the weights back, else None.
+``check_available(device)`` and ``write(net, inputs, path, key=None, dynamic_batch=False,
+release=None)``, which returns ``(main file, facts)``: the main file is ``path``, or
+``<name>_graph.mindir`` when the weights are written apart (past 1 GiB of parameters; see
+``split``); facts are what the manifest records of the artefact (``describe``'s dict) when
+the writer has them without reading the weights back, else None. ``release``, when given,
+frees ``net``'s weights (the caller has no more use for it); a writer calls it once it no
+longer needs the network, or leaves it to the caller.
 
 A single-file MindIR is streamed. ``mindspore.export`` writing one file holds every weight
 twice besides the network (each parameter's bytes copied into the ``ModelProto``, then the
@@ -19,7 +21,9 @@ their merge (a sub-message merges, a repeated field appends), so the file parses
 ``ModelProto`` MindSpore writes, weights bit for bit; ``mindspore.load`` and
 ``amptool.artefact.mindir`` read it. An encrypted MindIR (``key``) is encrypted by
 MindSpore as one message, and a graph with map parameters has no split form: both are
-written by ``mindspore.export`` directly (at its peak).
+written by ``mindspore.export`` directly (at its peak). The network's weights are let go
+(``release``) before the file is streamed, which then holds one parameter twice (its
+bytes, and its message serialized).
 """
 from __future__ import annotations
 
@@ -33,7 +37,8 @@ def check_available(device: str) -> None:
     """MindIR export works on every backend."""
 
 
-def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
+def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
+          release=None):
     """Export ``net`` traced with ``inputs`` to ``path`` (a name MindSpore accepts, in a
     folder of its own: a split export adds ``<name>_variables/``); returns (the main file,
     its facts or None). A graph with dynamic dimensions is loaded back and run once, since
@@ -49,7 +54,7 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     path = Path(path)
     facts = None
     if key is None and not writes_apart(net):
-        facts = _write_streamed(net, inputs, path)
+        facts = _write_streamed(net, inputs, path, release)
     else:
         _export(net, inputs, path, key)
     written = path
@@ -77,10 +82,11 @@ def _export(net, inputs, path, key: bytes | None = None, limit: int | None = Non
         ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)
 
 
-def _write_streamed(net, inputs, path) -> dict | None:
+def _write_streamed(net, inputs, path, release=None) -> dict | None:
     """Write the single file ``path`` from the split form MindSpore writes into a private
-    folder beside it; returns the artefact's facts (None when MindSpore wrote ``path``
-    itself: a graph with map parameters, or without parameters)."""
+    folder beside it (``release``, if given, called in between); returns the artefact's
+    facts (None when MindSpore wrote ``path`` itself: a graph with map parameters, or
+    without parameters)."""
     from amptool.artefact.files import split_mindir
     from amptool.artefact.mindir import describe
     from amptool.fileio import remove_tree
@@ -95,6 +101,8 @@ def _write_streamed(net, inputs, path) -> dict | None:
                 raise
             _export(net, inputs, path)  # no split form: MindSpore's single file
             return None
+        if release is not None:
+            release()
         graph = split_mindir(parts / path.name)
         if not graph.is_file():  # nothing to write apart: the file is complete
             (parts / path.name).replace(path)

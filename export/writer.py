@@ -3,6 +3,7 @@ one ``ExportResult`` per written artefact."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +95,12 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             started = time.perf_counter()
             if net is None:  # an earlier job's writer rewrote (ONNX) the network
                 net = _build(trained, params, precision, policy, cfg.io_dtype)
-            written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path)
+            last = fmt == "ONNX" or i == len(mine) - 1  # nothing traces this network again
+            release = functools.partial(_let_go, net) if last else None
+            written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path,
+                                    release)
             seconds = time.perf_counter() - started
-            if fmt == "ONNX" or i == len(mine) - 1:
+            if last:
                 _let_go(net)
                 net = None
                 _release_compiled()
@@ -214,12 +218,13 @@ def _build(trained, params, precision, policy, io_dtype):
     return net
 
 
-def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> tuple:
+def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path,
+           release=None) -> tuple:
     """Write ``fmt`` into the staged ``tmp`` for ``target``; returns the main file written
     (in ``tmp``'s folder) and its facts when the writer has them (else None); failures
     name ``target``."""
     try:
-        return _write_format(net, trained, cfg, fmt, precision, tmp)
+        return _write_format(net, trained, cfg, fmt, precision, tmp, release)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}",
                          "free some space, raise the file size limit or write elsewhere") from None
@@ -230,7 +235,7 @@ def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> tuple:
                          exc.fix) from None
 
 
-def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> tuple:
+def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) -> tuple:
     from .graph import example_inputs
 
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
@@ -238,7 +243,8 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> tuple:
     module = format_module(fmt)
     key = cfg.encrypt_key if fmt in ("MINDIR", "AIR") else None
     try:
-        return module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch)
+        return module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch,
+                            release=release)
     except AmpToolError:
         raise
     except (RuntimeError, TypeError, ValueError) as exc:
