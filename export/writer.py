@@ -135,15 +135,28 @@ def _let_go(net) -> None:
     """Free the weights of a network whose artefacts are written. Dropping the last
     reference is not enough: MindSpore's graph executor keeps a cell alive once it has
     compiled a ``construct(self, *args)`` (as ``precision.cast_outputs``' wrapper, and
-    many users' networks, have), and with it every weight, until the process ends."""
+    many users' networks, have), and with it every weight, until the process ends. And
+    glibc keeps freed blocks of a few MB (a transformer's weights) in its heap, its mmap
+    threshold having risen past them as bigger blocks were freed: they are handed back
+    (``malloc_trim``) instead of counting towards the next network's peak."""
     import mindspore as ms
-    import numpy as np
 
     if net is None:
         return
     for param in net.get_parameters():
-        empty = np.empty((0,), ms.dtype_to_nptype(param.dtype))
-        param.set_data(ms.Tensor(empty), slice_shape=True)
+        param.set_data(ms.Tensor([], dtype=param.dtype), slice_shape=True)
+    _hand_back_freed()
+
+
+def _hand_back_freed() -> None:
+    """glibc's ``malloc_trim(0)``: free heap pages go back to the system (elsewhere:
+    nothing to do)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:
