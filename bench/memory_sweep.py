@@ -223,7 +223,7 @@ def _flatness(rows: list) -> dict:
         for cmd in ("export", "convert", "parity"):
             for key, name in FLAT.items():
                 vals = [r[cmd].get(key) for r in mine if cmd in r]
-                if len(vals) == len(mine) and all(vals):
+                if len(vals) == len(mine) and all(v is not None and v > 0 for v in vals):
                     out.setdefault(kind, {}).setdefault(cmd, {})[name] = round(
                         max(vals) / min(vals), 3)
     return out

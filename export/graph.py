@@ -21,14 +21,9 @@ def build_network(spec, params, precision: str, policy=None, io_dtype: str = "fp
     if isinstance(params, dict):
         net = spec.build()
         load_into_net(net, params, source)
-    else:  # every parameter comes from the file: none is initialized first, and the ones
-        # stored in fp16 are read straight into fp16 (the fp32 network is never whole)
+    else:  # every parameter comes from the file: none is initialized first
         net = build_uninitialized(spec.build)
-        to_dtype = None
-        if precision != "fp32":
-            halved = {p.name for p in low_precision_params(net, policy)}
-            to_dtype = lambda p: ms.float16 if p.name in halved else p.dtype  # noqa: E731
-        load_streamed(net, params, source, to_dtype)
+        load_streamed(net, params, source)
     net.set_train(False)
     if precision == "fp32":  # nested outputs unrolled: a MindIR keeps them nested otherwise
         flat = cast_outputs(net, None)
