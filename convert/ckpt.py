@@ -217,12 +217,11 @@ def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
         return ms.Tensor(_as_float32(value)) if value.dtype != ms.float32 else value
     arr = _as_float32(value)
     if target == ms.float16:
-        finite = arr[np.isfinite(arr)]
-        if finite.size and float(np.abs(finite).max()) > FP16_MAX:
+        if _beyond_fp16(arr):
             report.kept_range.append(name)
             return ms.Tensor(arr)
         half = arr.astype(np.float16)
-        flushed = int(((half == 0) & (arr != 0)).sum())
+        flushed = _flushed(arr, half)
         if flushed:
             report.underflow += flushed
             report.underflow_entries.append(name)
@@ -230,3 +229,29 @@ def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
         return ms.Tensor(half)
     report.converted.append(name)
     return ms.Tensor(arr)
+
+
+CHUNK = 1 << 20
+"""Elements checked at a time: an entry's checks hold a few MB, not copies of the entry."""
+
+
+def _chunks(*arrays):
+    """The same slices of each array, flattened, ``CHUNK`` elements at a time."""
+    flat = [a.reshape(-1) for a in arrays]
+    for start in range(0, flat[0].size, CHUNK):
+        yield [f[start:start + CHUNK] for f in flat]
+
+
+def _beyond_fp16(arr: np.ndarray) -> bool:
+    """Whether a finite value of ``arr`` lies beyond fp16's range."""
+    for (part,) in _chunks(arr):
+        magnitude = np.abs(part)
+        magnitude[~np.isfinite(magnitude)] = 0
+        if magnitude.size and float(magnitude.max()) > FP16_MAX:
+            return True
+    return False
+
+
+def _flushed(arr: np.ndarray, half: np.ndarray) -> int:
+    """How many nonzero values of ``arr`` became zero in ``half``."""
+    return sum(int(((h == 0) & (a != 0)).sum()) for a, h in _chunks(arr, half))

@@ -23,8 +23,10 @@ def check_available(device: str | None = None) -> None:
                           "pass --device Ascend (or auto)")
 
 
-def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
-    """Export to ``path``; returns it (AIR keeps its weights in the one file)."""
+def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
+          release=None):
+    """Export to ``path``; returns (``path``, None) (AIR keeps its weights in the one file,
+    which is not read here); ``release`` is not called: the caller lets the network go."""
     from pathlib import Path
 
     import mindspore as ms
@@ -36,4 +38,4 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     if not Path(path).is_file():
         raise UsageError(f"mindspore.export returned without writing {Path(path).name}",
                          "export MINDIR instead")
-    return Path(path)
+    return Path(path), None

@@ -25,10 +25,12 @@ def check_available(device: str) -> None:
     require_onnx()
 
 
-def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False):
+def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
+          release=None):
     """Export ``net`` to ``path`` (in a folder of its own: weights past protobuf's 2 GiB go
     to ``<name>.onnx.data`` beside it); inputs are named input0.., outputs output0..;
-    returns ``path``."""
+    returns (``path``, None): the manifest's facts are read from the file. ``release`` is
+    not called: the caller lets the network go."""
     import mindspore.onnx.onnx_export as onnx_export
 
     from .onnx_check import cast_mixed_inputs, check_runs, rename_outputs
@@ -54,7 +56,7 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
         raise OnnxUnsupported(f"the exported ONNX graph fails onnx.checker ({first_line(exc)})",
                               "export MINDIR instead") from None
     check_runs(path, reference)
-    return path
+    return path, None
 
 
 def pack_external_data(model, path: Path, align: int = 4096) -> Path | None:

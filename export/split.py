@@ -34,9 +34,11 @@ def split_bytes() -> int | None:
 
 
 @contextlib.contextmanager
-def mindspore_limit(module, attr: str):
-    """``module.attr`` (a KiB threshold) set from ``AMPTOOL_SPLIT_BYTES`` inside the block."""
-    limit = split_bytes()
+def mindspore_limit(module, attr: str, limit: int | None = None):
+    """``module.attr`` (a KiB threshold) set to ``limit`` bytes, else from
+    ``AMPTOOL_SPLIT_BYTES``, inside the block."""
+    if limit is None:
+        limit = split_bytes()
     if limit is None:
         yield
         return
@@ -46,6 +48,21 @@ def mindspore_limit(module, attr: str):
         yield
     finally:
         setattr(module, attr, before)
+
+
+def writes_apart(net) -> bool:
+    """Whether ``mindspore.export`` writes ``net``'s MindIR split: its parameters' bytes
+    counted as MindSpore counts them (each as a bytes object, ``_save_together``) past
+    ``TOTAL_SAVE`` KiB, or past ``AMPTOOL_SPLIT_BYTES``."""
+    import sys
+
+    import mindspore.train.serialization as serialization
+
+    limit = split_bytes()
+    limit = serialization.TOTAL_SAVE * 1024 if limit is None else limit
+    overhead = sys.getsizeof(b"")
+    total = sum(int(p.nbytes) + overhead for p in net.get_parameters())
+    return total > limit
 
 
 def param_elements(net) -> tuple:

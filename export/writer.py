@@ -3,6 +3,7 @@ one ``ExportResult`` per written artefact."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,14 +95,19 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             started = time.perf_counter()
             if net is None:  # an earlier job's writer rewrote (ONNX) the network
                 net = _build(trained, params, precision, policy, cfg.io_dtype)
-            written = _trace(net, trained, cfg, fmt, precision, stage / path.name, path)
+            last = fmt == "ONNX" or i == len(mine) - 1  # nothing traces this network again
+            release = functools.partial(_let_go, net) if last else None
+            written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path,
+                                    release)
             seconds = time.perf_counter() - started
-            if fmt == "ONNX" or i == len(mine) - 1:
+            if last:
+                _let_go(net)
                 net = None
                 _release_compiled()
             gc.collect()
             final = path.parent / written.name
-            manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts)
+            manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts,
+                                 facts)
             manifest["model"].update(kept)
             manifest["export_seconds"] = round(seconds, 4)
             manifest["deployment"] = _stage_settings(written, precision, fp32_cells)
@@ -123,6 +129,34 @@ def _release_compiled() -> None:
         _cell_graph_executor._graph_executor.set_weights_values({})
     except (ImportError, AttributeError, RuntimeError, TypeError):
         pass  # another MindSpore: nothing held that this knows of
+
+
+def _let_go(net) -> None:
+    """Free the weights of a network whose artefacts are written. Dropping the last
+    reference is not enough: MindSpore's graph executor keeps a cell alive once it has
+    compiled a ``construct(self, *args)`` (as ``precision.cast_outputs``' wrapper, and
+    many users' networks, have), and with it every weight, until the process ends. And
+    glibc keeps freed blocks of a few MB (a transformer's weights) in its heap, its mmap
+    threshold having risen past them as bigger blocks were freed: they are handed back
+    (``malloc_trim``) instead of counting towards the next network's peak."""
+    import mindspore as ms
+
+    if net is None:
+        return
+    for param in net.get_parameters():
+        param.set_data(ms.Tensor([], dtype=param.dtype), slice_shape=True)
+    _hand_back_freed()
+
+
+def _hand_back_freed() -> None:
+    """glibc's ``malloc_trim(0)``: free heap pages go back to the system (elsewhere:
+    nothing to do)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:
@@ -197,11 +231,13 @@ def _build(trained, params, precision, policy, io_dtype):
     return net
 
 
-def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> Path:
+def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path,
+           release=None) -> tuple:
     """Write ``fmt`` into the staged ``tmp`` for ``target``; returns the main file written
-    (in ``tmp``'s folder); failures name ``target``."""
+    (in ``tmp``'s folder) and its facts when the writer has them (else None); failures
+    name ``target``."""
     try:
-        return _write_format(net, trained, cfg, fmt, precision, tmp)
+        return _write_format(net, trained, cfg, fmt, precision, tmp, release)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}",
                          "free some space, raise the file size limit or write elsewhere") from None
@@ -212,7 +248,7 @@ def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path) -> Path:
                          exc.fix) from None
 
 
-def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> Path:
+def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) -> tuple:
     from .graph import example_inputs
 
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
@@ -220,7 +256,8 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> Path:
     module = format_module(fmt)
     key = cfg.encrypt_key if fmt in ("MINDIR", "AIR") else None
     try:
-        return module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch)
+        return module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch,
+                            release=release)
     except AmpToolError:
         raise
     except (RuntimeError, TypeError, ValueError) as exc:
@@ -231,7 +268,8 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path) -> Path:
                          f"{first_line(exc)}", fix) from None
 
 
-def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict) -> dict:
+def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
+              facts: dict | None = None) -> dict:
     from amptool.artefact import reader
     from amptool.artefact.files import file_facts
     from amptool.policy import make_policy
@@ -239,7 +277,8 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict)
     from .manifest import build_manifest
 
     key = cfg.encrypt_key if fmt == "MINDIR" else None
-    facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
+    if facts is None:  # read back (a writer that has them spares reading the weights)
+        facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
     effective = policy if policy is not None else make_policy("O0")
     spec = trained.spec
     return build_manifest(

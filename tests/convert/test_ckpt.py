@@ -186,3 +186,20 @@ def test_weights_only_keeps_just_the_network(cnn_run, tmp_path):
                                            weights_only=True))
     assert set(_dtypes(tmp_path / "w.ckpt")) == {"conv.weight", "conv.bias", "fc.weight", "fc.bias"}
     assert "moment1.fc.weight" in report.dropped and report.ratio < 0.2
+
+
+def test_range_and_underflow_checks_see_every_chunk(monkeypatch):
+    """The checks run a chunk at a time: a value past fp16's range or flushed to zero is
+    found in any chunk, the last partial one included; inf and nan are not 'beyond'."""
+    from amptool.convert import ckpt
+
+    monkeypatch.setattr(ckpt, "CHUNK", 1000)
+    arr = np.zeros((7, 501), np.float32)
+    arr[0, 0] = np.inf
+    arr[1, 1] = np.nan
+    assert not ckpt._beyond_fp16(arr)
+    arr.reshape(-1)[3506] = -70000.0  # in the last, partial chunk
+    assert ckpt._beyond_fp16(arr)
+    arr.reshape(-1)[3506] = 0
+    arr.reshape(-1)[[10, 2500, 3506]] = 1e-9  # flushed to zero in fp16
+    assert ckpt._flushed(arr, arr.astype(np.float16)) == 3

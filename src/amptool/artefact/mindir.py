@@ -118,7 +118,8 @@ def read_weights(path, key: bytes | None = None) -> dict:
     for name, dtype, shape, param in _stored(read_model(path, key)):
         if dtype == "bfloat16":
             continue
-        raw = _external(path, param, name) if param.HasField("external_data") else param.raw_data
+        raw = (external_bytes(path, param, name) if param.HasField("external_data")
+               else param.raw_data)
         try:
             out[name] = np.frombuffer(raw, dtype=np_dtype(dtype)).reshape(shape)
         except ValueError:
@@ -128,7 +129,7 @@ def read_weights(path, key: bytes | None = None) -> dict:
     return out
 
 
-def _external(path, param, name: str) -> bytes:
+def external_bytes(path, param, name: str) -> bytes:
     """The bytes of a parameter a split MindIR keeps in its variables folder (read, not
     mapped: a data file is read-only and holds many parameters)."""
     ext = param.external_data
