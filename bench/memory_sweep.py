@@ -12,10 +12,11 @@ is read from that process alone (``os.wait4``):
 A tiny network (0.3M parameters) run through the same commands gives each command's
 fixed cost (Python, MindSpore, the compiled graph); ``net`` ratios subtract it: its peak
 from each peak (``net_per_byte``), and its seconds from each command's seconds
-(``net_seconds_per_mparam``: marginal seconds per parameter). Time flatness
-(``net_time_x``) is taken on the marginal seconds, since a second or two of start-up
-(importing MindSpore, compiling) weighs on the 50M size alone; ``time_x`` keeps the raw
-figure.
+(``net_seconds_per_mparam``: marginal seconds per parameter), wall and CPU (user + system,
+``net_cpu_seconds_per_mparam``). Time flatness is taken on the marginal CPU seconds
+(``net_cpu_x``), since a second or two of start-up (importing MindSpore, compiling) weighs
+on the 50M size alone, and the wall seconds of a process move with whatever else the
+machine runs; ``net_time_x`` (marginal wall) and ``time_x`` (raw wall) stay beside it.
 Past 1 GiB of weights MindSpore writes MINDIR split (graph + variables folder).
 One size at a time; the largest needs about 6 GB of memory and 8 GB of disk.
 
@@ -135,7 +136,8 @@ COMMANDS = ("export", "convert", "parity")
 
 
 def measured(args: list, cwd: Path, env: dict | None = None) -> dict:
-    """Run ``args``; exit code, seconds and the peak RSS (bytes) of that process alone."""
+    """Run ``args``; exit code, seconds (wall, and CPU: user + system) and the peak RSS
+    (bytes) of that process alone."""
     t0 = time.perf_counter()
     with open(cwd / "out.txt", "w") as out, open(cwd / "err.txt", "w") as err:
         proc = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=err, env=env)
@@ -143,6 +145,7 @@ def measured(args: list, cwd: Path, env: dict | None = None) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - t0
     result = {"exit": proc.returncode, "seconds": round(seconds, 2),
+              "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
               "peak_rss": usage.ru_maxrss * 1024}
     if proc.returncode != 0:
         result["error"] = (cwd / "err.txt").read_text().strip().splitlines()[-3:]
@@ -218,10 +221,12 @@ def _figures(done: dict, base: int) -> dict:
     return out
 
 
-def _net(rows: list, fixed: dict, fixed_seconds: dict | None = None) -> None:
+def _net(rows: list, fixed: dict, fixed_seconds: dict | None = None,
+         fixed_cpu: dict | None = None) -> None:
     """Per-byte figures with each command's fixed cost (the tiny network's peak) taken off,
-    and seconds per million parameters (also with the tiny network's seconds taken off)."""
-    fixed_seconds = fixed_seconds or {}
+    and seconds per million parameters (also with the tiny network's seconds taken off, wall
+    and CPU)."""
+    fixed_seconds, fixed_cpu = fixed_seconds or {}, fixed_cpu or {}
     for row in rows:
         for cmd, base in (("export", row.get("param_bytes")), ("convert", row.get("ckpt_bytes")),
                           ("parity", sum(row.get("artefact_bytes", {}).values()))):
@@ -232,10 +237,13 @@ def _net(rows: list, fixed: dict, fixed_seconds: dict | None = None) -> None:
                 if cmd in fixed_seconds:
                     row[cmd]["net_seconds_per_mparam"] = round(
                         (row[cmd]["seconds"] - fixed_seconds[cmd]) / row["params"] * 1e6, 4)
+                if cmd in fixed_cpu and "cpu_seconds" in row[cmd]:
+                    row[cmd]["net_cpu_seconds_per_mparam"] = round(
+                        (row[cmd]["cpu_seconds"] - fixed_cpu[cmd]) / row["params"] * 1e6, 4)
 
 
 FLAT = {"ratio": "rss_x", "net_per_byte": "net_rss_x", "seconds_per_mparam": "time_x",
-        "net_seconds_per_mparam": "net_time_x"}
+        "net_seconds_per_mparam": "net_time_x", "net_cpu_seconds_per_mparam": "net_cpu_x"}
 """Figure -> name of its largest ÷ smallest over the sizes of one shape."""
 
 
@@ -266,12 +274,14 @@ def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 30
         tiny = one("dense", 0, None, tmp, formats, commands, bool(keep))
         fixed = {cmd: tiny[cmd]["peak_rss"] for cmd in COMMANDS if cmd in tiny}
         fixed_seconds = {cmd: tiny[cmd]["seconds"] for cmd in COMMANDS if cmd in tiny}
+        fixed_cpu = {cmd: tiny[cmd]["cpu_seconds"] for cmd in COMMANDS
+                     if "cpu_seconds" in tiny.get(cmd, {})}
         for kind in shapes:
             for size in sizes:
                 rows.append(one(kind, size, SHAPES[kind][size], tmp, formats, commands,
                                 bool(keep)))
                 print(json.dumps(_brief(rows[-1])), file=sys.stderr, flush=True)
-    _net(rows, fixed, fixed_seconds)
+    _net(rows, fixed, fixed_seconds, fixed_cpu)
     return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()},
             "fixed_seconds": fixed_seconds,
             "sizes": {f"{r['kind']} {r['size']}M": r for r in rows if "kind" in r},
@@ -305,7 +315,11 @@ def summary(f: dict) -> list:
             net.append(" / ".join(f"{r[cmd]['net_per_byte']:.2f}" if "net_per_byte" in
                                   r.get(cmd, {}) else "-" for r in mine)
                        + (f" (flat {flat['net_rss_x']:.2f}×)" if "net_rss_x" in flat else ""))
-            if "net_time_x" in flat:
+            if "net_cpu_x" in flat:
+                spread.append(f"{kind} {cmd} {flat['net_cpu_x']:.2f}× (wall "
+                              f"{flat.get('net_time_x', 0):.2f}×, raw wall "
+                              f"{flat['time_x']:.2f}×)")
+            elif "net_time_x" in flat:
                 spread.append(f"{kind} {cmd} {flat['net_time_x']:.2f}× (raw "
                               f"{flat['time_x']:.2f}×)")
             elif "time_x" in flat:
@@ -316,8 +330,8 @@ def summary(f: dict) -> list:
         rows.append((f"peak RSS of {what} ÷ the {base}, at {sizes} parameters",
                      f"{'; '.join(parts)} (less the {fixed:.2f} GB a tiny network takes: "
                      f"{'; '.join(net)})", target))
-    rows.append(("seconds per parameter less the tiny network's seconds (marginal), "
-                 "largest ÷ smallest size of one shape",
+    rows.append(("CPU seconds (user + system) per parameter less the tiny network's "
+                 "(marginal), largest ÷ smallest size of one shape",
                  ", ".join(spread), "≤ 1.3×"))
     return rows
 

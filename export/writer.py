@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amptool.errors import AmpToolError, UsageError, first_line
+from amptool.device import release_compiled, trim_heap
 from amptool.fileio import atomic_path, sha256
 
 
@@ -78,7 +79,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
 
     from .deploy import kept_cells
 
-    _release_compiled()  # what resolving the model ran (its probe network) goes first
+    release_compiled()  # what resolving the model ran (its probe network) goes first
     gc.collect()
     checked = False
     for precision in dict.fromkeys(p for p, _, _ in jobs):
@@ -86,7 +87,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
         net = _build(trained, params, precision, policy, cfg.io_dtype)
         fp32_cells = kept_cells(trained.spec, policy)
         if not checked:
-            _check_space(net, jobs)
+            _check_space(net, jobs, streamed=cfg.encrypt_key is None)
             checked = True
         mine = sorted((job for job in jobs if job[0] == precision), key=lambda j: j[1] == "ONNX")
         for i, (_, fmt, path) in enumerate(mine):
@@ -103,7 +104,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             if last:
                 _let_go(net)
                 net = None
-                _release_compiled()
+                release_compiled()
             gc.collect()
             final = path.parent / written.name
             manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts,
@@ -117,18 +118,6 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             superseded += [n for n in other_forms(path) if not (stage / n).exists()]
             results.append(ExportResult(fmt, precision, str(final), str(manifest_path(final)),
                                         manifest))
-
-
-def _release_compiled() -> None:
-    """Let go of the weights MindSpore's graph executor keeps of the last network it
-    compiled (``set_weights_values`` at every compile, held until the next one): without
-    this, a precision's network outlives its export and the next one is built beside it."""
-    try:
-        from mindspore.graph.api import _cell_graph_executor
-
-        _cell_graph_executor._graph_executor.set_weights_values({})
-    except (ImportError, AttributeError, RuntimeError, TypeError):
-        pass  # another MindSpore: nothing held that this knows of
 
 
 def _let_go(net) -> None:
@@ -145,18 +134,7 @@ def _let_go(net) -> None:
         return
     for param in net.get_parameters():
         param.set_data(ms.Tensor([], dtype=param.dtype), slice_shape=True)
-    _hand_back_freed()
-
-
-def _hand_back_freed() -> None:
-    """glibc's ``malloc_trim(0)``: free heap pages go back to the system (elsewhere:
-    nothing to do)."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    trim_heap()
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:
@@ -204,10 +182,12 @@ def other_forms(path: Path) -> list:
     return [n for n in artefact_forms(path) if (path.parent / n).exists()]
 
 
-def _check_space(net, jobs: list) -> None:
+def _check_space(net, jobs: list, streamed: bool = True) -> None:
     """Refuse before writing when the folders the jobs stage in lack the room their
     parameter bytes need (each staging folder is on the output's file system, or in the
-    system temp folder when MindSpore refuses the output folder's name)."""
+    system temp folder when MindSpore refuses the output folder's name). A one-file MindIR
+    (``streamed``: not encrypted) is streamed from MindSpore's split form written beside
+    it, removed once it is read: room for the largest such artefact twice."""
     import tempfile
 
     from amptool.fileio import ms_safe
@@ -216,6 +196,9 @@ def _check_space(net, jobs: list) -> None:
 
     elements = param_elements(net)
     needed = sum(estimate_bytes(elements, precision) for precision, _, _ in jobs)
+    if streamed:
+        needed += max((estimate_bytes(elements, precision) for precision, fmt, _ in jobs
+                       if fmt == "MINDIR"), default=0)
     folder = jobs[0][2].parent
     what = f"exporting {len(jobs)} artefact(s)"
     check_free_space(folder, needed, what)

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.device import trim_heap
 from amptool.errors import UsageError
 from amptool.losses import task_record
 from amptool.models import flat_outputs
@@ -240,21 +241,6 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
                 checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
                 data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
                 encrypted=bool(manifest.get("encrypted")))
-
-
-def trim_heap() -> None:
-    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; nothing
-    elsewhere). A released graph frees many blocks below malloc's mapping threshold: they
-    stay resident, and the large arrays allocated next (mapped apart from the heap) cannot
-    reuse them (measured: 1.2 GB left resident after a 300M-parameter fp16 graph)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):  # not glibc
-        pass
 
 
 def _indices(declared) -> Optional[list]:

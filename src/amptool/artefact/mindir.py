@@ -173,22 +173,3 @@ def load_graph(path, key: bytes | None = None):
                          "it is truncated or not a MindIR file: export it again") from None
     return nn.GraphCell(graph)
 
-
-def release_graphs() -> None:
-    """Let MindSpore free the graphs no cell holds any more. Its graph executor keeps the
-    graph it compiled last (a loaded MindIR's weights with it) until it compiles another:
-    with MindSpore 2.10 on CPU a deleted ``GraphCell``'s weights stay resident through
-    ``gc.collect()`` and ``mindspore.ms_memory_recycle()``, and go as soon as a
-    one-operation cell is compiled (measured: 0.59 GB of a 150M-parameter fp32 graph)."""
-    import gc
-
-    import mindspore as ms
-    from mindspore import nn
-
-    class _Step(nn.Cell):
-        def construct(self, x):
-            return x + 1
-
-    gc.collect()  # the cell and its graph, unreachable, are freed first
-    with quiet_native_stderr():
-        _Step().compile(ms.Tensor(np.zeros(1, np.float32)))

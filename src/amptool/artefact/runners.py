@@ -104,10 +104,10 @@ class MindIRRunner(Runner):
 
     def close(self) -> None:
         if self.cell is not None:
-            from . import mindir
+            from amptool.device import release_compiled
 
             self.cell = None
-            mindir.release_graphs()
+            release_compiled()
 
     def _run_batch(self, arrays: list) -> list:
         import mindspore as ms
