@@ -79,7 +79,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
 
     from .deploy import kept_cells
 
-    release_compiled()  # what resolving the model ran (its probe network) goes first
+    release_compiled(graph=False)  # the weights of what resolving the model ran go first
     gc.collect()
     checked = False
     for precision in dict.fromkeys(p for p, _, _ in jobs):
@@ -104,7 +104,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             if last:
                 _let_go(net)
                 net = None
-                release_compiled()
+                release_compiled(graph=False)
             gc.collect()
             final = path.parent / written.name
             manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts,

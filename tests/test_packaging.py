@@ -64,11 +64,12 @@ def test_regular_install_runs_train(installed, tmp_path):
     assert where.stdout.strip().startswith(str(target))
     out = tmp_path / "sub run+x"  # a folder name a shell would split or a parser mangle
     run = subprocess.run([sys.executable, "-m", "amptool", "train", "--epochs", "1", "--json",
-                          "--out", str(out)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=300)
+                          "--data", "digits:720", "--out", str(out)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
-    assert summary["steps"] == 44 and summary["val_acc"] > 0.8  # the bundled digits, 1 epoch
+    # the bundled digits read from the installed package (their first 720), one epoch
+    assert summary["steps"] == 18 and summary["val_acc"] > 0.5
     assert (out / "best.ckpt").is_file()
 
 

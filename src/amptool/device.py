@@ -127,13 +127,14 @@ def execution_mode(graph: bool):
         ms.set_context(mode=previous)
 
 
-def release_compiled() -> None:
+def release_compiled(graph: bool = True) -> None:
     """Let MindSpore free what it keeps of the last graph it compiled once no cell holds
-    it: its graph executor keeps that graph (a loaded MindIR's weights with it) and the
-    weights it was handed at the compile (``set_weights_values``) until it compiles
-    another. With MindSpore 2.10 on CPU a deleted ``GraphCell``'s weights stay resident
-    through ``gc.collect()`` and ``mindspore.ms_memory_recycle()``; they go when a
-    one-operation cell is compiled (measured: 0.59 GB of a 150M-parameter fp32 graph)."""
+    it: the weights it was handed at the compile (``set_weights_values``, held until the
+    next compile) and, with ``graph``, the graph itself (a loaded MindIR's weights with it).
+    With MindSpore 2.10 on CPU a deleted ``GraphCell``'s weights stay resident through
+    ``gc.collect()`` and ``mindspore.ms_memory_recycle()``; they go when a one-operation
+    cell is compiled (measured: 0.59 GB of a 150M-parameter fp32 graph). That compile
+    costs about 0.1 s: callers ask for it when the graph's weights are worth it."""
     import gc
 
     import numpy as np
@@ -145,6 +146,8 @@ def release_compiled() -> None:
         _cell_graph_executor._graph_executor.set_weights_values({})
     except (ImportError, AttributeError, RuntimeError, TypeError):
         pass  # another MindSpore: nothing held that this knows of
+    if not graph:
+        return
 
     class _Step(ms.nn.Cell):
         def construct(self, x):

@@ -63,7 +63,14 @@ class Lifecycle:
 
 
 def test_each_artefact_is_released_before_the_next_opens(simplecnn, monkeypatch, tmp_path):
+    import amptool.device
+    from amptool.artefact import runners
+
     seen = Lifecycle(monkeypatch)
+    released, release = [], amptool.device.release_compiled
+    monkeypatch.setattr(amptool.device, "release_compiled",
+                        lambda graph=True: (released.append(graph), release(graph)))
+    monkeypatch.setattr(runners, "RELEASE_GRAPH_BYTES", 0)  # as a big artefact: graph too
     sides = [simplecnn["mindir_fp32"], simplecnn["mindir_fp16"]]
     if "onnx_fp16" in simplecnn:
         sides.append(simplecnn["onnx_fp16"])
@@ -73,6 +80,7 @@ def test_each_artefact_is_released_before_the_next_opens(simplecnn, monkeypatch,
     assert report.is_file()
     seen.assert_one_at_a_time([Path(p).name for p in sides])
     assert seen.live_cells() == 0  # the last one too, once parity returns
+    assert released == [True, True]  # each MindIR's graph let go as it closed
 
 
 def test_a_checkpoint_reference_is_released_before_a_candidate_opens(simplecnn, monkeypatch):

@@ -32,6 +32,11 @@ def detect_format(path) -> str:
     return formats[suffix]
 
 
+RELEASE_GRAPH_BYTES = 64 << 20
+"""A closed MindIR runner has MindSpore let go of its graph (a compile, ~0.1 s) when the
+artefact's files hold at least this much; a smaller graph stays until the next compile."""
+
+
 class Runner:
     """Runs one artefact. ``inputs``/``outputs``: [{name, shape (-1 dynamic), dtype}].
     ``close()`` (or the end of a ``with`` block) lets the loaded graph go; a closed runner
@@ -106,8 +111,10 @@ class MindIRRunner(Runner):
         if self.cell is not None:
             from amptool.device import release_compiled
 
+            from .files import total_size
+
             self.cell = None
-            release_compiled()
+            release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)
 
     def _run_batch(self, arrays: list) -> list:
         import mindspore as ms
