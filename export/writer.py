@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.device import release_compiled, trim_heap
+from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.fileio import atomic_path, sha256
 
 

@@ -172,4 +172,3 @@ def load_graph(path, key: bytes | None = None):
         raise UsageError(f"{path} cannot be loaded as MindIR ({first_line(exc)})",
                          "it is truncated or not a MindIR file: export it again") from None
     return nn.GraphCell(graph)
-
