@@ -175,7 +175,7 @@ CASES = {
     "train-out-is-a-file": Case(["train", "--out", "{files}/models.py", "-q"], 2, "is a file"),
     "train-read-only-parent": Case(["train", "--out", "{ro}/out", "-q"], 2,
                                    "cannot create output folder", readonly="{ro}"),
-    "train-full-disk": Case(["train", "--epochs", "1", "--data", "{few}", "--out", "{out}",
+    "train-full-disk": Case(["train", "--epochs", "1", "--data", "{tiny}", "--out", "{out}",
                              "-q"], 2, "File too large", ["{out}/last.ckpt", "{out}/best.ckpt"],
                             fsize=200_000),
     "train-config-not-a-mapping": Case(["train", "--config", "{files}/list.json", "--out",
@@ -318,7 +318,7 @@ def _copy_artefact(art: Path, name: str, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kit(sample_runs, simplecnn_export, few_digits, tmp_path_factory) -> dict:
+def kit(sample_runs, simplecnn_export, tiny_digits, tmp_path_factory) -> dict:
     """Everything the cases read: a trained run, its artefacts and the broken copies."""
     from amptool.fileio import sha256
 
@@ -385,7 +385,7 @@ def kit(sample_runs, simplecnn_export, few_digits, tmp_path_factory) -> dict:
     return {"root": root, "run": run, "art": art, "files": files, "tampered": tampered.parent,
             "foreign_run": foreign_run, "foreign_art": foreign_art.parent, "nondict": nondict,
             "ro": ro, "evil": evil, "crafted": crafted, "pkg_run": pkg_run,
-            "trained": trained, "pipeline": pipeline, "few": few_digits}
+            "trained": trained, "pipeline": pipeline, "tiny": tiny_digits}
 
 
 def _crafted_run(root: Path, files: Path) -> Path:

@@ -1,5 +1,6 @@
-"""Helpers shared by the training tests: the distributed tests' process checks, a tiny digits
-subset and the default model's runs on ``few_digits``, each trained once a session."""
+"""Helpers shared by the training tests: the distributed tests' process checks and the default
+model's runs on ``few_digits``, each trained once a session (the digits subsets themselves,
+``few_digits``, ``digits_rows`` and ``tiny_digits``, are the whole suite's: tests/conftest.py)."""
 import json
 from pathlib import Path
 
@@ -29,34 +30,6 @@ def _alive_pids(logs: Path) -> list:
 def left_alive():
     """``left_alive(logs_folder) -> list`` of a job's processes that are still running."""
     return _alive_pids
-
-
-TINY_ROWS = 160
-"""Rows of the digits subset (``tiny_digits``) that runs which need neither accuracy nor many
-steps train on: 4 steps of 32 an epoch at the 0.2 held-out split."""
-
-
-@pytest.fixture(scope="session")
-def digits_rows(shared, few_digits):
-    """``digits_rows(rows) -> --data value``: the first ``rows`` rows of the ``few_digits``
-    subset as an npz, written once a session."""
-    def get(rows: int) -> str:
-        def make(folder: Path) -> Path:
-            import numpy as np
-
-            with np.load(few_digits.split(":", 1)[1]) as digits:
-                np.savez(folder / "digits.npz", x=digits["x"][:rows], y=digits["y"][:rows])
-            return folder / "digits.npz"
-
-        return f"npz:{shared.get(f'digits-rows-{rows}', make)}"
-
-    return get
-
-
-@pytest.fixture(scope="session")
-def tiny_digits(digits_rows) -> str:
-    """The first TINY_ROWS rows of the ``few_digits`` subset as a ``--data`` value."""
-    return digits_rows(TINY_ROWS)
 
 
 @pytest.fixture(scope="session")
