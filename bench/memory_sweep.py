@@ -6,7 +6,8 @@ attention + a 4x MLP), at about 50M, 150M, 300M and 600M parameters: a seeded fp
 is read from that process alone (``os.wait4``):
 
 - ``amptool export --format MINDIR --precision both`` (÷ the fp32 parameter bytes);
-- ``amptool convert ckpt --to fp16`` (÷ the input file);
+- ``amptool convert ckpt --to fp16 --model`` (÷ the input file; the network named, as a run's
+  checkpoint names it, so its policy's fp32 cells are found);
 - ``amptool parity`` of the fp32 and fp16 MindIRs (÷ their combined weight bytes).
 
 A tiny network (0.3M parameters) run through the same commands gives each command's
@@ -195,8 +196,8 @@ def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
         if exported["exit"] == 0:
             listed.write_text(exported["stdout"])
     if "convert" in commands:
-        converted = measured(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16"),
-                             work)
+        converted = measured(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16",
+                                     "--model", f"{work / 'model.py'}:build"), work)
         row["convert"] = _figures(converted, row["ckpt_bytes"])
         (work / "w16.ckpt").unlink(missing_ok=True)
     if listed.is_file():
@@ -293,7 +294,7 @@ def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 30
 
 
 WORDS = {"export": ("`amptool export -f MINDIR --precision both`", "fp32 parameter bytes", "≤ 2×"),
-         "convert": ("`amptool convert ckpt --to fp16`", "input file", "≤ 1.5×"),
+         "convert": ("`amptool convert ckpt --to fp16 --model`", "input file", "≤ 1.5×"),
          "parity": ("`amptool parity` of the fp32 and fp16 MindIR, 8 samples",
                     "two artefacts' weight bytes", "≤ 2.5×")}
 

@@ -155,12 +155,17 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
+    from amptool.ckptstream import build_uninitialized
     from amptool.models import resolve_model
     from amptool.policy import policy_for
     from amptool.precision import resolve_fp32_cells
 
     policy = policy_for(cfg.policy)
-    net = resolve_model(_reference(cfg, model)).build()
+    # the structure alone is read (parameter names, the cells the policy keeps): built
+    # without weights and never run, so a big network costs no copy of its weights here
+    reference = _reference(cfg, model)
+    spec = build_uninitialized(lambda: resolve_model(reference, probe=False))
+    net = build_uninitialized(spec.build)
     weights = {p.name for p in net.get_parameters()}
     if cfg.to != "fp16":
         return set(), weights, "none"

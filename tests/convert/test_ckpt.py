@@ -203,3 +203,31 @@ def test_range_and_underflow_checks_see_every_chunk(monkeypatch):
     arr.reshape(-1)[3506] = 0
     arr.reshape(-1)[[10, 2500, 3506]] = 1e-9  # flushed to zero in fp16
     assert ckpt._flushed(arr, arr.astype(np.float16)) == 3
+
+
+def test_the_named_network_is_read_without_weights(tmp_path, monkeypatch):
+    """The policy's fp32 cells and the parameter names come from the network's structure:
+    it is built without weights (a 600M network once cost a full fp32 copy here, 2.8x the
+    input file at the peak) and never run, also when the model is a file of the user's."""
+    import mindspore as ms
+
+    import amptool.precision
+
+    model = tmp_path / "net.py"
+    model.write_text("from mindspore import nn\n\n\ndef build():\n"
+                     "    return nn.SequentialCell([nn.Dense(8, 16), nn.LayerNorm((16,)),\n"
+                     "                              nn.Dense(16, 4)])\n\n\n"
+                     "build.input_signature = 'x:-1x8:float32'\nbuild.num_classes = 4\n")
+    src = tmp_path / "w.ckpt"
+    ms.save_checkpoint(ms.nn.SequentialCell([ms.nn.Dense(8, 16), ms.nn.LayerNorm((16,)),
+                                             ms.nn.Dense(16, 4)]), str(src))
+    seen, real = [], amptool.precision.resolve_fp32_cells
+    monkeypatch.setattr(amptool.precision, "resolve_fp32_cells",
+                        lambda net, policy: seen.append(net) or real(net, policy))
+    report = convert_checkpoint(CkptConfig(str(src), str(tmp_path / "h.ckpt"),
+                                           model=f"{model}:build"))
+    assert len(seen) == 1 and all(p.has_init for p in seen[0].get_parameters())
+    dtypes = _dtypes(tmp_path / "h.ckpt")
+    assert dtypes["1.gamma"] == dtypes["1.beta"] == "Float32"  # O2 keeps the LayerNorm
+    assert dtypes["0.weight"] == dtypes["2.weight"] == "Float16"
+    assert report.kept_policy == ["1.gamma", "1.beta"]
