@@ -241,8 +241,7 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
 
         spec = _data_spec(cfg, sides)
         spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
-        classes = next((s.num_classes for s in sides if s.num_classes), None)
-        return load_signature_inputs(spec, model_ref, val, cfg.samples, task, classes)
+        return load_signature_inputs(spec, model_ref, val, cfg.samples, task)
     if prep is None:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")

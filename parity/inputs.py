@@ -139,33 +139,24 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,
-                          samples: Optional[int], task: Optional[dict] = None,
-                          num_classes: Optional[int] = None) -> InputSet:
+                          samples: Optional[int], task: Optional[dict] = None) -> InputSet:
     """Inputs for a network that does not take images: the held-out split of ``spec``
     (``npz:FILE`` with one array per input, or ``tokens``), or with ``random[:SEED]``
-    values generated from the signature (in the declared ranges), without labels.
-    ``num_classes``: the artefacts' (their manifests'), for a model that declares none."""
-    import dataclasses
-
-    from amptool.ckptstream import build_uninitialized
+    values generated from the signature (in the declared ranges), without labels."""
     from amptool.data import load_model_data
     from amptool.losses import loss_from_record
     from amptool.models import resolve_model
 
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
-    # the signature alone is read: the network is built without weights and not run (a
-    # 600M transformer's fp32 weights made and run here once cost 13 s of a 56 s parity)
-    model = build_uninitialized(lambda: resolve_model(model_ref, probe=False))
-    logits = model.class_logits
-    classes = None if logits is not None and 0 not in logits else \
-        model.num_classes if model.num_classes is not None else num_classes
-    model = dataclasses.replace(model, num_classes=classes)
+    model = resolve_model(model_ref)
     kind, _, seed = spec.partition(":")
     if kind == "random":
         return generate_inputs(model.inputs, samples or 64, int(seed or 0))
     loss = loss_from_record(task)
     if loss is not None and not loss.classifier:  # whatever width its first output has
+        import dataclasses
+
         model = dataclasses.replace(model, num_classes=None)
     data = load_model_data(spec, model, val_fraction, None, loss=loss)
     given, ys = data.val_inputs(samples)

@@ -103,35 +103,3 @@ def test_an_image_source_with_several_targets_keeps_its_class_labels(tmp_path):
     assert got.raw.shape == (10, 1, 8, 8) and got.labels_from == "y_cls"
     assert [t.shape for t in got.metric_targets] == [(10, 4), (10,)]
     assert np.array_equal(got.labels, got.metric_targets[1])
-
-
-@pytest.mark.slow  # exports a small network
-def test_signature_inputs_read_the_network_without_building_its_weights(tmp_path, monkeypatch):
-    """Artefacts of a network that takes no images: parity generates its inputs from the
-    signature its manifest records, reading the network's structure alone (no weights
-    made, nothing run: a 600M transformer once cost 13 s of a 56 s parity here), and takes
-    the class count the export recorded when the model declares none."""
-    import mindspore as ms
-
-    import amptool
-    import amptool.models
-    from amptool import ExportConfig, ParityConfig
-
-    model = tmp_path / "vec.py"
-    model.write_text("from mindspore import nn\n\n\ndef build():\n"
-                     "    return nn.SequentialCell([nn.Dense(12, 32), nn.ReLU(), nn.Dense(32, 5)])"
-                     "\n\n\nbuild.input_signature = 'input_data:-1x12:float32'\n")
-    ms.set_seed(0)
-    ckpt = tmp_path / "w.ckpt"
-    ms.save_checkpoint(ms.nn.SequentialCell([ms.nn.Dense(12, 32), ms.nn.ReLU(),
-                                             ms.nn.Dense(32, 5)]), str(ckpt))
-    written = amptool.export(ExportConfig(ckpt=str(ckpt), model=f"{model}:build", data="none",
-                                          formats=("MINDIR",), out=str(tmp_path / "x")))
-    fp32, fp16 = (r.path for r in written)
-    assert written[0].manifest["model"]["num_classes"] == 5  # read from its output at export
-    ran = []
-    monkeypatch.setattr(amptool.models, "run_eager", lambda *a, **k: ran.append(a))
-    report = amptool.parity(ParityConfig(reference=fp32, candidates=(fp16,), samples=16,
-                                         emulate_settings=False))
-    assert ran == [] and report.passed, report.to_dict()
-    assert report.inputs["description"] == "16 generated samples (seed 0)"
