@@ -97,12 +97,14 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             if net is None:  # an earlier job's writer rewrote (ONNX) the network
                 net = _build(trained, params, precision, policy, cfg.io_dtype)
             last = fmt == "ONNX" or i == len(mine) - 1  # nothing traces this network again
-            release = functools.partial(_let_go, net) if last else None
+            released: list = []  # a MindIR writer lets go of the network itself, mid-write
+            release = functools.partial(_let_go, net, released) if last else None
             written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path,
                                     release)
             seconds = time.perf_counter() - started
             if last:
-                _let_go(net)
+                if not released:  # its writer did not (ONNX, AIR, an encrypted MindIR)
+                    _let_go(net)
                 net = None
                 release_compiled(graph=False)
             gc.collect()
@@ -120,14 +122,15 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
                                         manifest))
 
 
-def _let_go(net) -> None:
+def _let_go(net, done: list | None = None) -> None:
     """Free the weights of a network whose artefacts are written. Dropping the last
     reference is not enough: MindSpore's graph executor keeps a cell alive once it has
     compiled a ``construct(self, *args)`` (as ``precision.cast_outputs``' wrapper, and
     many users' networks, have), and with it every weight, until the process ends. And
     glibc keeps freed blocks of a few MB (a transformer's weights) in its heap, its mmap
     threshold having risen past them as bigger blocks were freed: they are handed back
-    (``malloc_trim``) instead of counting towards the next network's peak."""
+    (``malloc_trim``) instead of counting towards the next network's peak. ``done``, when
+    given, is told that it ran."""
     import mindspore as ms
 
     if net is None:
@@ -135,6 +138,8 @@ def _let_go(net) -> None:
     for param in net.get_parameters():
         param.set_data(ms.Tensor([], dtype=param.dtype), slice_shape=True)
     trim_heap()
+    if done is not None:
+        done.append(True)
 
 
 def _stage_settings(written: Path, precision: str, kept: list) -> dict:

@@ -155,3 +155,21 @@ def test_a_written_networks_weights_are_let_go(tmp_path):
     del net
     gc.collect()
     assert before - rss() > 0.8 * weights
+
+
+def test_each_network_is_let_go_once(sample_runs, tmp_path, monkeypatch):
+    """Each precision's network is freed once after its last artefact: by the MindIR writer
+    mid-stream when it is the last, else by the export after the writer returns (ONNX)."""
+    from amptool.export import writer
+    from amptool.export.api import ExportConfig, export
+
+    calls, real = [], writer._let_go
+    monkeypatch.setattr(writer, "_let_go", lambda net, *done: calls.append(bool(done))
+                        or real(net, *done))  # True: called by the writer
+    results = export(ExportConfig(run=str(sample_runs.get("simplecnn")), formats=("MINDIR",),
+                                  out=str(tmp_path / "m")))
+    assert len(results) == 2 and calls == [True, True]  # fp32, fp16: by the writer
+    calls.clear()
+    export(ExportConfig(run=str(sample_runs.get("simplecnn")), formats=("MINDIR", "ONNX"),
+                        precision="fp32", out=str(tmp_path / "o")))
+    assert calls == [False]  # ONNX writes last and leaves it to the export
