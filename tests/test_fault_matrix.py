@@ -426,6 +426,7 @@ import json
 import os
 import resource
 import runpy
+import signal
 import sys
 
 import amptool.cli  # noqa: F401  first, as `python -m amptool`: it sets the framework's env
@@ -436,6 +437,7 @@ for line in sys.stdin:
     case = json.loads(line)
     pid = os.fork()
     if pid == 0:  # the case: `python -m amptool ARGS` from here on, with its own folder
+        signal.alarm(600)  # a case that hangs is killed (and fails), as the timeout did
         os.chdir(case["cwd"])
         if case["fsize"]:
             resource.setrlimit(resource.RLIMIT_FSIZE, (case["fsize"], case["fsize"]))
