@@ -117,3 +117,83 @@ def test_infer_precision():
     assert infer_precision({"weights": {"a": ("float16", (2,)), "b": ("float32", (2,))}}) == "fp16"
     assert infer_precision({"weights": {"a": ("float32", (2,))}}) == "fp32"
     assert infer_precision({"weights": {}}) is None
+
+
+def _mindir(path, params: dict, graph_fields: int = 1) -> None:
+    """A MindIR message with one input and output and ``params`` (name -> float32 array, or
+    (dims, raw bytes) for a parameter whose bytes do not fit its shape), its graph written
+    as ``graph_fields`` consecutive fields (a parser merges them, as a file streamed a
+    parameter at a time is read)."""
+    import numpy as np
+    from mindspore.train import mind_ir_pb2
+
+    head = mind_ir_pb2.ModelProto()
+    head.producer_name = "test"
+    head.graph.input.add().name = "x"
+    head.graph.output.add().name = "y"
+    head.graph.node.add().op_type = "MatMul"
+    pieces = [head.SerializeToString()]
+    items = list(params.items())
+    per = -(-len(items) // graph_fields)
+    for start in range(0, len(items), per):
+        piece = mind_ir_pb2.ModelProto()
+        for name, value in items[start:start + per]:
+            dims, raw = (value.shape, value.tobytes()) if isinstance(value, np.ndarray) \
+                else value
+            param = piece.graph.parameter.add()
+            param.name, param.data_type, param.raw_data = f"g:{name}", 1, raw  # 1: FLOAT32
+            param.dims.extend(dims)
+        pieces.append(piece.SerializeToString())
+    path.write_bytes(b"".join(pieces))
+
+
+@pytest.mark.parametrize("graph_fields", [1, 3])
+def test_mindir_weights_are_read_a_parameter_at_a_time_as_a_parser_reads_them(
+        tmp_path, graph_fields):
+    import numpy as np
+    from mindspore.train import mind_ir_pb2
+
+    from amptool.artefact.mindir import describe, read_weights
+
+    rng = np.random.default_rng(0)
+    params = {f"w{i}": rng.standard_normal((3, i + 2)).astype(np.float32) for i in range(5)}
+    path = tmp_path / "m.mindir"
+    _mindir(path, params, graph_fields)
+    parsed = mind_ir_pb2.ModelProto()
+    parsed.ParseFromString(path.read_bytes())
+    assert [p.name for p in parsed.graph.parameter] == [f"g:{n}" for n in params]
+    weights = read_weights(path)
+    assert list(weights) == list(params)
+    assert all(np.array_equal(weights[n], params[n]) and weights[n].dtype == np.float32
+               for n in params)
+    facts = describe(path)
+    assert facts["weights"] == {n: ("float32", list(v.shape)) for n, v in params.items()}
+    assert facts["producer"] == "test"
+
+
+def test_describe_reads_no_weight_bytes_and_read_weights_names_a_bad_one(tmp_path):
+    """A parameter whose bytes do not fit its shape: ``describe`` (which reads names,
+    dtypes and shapes) never sees them; ``read_weights`` names it."""
+    import numpy as np
+
+    from amptool.artefact.mindir import describe, read_weights
+
+    path = tmp_path / "m.mindir"
+    _mindir(path, {"ok": np.ones((2, 2), np.float32), "bad": ((4, 4), b"\0" * 12)})
+    assert describe(path)["weights"] == {"ok": ("float32", [2, 2]), "bad": ("float32", [4, 4])}
+    with pytest.raises(UsageError, match="is corrupt: parameter bad holds 12 bytes"):
+        read_weights(path)
+
+
+@pytest.mark.parametrize("cut", [1, 40, -3])
+def test_a_cut_mindir_is_refused_in_one_error(tmp_path, cut):
+    import numpy as np
+
+    from amptool.artefact.mindir import describe, read_weights
+
+    path = tmp_path / "m.mindir"
+    _mindir(path, {"w": np.ones((8, 8), np.float32)})
+    path.write_bytes(path.read_bytes()[:cut])
+    for read in (describe, read_weights):
+        with pytest.raises(UsageError, match="cannot be read as MindIR"):
+            read(path)

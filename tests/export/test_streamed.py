@@ -66,7 +66,7 @@ def _run(path, x):
 def test_the_streamed_file_is_the_message_mindspore_writes(half, tmp_path):
     import mindspore as ms
 
-    from amptool.artefact.mindir import describe, read_weights
+    from amptool.artefact.mindir import _stored, describe, read_weights
     from amptool.export import mindir
 
     x = np.random.default_rng(0).standard_normal((4, 12)).astype(np.float32)
@@ -94,6 +94,10 @@ def test_the_streamed_file_is_the_message_mindspore_writes(half, tmp_path):
     for name, value in ours_weights.items():
         assert value.dtype == their_weights[name].dtype
         assert value.tobytes() == their_weights[name].tobytes(), name
+    for model, weights in ((ours_model, ours_weights), (their_model, their_weights)):
+        # read a parameter at a time: what parsing the whole message gives
+        assert {k: v.tobytes() for k, v in weights.items()} == \
+            {name: param.raw_data for name, _, _, param in _stored(model)}
     assert facts == describe(theirs)
     assert np.array_equal(_run(written, x), _run(theirs, x))
     if not half:  # and what the network computes (eager fp16 rounds elsewhere)

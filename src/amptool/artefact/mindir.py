@@ -1,10 +1,17 @@
 """MindIR files: read with the proto (inputs, outputs, weights) or load with ``mindspore.load``.
 
+``describe`` and ``read_weights`` parse the message without its parameters' raw bytes (the
+fields are walked in the mapped file and the rest re-assembled for the parser), and
+``read_weights`` copies each parameter's bytes out on its own: neither the file nor a parsed
+copy of it is held whole (the pure-python protobuf a .ckpt needs copies every bytes field).
+
 Every reader module (``mindir``, ``onnx``, ``air``) exposes the same functions:
 ``is_encrypted(path)``, ``describe(path, key=None)`` and ``read_weights(path, key=None)``.
 """
 from __future__ import annotations
 
+import contextlib
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +60,7 @@ def _read_bytes(path, key: bytes | None) -> bytes:
 
 
 def read_model(path, key: bytes | None = None):
-    """The MindIR ``ModelProto``; one clear error for a corrupt or truncated file."""
+    """The MindIR ``ModelProto``, whole; one clear error for a corrupt or truncated file."""
     from google.protobuf.message import DecodeError
     from mindspore.train import mind_ir_pb2
 
@@ -64,6 +71,135 @@ def read_model(path, key: bytes | None = None):
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise unreadable(path, "MindIR", first_line(exc)) from None
     return require_graph_io(model, path, "MindIR")
+
+
+class _Cut(ValueError):
+    """The bytes end inside a field, or hold a wire type a MindIR never uses."""
+
+
+GRAPH, PARAMETER, RAW_DATA = 7, 3, 9
+"""Field numbers: ``ModelProto.graph``, ``GraphProto.parameter``, ``TensorProto.raw_data``."""
+
+
+def _varint(buf, pos: int, end: int) -> tuple:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise _Cut("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(buf, start: int, end: int):
+    """(number, field start, value start, value end) of each field of the message held in
+    ``buf[start:end]``; the value of a length-delimited field is its payload."""
+    pos = start
+    while pos < end:
+        first = pos
+        key, pos = _varint(buf, pos, end)
+        wire = key & 7
+        if wire == 0:
+            _, after = _varint(buf, pos, end)
+        elif wire == 1:
+            after = pos + 8
+        elif wire == 2:
+            length, pos = _varint(buf, pos, end)
+            after = pos + length
+        elif wire == 5:
+            after = pos + 4
+        else:
+            raise _Cut(f"wire type {wire}")
+        if after > end:
+            raise _Cut("truncated message")
+        yield key >> 3, first, pos, after
+        pos = after
+
+
+def _delimited(number: int, payload) -> bytes:
+    """A length-delimited field: key, length, payload."""
+    out, value = bytearray(), (number << 3) | 2
+    for v in (value, len(payload)):
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+    return bytes(out) + bytes(payload)
+
+
+def _without_raw_data(buf, start: int, end: int, spans: list) -> bytes:
+    """A ``TensorProto``'s bytes less its ``raw_data``, whose (start, end) in ``buf`` is
+    appended to ``spans`` (None: it has none)."""
+    kept, raw = bytearray(), None
+    for number, first, value, after in _fields(buf, start, end):
+        if number == RAW_DATA:
+            raw = (value, after)  # the last one counts, as a parser takes it
+        else:
+            kept += buf[first:after]
+    spans.append(raw)
+    return bytes(kept)
+
+
+def _lean(buf) -> tuple:
+    """(bytes of the ``ModelProto`` in ``buf`` without its parameters' ``raw_data``, the
+    (start, end) of each parameter's raw data in ``buf``, in parameter order). A graph
+    field may come many times (a single file written a parameter at a time): a parser
+    merges them, and the parameters keep their order."""
+    lean, spans = bytearray(), []
+    for number, first, value, after in _fields(buf, 0, len(buf)):
+        if number != GRAPH:
+            lean += buf[first:after]
+            continue
+        graph = bytearray()
+        for inner, g_first, g_value, g_after in _fields(buf, value, after):
+            if inner == PARAMETER:
+                graph += _delimited(PARAMETER, _without_raw_data(buf, g_value, g_after, spans))
+            else:
+                graph += buf[g_first:g_after]
+        lean += _delimited(GRAPH, graph)
+    return bytes(lean), spans
+
+
+@contextlib.contextmanager
+def _opened(path, key: bytes | None):
+    """The MindIR's bytes as a buffer: the file mapped (its pages read as they are used),
+    or the decrypted bytes of an encrypted one."""
+    path = Path(path)
+    if key is not None or not path.is_file() or path.stat().st_size == 0:
+        yield _read_bytes(path, key)
+        return
+    if is_encrypted(path):
+        yield _read_bytes(path, None)  # refused: the key is missing
+        return
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        yield mapped
+
+
+def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
+    """(``ModelProto`` without the parameters' raw data, {parameter index: raw bytes as a
+    uint8 array} when ``weights``); neither the file nor its parsed copy is held whole."""
+    from google.protobuf.message import DecodeError
+    from mindspore.train import mind_ir_pb2
+
+    raws = {}
+    with _opened(path, key) as buf:
+        try:
+            lean, spans = _lean(buf)
+            model = mind_ir_pb2.ModelProto()
+            model.ParseFromString(lean)
+        except (_Cut, DecodeError, ValueError, RuntimeError) as exc:
+            raise unreadable(path, "MindIR", first_line(exc)) from None
+        if weights:
+            for index, param in enumerate(model.graph.parameter):
+                span = spans[index] if index < len(spans) else None
+                if span is not None and is_weight(PROTO_DTYPES.get(param.data_type, "unknown"),
+                                                  list(param.dims)):
+                    raws[index] = np.frombuffer(buf, np.uint8, span[1] - span[0],
+                                                span[0]).copy()
+    return require_graph_io(model, path, "MindIR"), raws
 
 
 def _short(name: str) -> str:
@@ -103,8 +239,9 @@ def _stored(model):
 
 
 def describe(path, key: bytes | None = None) -> dict:
-    """Inputs, outputs and stored weights (name -> (dtype, shape)) read from the file."""
-    model = read_model(path, key)
+    """Inputs, outputs and stored weights (name -> (dtype, shape)) read from the file (its
+    weights' bytes are not read)."""
+    model, _ = _read_lean(path, key, weights=False)
     weights = {name: (dtype, shape) for name, dtype, shape, _ in _stored(model)}
     return {"format": FORMAT, "inputs": _tensor_io(model.graph.input, "input"),
             "outputs": _tensor_io(model.graph.output, "output"), "weights": weights,
@@ -112,14 +249,18 @@ def describe(path, key: bytes | None = None) -> dict:
 
 
 def read_weights(path, key: bytes | None = None) -> dict:
-    """name -> numpy array of every stored floating-point parameter (from the graph file, or
-    from the ``<name>_variables/`` files a split graph names)."""
+    """name -> numpy array of every stored floating-point parameter (from the graph file, one
+    parameter's bytes at a time, or from the ``<name>_variables/`` files a split graph
+    names)."""
+    model, raws = _read_lean(path, key, weights=True)
     out = {}
-    for name, dtype, shape, param in _stored(read_model(path, key)):
-        if dtype == "bfloat16":
+    for index, param in enumerate(model.graph.parameter):
+        dtype, shape = PROTO_DTYPES.get(param.data_type, "unknown"), [int(d) for d in param.dims]
+        if not is_weight(dtype, shape) or dtype == "bfloat16":
             continue
+        name = _short(param.name)
         raw = (external_bytes(path, param, name) if param.HasField("external_data")
-               else param.raw_data)
+               else raws.pop(index, b""))
         try:
             out[name] = np.frombuffer(raw, dtype=np_dtype(dtype)).reshape(shape)
         except ValueError:
