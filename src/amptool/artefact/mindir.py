@@ -165,17 +165,30 @@ def _lean(buf) -> tuple:
 
 @contextlib.contextmanager
 def _opened(path, key: bytes | None):
-    """The MindIR's bytes as a buffer: the file mapped (its pages read as they are used),
-    or the decrypted bytes of an encrypted one."""
+    """(buffer, file): the file mapped (only the pages the walk reads come in) and open for
+    reading the weights' bytes straight into arrays, or the decrypted bytes of an encrypted
+    one (file None)."""
     path = Path(path)
     if key is not None or not path.is_file() or path.stat().st_size == 0:
-        yield _read_bytes(path, key)
+        yield _read_bytes(path, key), None
         return
     if is_encrypted(path):
-        yield _read_bytes(path, None)  # refused: the key is missing
+        yield _read_bytes(path, None), None  # refused: the key is missing
         return
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        yield mapped
+        yield mapped, fh
+
+
+def _copy_out(buf, fh, start: int, end: int) -> np.ndarray:
+    """``buf[start:end]`` as a uint8 array of its own: read from the file (so that the
+    mapped pages never count as this process's memory) or copied from the bytes."""
+    if fh is None:
+        return np.frombuffer(buf, np.uint8, end - start, start).copy()
+    out = np.empty(end - start, np.uint8)
+    fh.seek(start)
+    if fh.readinto(memoryview(out)) != end - start:
+        raise _Cut("truncated parameter")
+    return out
 
 
 def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
@@ -185,7 +198,7 @@ def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
     from mindspore.train import mind_ir_pb2
 
     raws = {}
-    with _opened(path, key) as buf:
+    with _opened(path, key) as (buf, fh):
         try:
             lean, spans = _lean(buf)
             model = mind_ir_pb2.ModelProto()
@@ -197,8 +210,7 @@ def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
                 span = spans[index] if index < len(spans) else None
                 if span is not None and is_weight(PROTO_DTYPES.get(param.data_type, "unknown"),
                                                   list(param.dims)):
-                    raws[index] = np.frombuffer(buf, np.uint8, span[1] - span[0],
-                                                span[0]).copy()
+                    raws[index] = _copy_out(buf, fh, *span)
     return require_graph_io(model, path, "MindIR"), raws
 
 
