@@ -21,10 +21,13 @@ machine runs; ``net_time_x`` (marginal wall) and ``time_x`` (raw wall) stay besi
 Past 1 GiB of weights MindSpore writes MINDIR split (graph + variables folder).
 One size at a time; the largest needs about 6 GB of memory and 8 GB of disk.
 
+Each command runs ``--repeats`` times at each size (3; 1 with ``--quick``): its seconds are
+the median of those runs, its peak RSS the highest.
+
 ``python bench/memory_sweep.py [--quick] [--shapes dense,transformer] [--sizes 50,150]
-[--commands export,convert,parity] [--keep DIR]``: ``--keep`` leaves each size's checkpoint
-and artefacts in DIR and reuses those found there, so that ``--commands parity`` measures
-parity alone on artefacts an earlier run exported.
+[--commands export,convert,parity] [--keep DIR] [--repeats N]``: ``--keep`` leaves each
+size's checkpoint and artefacts in DIR and reuses those found there, so that ``--commands
+parity`` measures parity alone on artefacts an earlier run exported.
 """
 from __future__ import annotations
 
@@ -134,6 +137,9 @@ print(json.dumps({"params": sum(int(p.size) for p in params),
 
 
 COMMANDS = ("export", "convert", "parity")
+REPEATS = 3
+"""Runs of each command at each size (1 with ``--quick``): the seconds are their median, the
+peak RSS their highest; a single run's CPU seconds at 50M moved by a fifth between sweeps."""
 
 
 def measured(args: list, cwd: Path, env: dict | None = None) -> dict:
@@ -154,6 +160,26 @@ def measured(args: list, cwd: Path, env: dict | None = None) -> dict:
     return result
 
 
+def repeated(args: list, cwd: Path, repeats: int, before=None) -> dict:
+    """``measured`` ``repeats`` times (``before()`` ahead of each run: clear what the last
+    one wrote): the median wall and CPU seconds, the highest peak RSS, every run's CPU
+    seconds (``cpu_runs``). A run that fails ends the repeats with its own result."""
+    runs = []
+    for _ in range(max(1, repeats)):
+        if before is not None:
+            before()
+        done = measured(args, cwd)
+        if done["exit"] != 0:
+            return done
+        runs.append(done)
+    out = dict(runs[-1])
+    for key in ("seconds", "cpu_seconds"):
+        out[key] = sorted(r[key] for r in runs)[len(runs) // 2]
+    out["peak_rss"] = max(r["peak_rss"] for r in runs)
+    out["cpu_runs"] = [r["cpu_seconds"] for r in runs]
+    return out
+
+
 def amptool(*args) -> list:
     return [sys.executable, "-m", "amptool", *map(str, args)]
 
@@ -165,7 +191,7 @@ def weight_bytes(path: Path) -> int:
 
 
 def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
-        commands=COMMANDS, keep: bool = False) -> dict:
+        commands=COMMANDS, keep: bool = False, repeats: int = 1) -> dict:
     work = tmp / f"{kind}-{size}"
     work.mkdir(exist_ok=keep)
     (work / "model.py").write_text(MODEL_FILE.format(kind=kind, size=layers))
@@ -185,19 +211,20 @@ def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
            "ckpt_bytes": ckpt.stat().st_size, "save_seconds": facts.get("save_seconds")}
     listed = work / "exported.json"
     if "export" in commands or not (keep and listed.is_file()):
-        shutil.rmtree(work / "out", ignore_errors=True)
         listed.unlink(missing_ok=True)
-        exported = measured(amptool("export", "--ckpt", ckpt, "--model",
+        exported = repeated(amptool("export", "--ckpt", ckpt, "--model",
                                     f"{work / 'model.py'}:build", "--data", "none", "-f",
                                     formats, "--precision", "both", "--out", work / "out",
-                                    "--json"), work)
+                                    "--json"), work, repeats if "export" in commands else 1,
+                            lambda: shutil.rmtree(work / "out", ignore_errors=True))
         if "export" in commands:
             row["export"] = _figures(exported, facts["bytes"])
         if exported["exit"] == 0:
             listed.write_text(exported["stdout"])
     if "convert" in commands:
-        converted = measured(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16",
-                                     "--model", f"{work / 'model.py'}:build"), work)
+        converted = repeated(amptool("convert", "ckpt", ckpt, work / "w16.ckpt", "--to", "fp16",
+                                     "--model", f"{work / 'model.py'}:build"), work, repeats,
+                             lambda: (work / "w16.ckpt").unlink(missing_ok=True))
         row["convert"] = _figures(converted, row["ckpt_bytes"])
         (work / "w16.ckpt").unlink(missing_ok=True)
     if listed.is_file():
@@ -207,8 +234,8 @@ def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
         combined = sum(weight_bytes(p) for p in pair)
         row["artefact_bytes"] = {"fp32": weight_bytes(pair[0]), "fp16": weight_bytes(pair[1])}
         if "parity" in commands:
-            compared = measured(amptool("parity", *pair, "--samples", "8", "--data",
-                                        f"npz:{work / 'x.npz'}", "-q"), work)
+            compared = repeated(amptool("parity", *pair, "--samples", "8", "--data",
+                                        f"npz:{work / 'x.npz'}", "-q"), work, repeats)
             row["parity"] = _figures(compared, combined)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -265,14 +292,16 @@ def _flatness(rows: list) -> dict:
 
 
 def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 300, 600),
-        formats: str = "mindir", commands=COMMANDS, keep: str | None = None) -> dict:
+        formats: str = "mindir", commands=COMMANDS, keep: str | None = None,
+        repeats: int | None = None) -> dict:
     if quick:
         sizes = tuple(s for s in sizes if s <= 150)
+    repeats = repeats or (1 if quick else REPEATS)
     rows, fixed = [], {}
     with tempfile.TemporaryDirectory(prefix="amptool-memsweep-") as scratch:
         tmp = Path(keep) if keep else Path(scratch)
         tmp.mkdir(parents=True, exist_ok=True)
-        tiny = one("dense", 0, None, tmp, formats, commands, bool(keep))
+        tiny = one("dense", 0, None, tmp, formats, commands, bool(keep), repeats)
         fixed = {cmd: tiny[cmd]["peak_rss"] for cmd in COMMANDS if cmd in tiny}
         fixed_seconds = {cmd: tiny[cmd]["seconds"] for cmd in COMMANDS if cmd in tiny}
         fixed_cpu = {cmd: tiny[cmd]["cpu_seconds"] for cmd in COMMANDS
@@ -280,7 +309,7 @@ def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 30
         for kind in shapes:
             for size in sizes:
                 rows.append(one(kind, size, SHAPES[kind][size], tmp, formats, commands,
-                                bool(keep)))
+                                bool(keep), repeats))
                 print(json.dumps(_brief(rows[-1])), file=sys.stderr, flush=True)
     _net(rows, fixed, fixed_seconds, fixed_cpu)
     return {"fixed_peak_gb": {k: round(v / 1e9, 3) for k, v in fixed.items()},
@@ -355,6 +384,9 @@ def main() -> int:
                              "--keep holds none)")
     parser.add_argument("--keep", default=None,
                         help="keep each size's files in this folder and reuse those there")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"runs of each command at each size (default {REPEATS}, 1 with "
+                             "--quick)")
     parser.add_argument("--out", default=None, help="write the result here as JSON")
     args = parser.parse_args()
     commands = tuple(c for c in args.commands.split(",") if c)
@@ -362,7 +394,8 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown command(s) {', '.join(unknown)}; choose from {', '.join(COMMANDS)}")
     result = run(args.quick, tuple(args.shapes.split(",")),
-                 tuple(int(s) for s in args.sizes.split(",")), args.formats, commands, args.keep)
+                 tuple(int(s) for s in args.sizes.split(",")), args.formats, commands, args.keep,
+                 args.repeats)
     text = json.dumps(result, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")
