@@ -187,28 +187,65 @@ def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
 
     fmt = check_config(cfg)
     ms = import_mindspore()
-    # the input is read one entry at a time (its 'model' entry first, for the plan): only
-    # the converted entries are held, until they are written
+    # the input is read one entry at a time (its 'model' entry first, for the plan); each
+    # converted entry is written in turn (ckpt), or held until the whole is (safetensors)
     kept, weights, policy_text = _plan(cfg, dict(iter_checkpoint(cfg.src, {"model"}.__contains__)))
     target = ms.float16 if cfg.to == "fp16" else ms.float32
     report = CkptReport(cfg.src, cfg.dst, cfg.to, fmt, policy_text, os.path.getsize(cfg.src), 0)
-    items, strings = [], {}
+    if fmt == "ckpt":
+        _stream_ckpt(cfg, target, kept, weights, report)
+    else:
+        _write_whole(cfg, target, kept, weights, report)
+    report.bytes_after = os.path.getsize(cfg.dst)
+    return report
+
+
+def _entries(cfg: CkptConfig, target, kept: set, weights, report: CkptReport):
+    """(name, converted tensor or text) of every entry the output keeps, in file order."""
     for name, value in iter_checkpoint(cfg.src):
         if cfg.weights_only and name not in weights:
             report.dropped.append(name)
             continue
         if isinstance(value, str):
-            if fmt == "safetensors":
-                report.dropped.append(name)
-            else:
-                strings[name] = value
-                report.untouched.append(name)
+            yield name, value
             continue
-        items.append({"name": name, "data": _convert_entry(name, value, target, kept, report)})
+        yield name, _convert_entry(name, value, target, kept, report)
         del value
-    write_checkpoint(cfg.dst, items, strings, fmt)
-    report.bytes_after = os.path.getsize(cfg.dst)
-    return report
+
+
+def _stream_ckpt(cfg: CkptConfig, target, kept: set, weights, report: CkptReport) -> None:
+    """Each entry written as it is converted (the texts last, as ``save_checkpoint`` writes
+    its ``append_dict``): one entry in memory at a time, never the whole output."""
+    from amptool.ckptstream import write_entry
+    from amptool.fileio import atomic_path
+
+    strings = {}
+    try:
+        with atomic_path(cfg.dst, suffix=".ckpt") as tmp, open(tmp, "wb") as fh:
+            for name, value in _entries(cfg, target, kept, weights, report):
+                if isinstance(value, str):
+                    strings[name] = value
+                    report.untouched.append(name)
+                    continue
+                write_entry(fh, name, value.shape, str(value.dtype), value.asnumpy())
+                del value
+            for name, text in strings.items():
+                write_entry(fh, name, [0], "str", np.array(text).tobytes())
+    except OSError as exc:
+        raise UsageError(f"cannot write {cfg.dst}: {exc.strerror}",
+                         "choose a writable path") from None
+
+
+def _write_whole(cfg: CkptConfig, target, kept: set, weights, report: CkptReport) -> None:
+    """safetensors (tensors only: texts are dropped): the converted entries held, then
+    written by MindSpore at once."""
+    items = []
+    for name, value in _entries(cfg, target, kept, weights, report):
+        if isinstance(value, str):
+            report.dropped.append(name)
+            continue
+        items.append({"name": name, "data": value})
+    write_checkpoint(cfg.dst, items, None, "safetensors")
 
 
 def _convert_entry(name: str, value, target, kept: set, report: CkptReport):

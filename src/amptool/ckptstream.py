@@ -13,6 +13,10 @@ weights plus one tensor.
 
 safetensors files (memory-mapped by MindSpore) and anything this reader does not know
 (encrypted files, map parameters) go through ``read_checkpoint``, entry by entry.
+
+``write_entry`` writes one entry the way ``save_checkpoint`` does (the same bytes), from
+the array's own buffer, so that a file can be written an entry at a time:
+``save_checkpoint`` takes every entry at once and copies each to bytes again.
 """
 from __future__ import annotations
 
@@ -227,3 +231,43 @@ def load_streamed(net, path, source: str = "checkpoint", to_dtype=None) -> None:
     missing = [n for n in params if n not in loaded]
     if missing or mismatched:
         raise misfit_error(missing, mismatched, source)
+
+
+SLICE_BYTES = 512 * 1024 * 1024
+"""``save_checkpoint`` writes a tensor's bytes as records of at most this many bytes each."""
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _delimited_head(number: int, length: int) -> bytes:
+    """Key and length of a length-delimited field whose payload follows."""
+    return _varint_bytes(number << 3 | 2) + _varint_bytes(length)
+
+
+def write_entry(fh, name: str, dims, type_name: str, data) -> None:
+    """One checkpoint entry written to ``fh`` as ``mindspore.save_checkpoint`` writes it: a
+    ``Checkpoint`` message of one ``value`` (tag, then the tensor's dims, type and bytes)
+    per slice of at most SLICE_BYTES of the tensor's bytes. The bytes go out of ``data``'s
+    own buffer (a contiguous numpy array, or bytes), not a copy; ``type_name`` is
+    MindSpore's (``Float16``, ``Int32``, ``str``...)."""
+    import numpy as np
+
+    raw = memoryview(data) if isinstance(data, (bytes, bytearray)) else \
+        memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
+    tag, kind = name.encode("utf-8"), type_name.encode("utf-8")
+    head = b"".join(_varint_bytes(1 << 3) + _varint_bytes(int(d)) for d in dims) + \
+        _delimited_head(2, len(kind)) + kind
+    for start in range(0, max(len(raw), 1), SLICE_BYTES):
+        part = raw[start:start + SLICE_BYTES]
+        tensor = len(head) + len(_delimited_head(3, len(part))) + len(part)
+        value = _delimited_head(1, len(tag)) + tag + _delimited_head(2, tensor)
+        fh.write(_delimited_head(1, len(value) + tensor) + value + head +
+                 _delimited_head(3, len(part)))
+        fh.write(part)

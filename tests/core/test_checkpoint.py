@@ -277,3 +277,51 @@ def test_a_failed_uninitialized_build_leaves_nothing_behind():
     for _ in range(100):
         assert _branch_scale(build_uninitialized(planted_branches.build)) > 1000.0
         assert _branch_scale(planted_branches.build()) > 1000.0
+
+
+def _written(path, entries: list, texts: dict) -> None:
+    from amptool.ckptstream import write_entry
+
+    ms = import_mindspore()
+    with open(path, "wb") as fh:
+        for name, array in entries:
+            write_entry(fh, name, array.shape, str(ms.Tensor(array).dtype), array)
+        for name, text in texts.items():
+            write_entry(fh, name, [0], "str", np.array(text).tobytes())
+
+
+ENTRIES = [("fc.weight", W), ("fc.bias", B), ("step", np.arange(4, dtype=np.int32)),
+           ("scale", np.array(65536.0, np.float32)), ("mask", np.array([True, False]))]
+
+
+def test_entries_written_one_at_a_time_are_save_checkpoints_own_bytes(tmp_path):
+    """``write_entry`` writes what ``mindspore.save_checkpoint`` writes, byte for byte (its
+    ``append_dict`` texts last), and MindSpore reads it back."""
+    ms = import_mindspore()
+    ms.save_checkpoint([{"name": n, "data": ms.Tensor(a)} for n, a in ENTRIES],
+                       str(tmp_path / "theirs.ckpt"), append_dict={"model": "simplecnn"})
+    _written(tmp_path / "ours.ckpt", ENTRIES, {"model": "simplecnn"})
+    assert (tmp_path / "ours.ckpt").read_bytes() == (tmp_path / "theirs.ckpt").read_bytes()
+    back = ms.load_checkpoint(str(tmp_path / "ours.ckpt"))
+    assert back["model"] == "simplecnn"
+    for name, array in ENTRIES:
+        assert np.array_equal(back[name].asnumpy(), array), name
+
+
+def test_a_tensor_past_a_slice_is_written_in_several_records(tmp_path, monkeypatch):
+    """As ``save_checkpoint`` writes a tensor past 512 MiB: consecutive records of one tag,
+    read back whole by MindSpore and by the streamed reader; an empty tensor is written
+    too (``save_checkpoint`` leaves it out) and read back."""
+    import amptool.ckptstream as stream
+
+    ms = import_mindspore()
+    big = np.arange(1000, dtype=np.float32).reshape(40, 25)
+    monkeypatch.setattr(stream, "SLICE_BYTES", 1024)
+    path = tmp_path / "sliced.ckpt"
+    _written(path, [("big", big), ("empty", np.zeros((0, 3), np.float32))], {})
+    assert len(list(stream._records(path))) == 5  # 4000 bytes in slices of 1024, then empty
+    back = ms.load_checkpoint(str(path))
+    streamed = dict(stream.iter_checkpoint(path))
+    for got in (back, streamed):
+        assert np.array_equal(got["big"].asnumpy(), big)
+        assert got["empty"].shape == (0, 3)
