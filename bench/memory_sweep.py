@@ -342,9 +342,11 @@ def summary(f: dict) -> list:
                        for r in mine]
             parts.append(f"{kind} {' / '.join(figures)}")
             flat = f["flatness"].get(kind, {}).get(cmd, {})
-            net.append(" / ".join(f"{r[cmd]['net_per_byte']:.2f}" if "net_per_byte" in
-                                  r.get(cmd, {}) else "-" for r in mine)
-                       + (f" (flat {flat['net_rss_x']:.2f}×)" if "net_rss_x" in flat else ""))
+            values = [r[cmd]["net_per_byte"] if "net_per_byte" in r.get(cmd, {}) else None
+                      for r in mine]
+            net.append(" / ".join(f"{v:.2f}" if v is not None else "-" for v in values)
+                       + (f" ({_direction(values, flat['net_rss_x'])})" if "net_rss_x" in flat
+                          else ""))
             if "net_cpu_x" in flat:
                 spread.append(f"{kind} {cmd} {flat['net_cpu_x']:.2f}× (wall "
                               f"{flat.get('net_time_x', 0):.2f}×, raw wall "
@@ -364,6 +366,15 @@ def summary(f: dict) -> list:
                  "(marginal), largest ÷ smallest size of one shape",
                  ", ".join(spread), "≤ 1.3×"))
     return rows
+
+
+def _direction(values: list, spread: float) -> str:
+    """How a per-byte figure moves over the sizes: flat within ``spread`` (largest ÷
+    smallest), or, past 1.3×, falling or growing from the smallest size to the largest."""
+    if spread <= 1.3 or None in values:
+        return f"flat {spread:.2f}×"
+    return f"{'falls' if values[-1] < values[0] else 'grows'} {spread:.2f}× from the " \
+        "smallest size to the largest"
 
 
 def _brief(row: dict) -> dict:
