@@ -237,20 +237,6 @@ SLICE_BYTES = 512 * 1024 * 1024
 """``save_checkpoint`` writes a tensor's bytes as records of at most this many bytes each."""
 
 
-def _varint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _delimited_head(number: int, length: int) -> bytes:
-    """Key and length of a length-delimited field whose payload follows."""
-    return _varint_bytes(number << 3 | 2) + _varint_bytes(length)
-
-
 def write_entry(fh, name: str, dims, type_name: str, data) -> None:
     """One checkpoint entry written to ``fh`` as ``mindspore.save_checkpoint`` writes it: a
     ``Checkpoint`` message of one ``value`` (tag, then the tensor's dims, type and bytes)
@@ -259,15 +245,17 @@ def write_entry(fh, name: str, dims, type_name: str, data) -> None:
     MindSpore's (``Float16``, ``Int32``, ``str``...)."""
     import numpy as np
 
+    from .protowire import delimited_head, varint_bytes
+
     raw = memoryview(data) if isinstance(data, (bytes, bytearray)) else \
         memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
     tag, kind = name.encode("utf-8"), type_name.encode("utf-8")
-    head = b"".join(_varint_bytes(1 << 3) + _varint_bytes(int(d)) for d in dims) + \
-        _delimited_head(2, len(kind)) + kind
+    head = b"".join(varint_bytes(1 << 3) + varint_bytes(int(d)) for d in dims) + \
+        delimited_head(2, len(kind)) + kind
     for start in range(0, max(len(raw), 1), SLICE_BYTES):
         part = raw[start:start + SLICE_BYTES]
-        tensor = len(head) + len(_delimited_head(3, len(part))) + len(part)
-        value = _delimited_head(1, len(tag)) + tag + _delimited_head(2, tensor)
-        fh.write(_delimited_head(1, len(value) + tensor) + value + head +
-                 _delimited_head(3, len(part)))
+        tensor = len(head) + len(delimited_head(3, len(part))) + len(part)
+        value = delimited_head(1, len(tag)) + tag + delimited_head(2, tensor)
+        fh.write(delimited_head(1, len(value) + tensor) + value + head +
+                 delimited_head(3, len(part)))
         fh.write(part)

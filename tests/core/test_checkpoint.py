@@ -325,3 +325,28 @@ def test_a_tensor_past_a_slice_is_written_in_several_records(tmp_path, monkeypat
     for got in (back, streamed):
         assert np.array_equal(got["big"].asnumpy(), big)
         assert got["empty"].shape == (0, 3)
+
+
+def test_the_wire_walk_reads_what_protobuf_writes():
+    """Every field of a serialized ``Checkpoint.Value``, by number and bytes; a cut one is
+    refused."""
+    from mindspore.train.checkpoint_pb2 import Checkpoint
+
+    from amptool.protowire import WireError, delimited, fields, read_varint, varint_bytes
+
+    value = Checkpoint.Value()
+    value.tag = "fc.weight"
+    value.tensor.dims.extend([300, 2])
+    value.tensor.tensor_type = "Float32"
+    value.tensor.tensor_content = b"\x01" * 2400
+    data = value.SerializeToString()
+    top = list(fields(data, 0, len(data)))
+    assert [n for n, *_ in top] == [1, 2]
+    assert data[top[0][2]:top[0][3]] == b"fc.weight"
+    inner = [(n, data[v:a]) for n, _, v, a in fields(data, top[1][2], top[1][3])]
+    assert [n for n, _ in inner] == [1, 1, 2, 3] and inner[2][1] == b"Float32"
+    assert [read_varint(b, 0, len(b))[0] for _, b in inner[:2]] == [300, 2]
+    assert delimited(1, b"fc.weight") == data[:top[0][3]]
+    assert read_varint(varint_bytes(2 ** 40 + 5), 0, 6)[0] == 2 ** 40 + 5
+    with pytest.raises(WireError):
+        list(fields(data, 0, len(data) - 1))

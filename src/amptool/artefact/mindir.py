@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from amptool.errors import UsageError, first_line
+from amptool.protowire import WireError, delimited, fields
 
 from .common import (
     PROTO_DTYPES,
@@ -73,68 +74,15 @@ def read_model(path, key: bytes | None = None):
     return require_graph_io(model, path, "MindIR")
 
 
-class _Cut(ValueError):
-    """The bytes end inside a field, or hold a wire type a MindIR never uses."""
-
-
 GRAPH, PARAMETER, RAW_DATA = 7, 3, 9
 """Field numbers: ``ModelProto.graph``, ``GraphProto.parameter``, ``TensorProto.raw_data``."""
-
-
-def _varint(buf, pos: int, end: int) -> tuple:
-    value = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise _Cut("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(buf, start: int, end: int):
-    """(number, field start, value start, value end) of each field of the message held in
-    ``buf[start:end]``; the value of a length-delimited field is its payload."""
-    pos = start
-    while pos < end:
-        first = pos
-        key, pos = _varint(buf, pos, end)
-        wire = key & 7
-        if wire == 0:
-            _, after = _varint(buf, pos, end)
-        elif wire == 1:
-            after = pos + 8
-        elif wire == 2:
-            length, pos = _varint(buf, pos, end)
-            after = pos + length
-        elif wire == 5:
-            after = pos + 4
-        else:
-            raise _Cut(f"wire type {wire}")
-        if after > end:
-            raise _Cut("truncated message")
-        yield key >> 3, first, pos, after
-        pos = after
-
-
-def _delimited(number: int, payload) -> bytes:
-    """A length-delimited field: key, length, payload."""
-    out, value = bytearray(), (number << 3) | 2
-    for v in (value, len(payload)):
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-    return bytes(out) + bytes(payload)
 
 
 def _without_raw_data(buf, start: int, end: int, spans: list) -> bytes:
     """A ``TensorProto``'s bytes less its ``raw_data``, whose (start, end) in ``buf`` is
     appended to ``spans`` (None: it has none)."""
     kept, raw = bytearray(), None
-    for number, first, value, after in _fields(buf, start, end):
+    for number, first, value, after in fields(buf, start, end):
         if number == RAW_DATA:
             raw = (value, after)  # the last one counts, as a parser takes it
         else:
@@ -149,17 +97,17 @@ def _lean(buf) -> tuple:
     field may come many times (a single file written a parameter at a time): a parser
     merges them, and the parameters keep their order."""
     lean, spans = bytearray(), []
-    for number, first, value, after in _fields(buf, 0, len(buf)):
+    for number, first, value, after in fields(buf, 0, len(buf)):
         if number != GRAPH:
             lean += buf[first:after]
             continue
         graph = bytearray()
-        for inner, g_first, g_value, g_after in _fields(buf, value, after):
+        for inner, g_first, g_value, g_after in fields(buf, value, after):
             if inner == PARAMETER:
-                graph += _delimited(PARAMETER, _without_raw_data(buf, g_value, g_after, spans))
+                graph += delimited(PARAMETER, _without_raw_data(buf, g_value, g_after, spans))
             else:
                 graph += buf[g_first:g_after]
-        lean += _delimited(GRAPH, graph)
+        lean += delimited(GRAPH, graph)
     return bytes(lean), spans
 
 
@@ -187,7 +135,7 @@ def _copy_out(buf, fh, start: int, end: int) -> np.ndarray:
     out = np.empty(end - start, np.uint8)
     fh.seek(start)
     if fh.readinto(memoryview(out)) != end - start:
-        raise _Cut("truncated parameter")
+        raise WireError("truncated parameter")
     return out
 
 
@@ -203,7 +151,7 @@ def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
             lean, spans = _lean(buf)
             model = mind_ir_pb2.ModelProto()
             model.ParseFromString(lean)
-        except (_Cut, DecodeError, ValueError, RuntimeError) as exc:
+        except (WireError, DecodeError, ValueError, RuntimeError) as exc:
             raise unreadable(path, "MindIR", first_line(exc)) from None
         if weights:
             for index, param in enumerate(model.graph.parameter):
