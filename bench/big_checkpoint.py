@@ -25,29 +25,13 @@ TENSOR_BYTES = 256 << 20
 """Each tensor: 64 Mi float32 values."""
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def write_sparse_checkpoint(path: Path, tensors: int, nbytes: int = TENSOR_BYTES) -> int:
     """``tensors`` zero float32 tensors ``w0..`` of ``nbytes`` each; returns the file size."""
+    from amptool.ckptstream import record_head
+
     with open(path, "wb") as fh:
         for i in range(tensors):
-            head = _varint(1 << 3 | 0) + _varint(nbytes // 4) + _field(2, b"Float32")
-            content_head = _varint(3 << 3 | 2) + _varint(nbytes)
-            tensor_len = len(head) + len(content_head) + nbytes
-            value = _field(1, f"w{i}".encode()) + _varint(2 << 3 | 2) + _varint(tensor_len)
-            value_len = len(value) + tensor_len
-            fh.write(_varint(1 << 3 | 2) + _varint(value_len) + value + head + content_head)
+            fh.write(record_head(f"w{i}", [nbytes // 4], "Float32", nbytes))
             fh.seek(nbytes, os.SEEK_CUR)  # the tensor's bytes: a hole, read back as zeros
         fh.truncate(fh.tell())
         return fh.tell()

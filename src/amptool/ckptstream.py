@@ -21,7 +21,7 @@ the array's own buffer, so that a file can be written an entry at a time:
 from __future__ import annotations
 
 import contextlib
-import os
+import mmap
 from pathlib import Path
 
 
@@ -77,49 +77,21 @@ def settle() -> None:
     _pynative_executor.sync()
 
 
-def _varint(fh) -> int | None:
-    shift, value = 0, 0
-    while True:
-        byte = fh.read(1)
-        if not byte:
-            if shift:
-                raise _Unstreamable("cut inside a varint")
-            return None
-        value |= (byte[0] & 0x7F) << shift
-        if byte[0] < 0x80:
-            return value
-        shift += 7
-        if shift > 63:
-            raise _Unstreamable("varint too long")
+def _records(mapped, size: int):
+    """(offset, length, tag) of every ``value`` record of a .ckpt mapped in ``mapped``, in
+    file order; the tag is read from the record's first field (None: it is elsewhere)."""
+    from .protowire import fields
 
-
-def _records(path: Path):
-    """(offset, length) of every ``value`` record of a .ckpt, in file order."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        fh.seek(max(size - CRC_TRAILER, 0))
-        end = size - CRC_TRAILER if fh.read(7) == b"crc_num" else size
-        fh.seek(0)
-        while fh.tell() < end:
-            key = _varint(fh)
-            if key != (1 << 3 | 2):  # field 1 (value), length-delimited
-                raise _Unstreamable(f"unexpected field key {key}")
-            length = _varint(fh)
-            if length is None or fh.tell() + length > end:
-                raise _Unstreamable("record past the end of the file")
-            yield fh.tell(), length
-            fh.seek(length, os.SEEK_CUR)
-
-
-def _tag(fh, offset: int, length: int) -> str | None:
-    """The tag of the record at ``offset``, read from its first field (None: elsewhere)."""
-    fh.seek(offset)
-    if fh.read(1) != b"\x0a":
-        return None
-    n = _varint(fh)
-    if n is None or n > length:
-        raise _Unstreamable("tag past its record")
-    return fh.read(n).decode("utf-8")
+    trailer = max(size - CRC_TRAILER, 0)
+    end = trailer if mapped[trailer:trailer + 7] == b"crc_num" else size
+    for number, first, value, after in fields(mapped, 0, end):
+        if number != 1 or mapped[first] != 0x0A:  # field 1 (value), length-delimited
+            raise _Unstreamable(f"unexpected field at byte {first}")
+        tag = None
+        head = next(fields(mapped, value, after), None)
+        if head is not None and head[0] == 1 and mapped[head[1]] == 0x0A:
+            tag = bytes(mapped[head[2]:head[3]]).decode("utf-8")
+        yield value, after - value, tag
 
 
 def _parse(fh, offset: int, length: int):
@@ -158,9 +130,10 @@ def _build(tag: str, chunks: list, dims, type_name: str):
 def _stream_ckpt(path: Path, wanted):
     """(name, tensor or text) of each entry ``wanted`` accepts, one at a time."""
     with open(path, "rb") as fh:
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            records = list(_records(mapped, path.stat().st_size))
         pending, chunks, head = None, [], None
-        for offset, length in list(_records(path)):
-            tag = _tag(fh, offset, length)
+        for offset, length, tag in records:
             if tag is None:
                 tag = _parse(fh, offset, length).tag
             if pending is not None and tag != pending:
@@ -237,25 +210,30 @@ SLICE_BYTES = 512 * 1024 * 1024
 """``save_checkpoint`` writes a tensor's bytes as records of at most this many bytes each."""
 
 
-def write_entry(fh, name: str, dims, type_name: str, data) -> None:
-    """One checkpoint entry written to ``fh`` as ``mindspore.save_checkpoint`` writes it: a
-    ``Checkpoint`` message of one ``value`` (tag, then the tensor's dims, type and bytes)
-    per slice of at most SLICE_BYTES of the tensor's bytes. The bytes go out of ``data``'s
-    own buffer (a contiguous numpy array, or bytes), not a copy; ``type_name`` is
-    MindSpore's (``Float16``, ``Int32``, ``str``...)."""
-    import numpy as np
-
+def record_head(name: str, dims, type_name: str, nbytes: int) -> bytes:
+    """The bytes of one ``Checkpoint`` record (one ``value``: tag, then the tensor's dims and
+    type) that come before its ``nbytes`` of tensor content, as ``save_checkpoint`` writes
+    them; ``type_name`` is MindSpore's (``Float16``, ``Int32``, ``str``...)."""
     from .protowire import delimited_head, varint_bytes
+
+    tag, kind = name.encode("utf-8"), type_name.encode("utf-8")
+    head = b"".join(varint_bytes(1 << 3) + varint_bytes(int(d)) for d in dims) + \
+        delimited_head(2, len(kind)) + kind + delimited_head(3, nbytes)
+    tensor = len(head) + nbytes
+    value = delimited_head(1, len(tag)) + tag + delimited_head(2, tensor)
+    return delimited_head(1, len(value) + tensor) + value + head
+
+
+def write_entry(fh, name: str, dims, type_name: str, data) -> None:
+    """One checkpoint entry written to ``fh`` as ``mindspore.save_checkpoint`` writes it: one
+    record (``record_head``, then the bytes) per slice of at most SLICE_BYTES of the
+    tensor's bytes, which go out of ``data``'s own buffer (a contiguous numpy array, or
+    bytes), not a copy."""
+    import numpy as np
 
     raw = memoryview(data) if isinstance(data, (bytes, bytearray)) else \
         memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
-    tag, kind = name.encode("utf-8"), type_name.encode("utf-8")
-    head = b"".join(varint_bytes(1 << 3) + varint_bytes(int(d)) for d in dims) + \
-        delimited_head(2, len(kind)) + kind
     for start in range(0, max(len(raw), 1), SLICE_BYTES):
         part = raw[start:start + SLICE_BYTES]
-        tensor = len(head) + len(delimited_head(3, len(part))) + len(part)
-        value = delimited_head(1, len(tag)) + tag + delimited_head(2, tensor)
-        fh.write(delimited_head(1, len(value) + tensor) + value + head +
-                 delimited_head(3, len(part)))
+        fh.write(record_head(name, dims, type_name, len(part)))
         fh.write(part)

@@ -97,7 +97,7 @@ def test_the_streamed_file_is_the_message_mindspore_writes(half, tmp_path):
     for model, weights in ((ours_model, ours_weights), (their_model, their_weights)):
         # read a parameter at a time: what parsing the whole message gives
         assert {k: v.tobytes() for k, v in weights.items()} == \
-            {name: param.raw_data for name, _, _, param in _stored(model)}
+            {name: param.raw_data for _, name, _, _, param in _stored(model)}
     assert facts == describe(theirs)
     assert np.array_equal(_run(written, x), _run(theirs, x))
     if not half:  # and what the network computes (eager fp16 rounds elsewhere)

@@ -117,11 +117,8 @@ def _opened(path, key: bytes | None):
     reading the weights' bytes straight into arrays, or the decrypted bytes of an encrypted
     one (file None)."""
     path = Path(path)
-    if key is not None or not path.is_file() or path.stat().st_size == 0:
-        yield _read_bytes(path, key), None
-        return
-    if is_encrypted(path):
-        yield _read_bytes(path, None), None  # refused: the key is missing
+    if key is not None or not path.is_file() or path.stat().st_size == 0 or is_encrypted(path):
+        yield _read_bytes(path, key), None  # decrypted, or refused in one line
         return
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         yield mapped, fh
@@ -154,10 +151,9 @@ def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
         except (WireError, DecodeError, ValueError, RuntimeError) as exc:
             raise unreadable(path, "MindIR", first_line(exc)) from None
         if weights:
-            for index, param in enumerate(model.graph.parameter):
+            for index, _, dtype, _, _ in _stored(model):
                 span = spans[index] if index < len(spans) else None
-                if span is not None and is_weight(PROTO_DTYPES.get(param.data_type, "unknown"),
-                                                  list(param.dims)):
+                if span is not None and dtype != "bfloat16":
                     raws[index] = _copy_out(buf, fh, *span)
     return require_graph_io(model, path, "MindIR"), raws
 
@@ -190,19 +186,20 @@ def _tensor_io(values, prefix: str) -> list:
 
 
 def _stored(model):
-    """(name, dtype, shape, tensor) of every stored floating-point parameter."""
-    for param in model.graph.parameter:
+    """(index among the parameters, name, dtype, shape, tensor) of every stored
+    floating-point parameter."""
+    for index, param in enumerate(model.graph.parameter):
         dtype = PROTO_DTYPES.get(param.data_type, "unknown")
         shape = [int(d) for d in param.dims]
         if is_weight(dtype, shape):
-            yield _short(param.name), dtype, shape, param
+            yield index, _short(param.name), dtype, shape, param
 
 
 def describe(path, key: bytes | None = None) -> dict:
     """Inputs, outputs and stored weights (name -> (dtype, shape)) read from the file (its
     weights' bytes are not read)."""
     model, _ = _read_lean(path, key, weights=False)
-    weights = {name: (dtype, shape) for name, dtype, shape, _ in _stored(model)}
+    weights = {name: (dtype, shape) for _, name, dtype, shape, _ in _stored(model)}
     return {"format": FORMAT, "inputs": _tensor_io(model.graph.input, "input"),
             "outputs": _tensor_io(model.graph.output, "output"), "weights": weights,
             "producer": f"{model.producer_name} {model.model_version}".strip()}
@@ -214,11 +211,9 @@ def read_weights(path, key: bytes | None = None) -> dict:
     names)."""
     model, raws = _read_lean(path, key, weights=True)
     out = {}
-    for index, param in enumerate(model.graph.parameter):
-        dtype, shape = PROTO_DTYPES.get(param.data_type, "unknown"), [int(d) for d in param.dims]
-        if not is_weight(dtype, shape) or dtype == "bfloat16":
+    for index, name, dtype, shape, param in _stored(model):
+        if dtype == "bfloat16":
             continue
-        name = _short(param.name)
         raw = (external_bytes(path, param, name) if param.HasField("external_data")
                else raws.pop(index, b""))
         try:
