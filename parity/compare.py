@@ -241,7 +241,8 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
 
         spec = _data_spec(cfg, sides)
         spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
-        return load_signature_inputs(spec, model_ref, val, cfg.samples, task)
+        resolved = next((s.spec for s in sides if s.model_ref is model_ref), None)
+        return load_signature_inputs(spec, model_ref, val, cfg.samples, task, resolved)
     if prep is None:
         raise UsageError("no manifest or run.json says how to preprocess inputs",
                          "pass --inputs FILE.npz with ready inputs")

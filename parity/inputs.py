@@ -139,17 +139,20 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
 
 
 def load_signature_inputs(spec: str, model_ref, val_fraction: float,
-                          samples: Optional[int], task: Optional[dict] = None) -> InputSet:
+                          samples: Optional[int], task: Optional[dict] = None,
+                          resolved=None) -> InputSet:
     """Inputs for a network that does not take images: the held-out split of ``spec``
     (``npz:FILE`` with one array per input, or ``tokens``), or with ``random[:SEED]``
-    values generated from the signature (in the declared ranges), without labels."""
+    values generated from the signature (in the declared ranges), without labels.
+    ``resolved``: the ``ModelSpec`` of ``model_ref`` where a side has it already (else the
+    model is resolved here, which builds and runs it)."""
     from amptool.data import load_model_data
     from amptool.losses import loss_from_record
     from amptool.models import resolve_model
 
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
-    model = resolve_model(model_ref)
+    model = resolved if resolved is not None else resolve_model(model_ref)
     kind, _, seed = spec.partition(":")
     if kind == "random":
         return generate_inputs(model.inputs, samples or 64, int(seed or 0))

@@ -14,10 +14,10 @@ from amptool.parity.sides import Side, side_weights
 
 
 def _checkpoint_weights(path: str, cache: dict) -> dict:
-    from amptool.checkpoint import numpy_weights, read_checkpoint
+    from amptool.ckptstream import checkpoint_arrays
 
     if path not in cache:
-        cache[path] = numpy_weights(read_checkpoint(path))
+        cache[path] = checkpoint_arrays(path)
     return cache[path]
 
 

@@ -71,6 +71,8 @@ class Side:
     """An encrypted MindIR (its weights cannot be read)."""
     golden: dict = field(default_factory=dict)
     """Stored arrays and io metadata of a golden-outputs file."""
+    spec: object = None
+    """The model resolved as the side opened (a checkpoint's ``ModelSpec``), else None."""
     cache: dict = field(default_factory=dict)
 
     @property
@@ -130,18 +132,22 @@ class EagerRunner:
     precision = "fp32"
     manifest = None
 
-    def __init__(self, model, params: dict, source: str):
+    def __init__(self, model, ckpt: Path, source: str):
+        """The network of ``model`` built without weights and given the checkpoint's, one
+        tensor at a time (one copy of the weights), then probed: its outputs, class count
+        and class logits are read from the weights it runs with."""
         import mindspore as ms
 
-        from amptool.checkpoint import build_with_weights
-        from amptool.models import resolve_model, run_eager
+        from amptool.ckptstream import build_uninitialized, load_streamed
+        from amptool.models import probed, resolve_model
 
-        spec = resolve_model(model)
-        self.spec = spec
-        self.net = build_with_weights(spec, params, source)
-        self._ms = ms
-        self.inputs = [i.to_dict() for i in spec.inputs]
-        probe = run_eager(self.net, [i.example(2) for i in spec.inputs], spec.name, spec.inputs)
+        spec = build_uninitialized(lambda: resolve_model(model, probe=False))
+        net = build_uninitialized(spec.build)
+        load_streamed(net, ckpt, source)
+        net.set_train(False)
+        self.net, self._ms = net, ms
+        self.spec, probe = probed(spec, net)
+        self.inputs = [i.to_dict() for i in self.spec.inputs]
         self.outputs = [{"name": f"output{k}", "shape": [-1, *o.shape[1:]], "dtype": "float32"}
                         for k, o in enumerate(probe)]
 
@@ -172,8 +178,6 @@ def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None)
 
 
 def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
-    from amptool.checkpoint import numpy_weights, read_checkpoint
-
     if p.is_dir():
         run_dir = RunDir(p)
         ckpt, info = run_dir.find_checkpoint(), run_dir.read_optional()
@@ -185,24 +189,21 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
         raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
                          "pass --model NAME or path/to/file.py:factory")
     data = info.get("data", {})
-    params = read_checkpoint(ckpt)
-    runner = EagerRunner(ref, params, f"checkpoint {ckpt}")
+    runner = EagerRunner(ref, ckpt, f"checkpoint {ckpt}")
     task = task_record(info.get("loss"))
     classes = None if task and not task.get("classifier", True) else runner.spec.num_classes
     built = [runner]  # built (and probed) here: the first opening takes it
 
     def opener():
-        return built.pop() if built else EagerRunner(ref, read_checkpoint(ckpt),
-                                                     f"checkpoint {ckpt}")
+        return built.pop() if built else EagerRunner(ref, ckpt, f"checkpoint {ckpt}")
 
     src = Side(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
                io={"inputs": runner.inputs, "outputs": runner.outputs}, opener=opener,
                preprocess=data.get("preprocess"), model=ref["model"],
-               model_ref=ref, num_classes=classes, task=task,
+               model_ref=ref, spec=runner.spec, num_classes=classes, task=task,
                class_logits=_indices(runner.spec.class_logits), checkpoint=str(ckpt),
                policy={"level": "O0"}, data=data.get("source"),
                val_fraction=data.get("val_fraction"))
-    src.cache["weights"] = numpy_weights(params)
     return src
 
 
@@ -254,7 +255,9 @@ def side_weights(src: Side) -> Optional[dict]:
     """The weights a side computes with, where they can be read (cached on the side)."""
     if "weights" not in src.cache:
         from amptool.artefact import stored_weights
+        from amptool.ckptstream import checkpoint_arrays
 
         src.cache["weights"] = stored_weights(src.path, src.format, src.encrypted) \
-            if src.kind == "artefact" else None
+            if src.kind == "artefact" else checkpoint_arrays(src.checkpoint) \
+            if src.kind == "checkpoint" else None
     return src.cache["weights"]

@@ -173,6 +173,14 @@ def iter_checkpoint(path, wanted=None):
             yield from _decode_text({name: value}).items()
 
 
+def checkpoint_arrays(path) -> dict:
+    """name -> numpy array of every tensor entry of a checkpoint (texts left out), read one
+    entry at a time: what ``numpy_weights(read_checkpoint(path))`` gives, without the whole
+    file's tensors alive beside the arrays."""
+    return {name: value.asnumpy() for name, value in iter_checkpoint(path)
+            if not isinstance(value, str)}
+
+
 def load_streamed(net, path, source: str = "checkpoint", to_dtype=None) -> None:
     """Read the checkpoint at ``path`` into ``net``'s own parameters one tensor at a time.
 

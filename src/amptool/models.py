@@ -11,6 +11,7 @@ is declared (``num_classes``) or read from one eager forward pass on the signatu
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -47,6 +48,9 @@ class ModelSpec:
     """The outputs (indices) that are class logits, as the model declares them
     (``class_logits`` on the cell or factory); None: undeclared (the first output, when
     ``num_classes`` says it is class logits)."""
+    named_by: Optional[str] = None
+    """Where the signature's input names come from (``--input-spec``, ``input_signature``),
+    when they are the construct's own: checked against its parameters when probed."""
 
     def build(self):
         return self.factory()
@@ -140,24 +144,36 @@ def resolve_model(name, args: Optional[dict] = None,
         raise UsageError(f"model {name} declares num_classes {num_classes!r}",
                          "declare a whole number >= 2 (the width of its class logits)")
     build = functools.partial(_call_factory, factory, where, args)
+    declared = _declared(net, factory, "class_logits")
+    spec = ModelSpec(name, _BuiltOnce(net, build), inputs, num_classes, f"{where}", args,
+                     input_spec, file, tuple(declared) if isinstance(declared, list) else declared,
+                     "--input-spec" if input_spec else "input_signature"
+                     if _declared(net, factory, "input_signature") is not None else None)
     if not probe:
-        declared = _declared(net, factory, "class_logits")
-        return ModelSpec(name, _BuiltOnce(net, build), inputs, num_classes, f"{where}", args,
-                         input_spec, file, None if declared is None else tuple(declared))
-    outs = run_eager(net, [spec.example(2) for spec in inputs], name, inputs)  # they fit
-    logits = _class_logits(_declared(net, factory, "class_logits"), len(outs), name)
+        return spec
+    return dataclasses.replace(probed(spec, net)[0], factory=build)
+
+
+def probed(spec: ModelSpec, net) -> tuple:
+    """(``spec`` with what one eager forward of ``net`` on two example rows says, its
+    outputs): the declared ``class_logits`` checked against the outputs, and ``num_classes``
+    read from the class logits' width (or checked against it when declared). ``net`` is a
+    network of ``spec``: the one ``resolve_model(probe=False)`` built, or one holding a
+    checkpoint's weights."""
+    outs = run_eager(net, [item.example(2) for item in spec.inputs], spec.name, spec.inputs)
+    logits = _class_logits(spec.class_logits, len(outs), spec.name)
+    if spec.named_by:
+        _check_names(net, spec.inputs, spec.name, spec.named_by)
     width = _width(outs[0]) if logits is None or 0 in logits else None
-    if input_spec or _declared(net, factory, "input_signature") is not None:
-        _check_names(net, inputs, name, "--input-spec" if input_spec else "input_signature")
+    num_classes = spec.num_classes
     if logits is not None and 0 not in logits:
         num_classes = None
     elif num_classes is None:
         num_classes = width
     elif width is not None and width != num_classes:
-        raise UsageError(f"model {name} declares num_classes {num_classes} but its first output "
-                         f"has {width} columns", "declare the width its head really has")
-    return ModelSpec(name, build, inputs, num_classes, f"{where}", args, input_spec, file,
-                     logits)
+        raise UsageError(f"model {spec.name} declares num_classes {num_classes} but its first "
+                         f"output has {width} columns", "declare the width its head really has")
+    return dataclasses.replace(spec, num_classes=num_classes, class_logits=logits), outs
 
 
 class _BuiltOnce:

@@ -37,9 +37,9 @@ class Lifecycle:
             self.events.append(("close", Path(this.path).name, None))
             close(this)
 
-        def building(this, model, params, source):
+        def building(this, model, ckpt, source):
             self.events.append(("load", "checkpoint", self.live_cells()))
-            eager_init(this, model, params, source)
+            eager_init(this, model, ckpt, source)
 
         def letting_go(this):
             self.events.append(("close", "checkpoint", None))
@@ -93,3 +93,66 @@ def test_a_checkpoint_reference_is_released_before_a_candidate_opens(simplecnn, 
     assert len(report.to_dict()["candidates"]) == 1
     # the reference's network is built (and probed) as it opens, run, then let go
     seen.assert_one_at_a_time(["checkpoint", Path(simplecnn["mindir_fp16"]).name])
+
+
+COUNTED_MODEL = '''
+import os
+import mindspore as ms
+from mindspore import nn
+
+
+class Net(nn.Cell):
+    input_signature = "x:-1x24:float32"
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.SequentialCell(nn.Dense(24, 32), nn.ReLU(), nn.Dense(32, 5))
+
+    def construct(self, x):
+        return self.body(x)
+
+
+def build():
+    # MindSpore's no_init_parameters sets Parameter.init_param False: no weights are made
+    made = getattr(ms.Parameter, "init_param", True)
+    ms.set_seed(0)
+    net = Net()
+    with open(os.environ["AMPTOOL_TEST_BUILDS"], "a") as fh:
+        fh.write("with weights\\n" if made else "structure\\n")
+    return net
+'''
+
+
+def test_a_checkpoint_reference_is_one_network_read_entry_by_entry(tmp_path, monkeypatch):
+    """The reference's network is built without weights and given the checkpoint's a tensor
+    at a time: the whole-file reader (the file's tensors alive beside the network's) is not
+    used, and no network with fresh weights is built, to read its outputs or to make the
+    inputs from its signature."""
+    import mindspore as ms
+
+    import amptool.checkpoint
+    from amptool.export.api import ExportConfig, export
+    from amptool.models import resolve_model
+    from amptool.parity.compare import parity
+    from amptool.parity.config import ParityConfig
+
+    builds = tmp_path / "builds.txt"
+    monkeypatch.setenv("AMPTOOL_TEST_BUILDS", str(builds))
+    (tmp_path / "counted.py").write_text(COUNTED_MODEL)
+    model = f"{tmp_path / 'counted.py'}:build"
+    ckpt = tmp_path / "w.ckpt"
+    ms.save_checkpoint(resolve_model(model, probe=False).build(), str(ckpt))
+    fp16 = export(ExportConfig(ckpt=str(ckpt), model=model, precision="fp16",
+                               out=str(tmp_path / "out"), data="none"))[0].path
+    builds.unlink()
+
+    whole = []
+    read = amptool.checkpoint.read_checkpoint
+    monkeypatch.setattr(amptool.checkpoint, "read_checkpoint",
+                        lambda *a, **k: (whole.append(a), read(*a, **k))[1])
+    report = parity(ParityConfig(reference=str(ckpt), candidates=(fp16,), model=model,
+                                 samples=16)).to_dict()
+    assert len(report["candidates"]) == 1 and report["passed"], report
+    assert whole == []
+    assert builds.read_text().splitlines()[0] == "structure"  # the reference's network
+    assert "with weights" not in builds.read_text()
