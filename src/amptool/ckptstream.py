@@ -5,8 +5,10 @@ and the tensors built from it are alive at once (about 3x the file at its peak),
 loading that dict into a freshly built network adds the network's own initial weights.
 A .ckpt written by ``mindspore.save_checkpoint`` is a run of ``Checkpoint`` messages of
 one ``value`` each (a tensor past 512 MiB in several consecutive slices of one tag), so
-each entry can be read and parsed with MindSpore's own ``Checkpoint.Value`` message on
-its own. ``load_streamed`` puts each entry into the network's existing parameter
+each entry can be read on its own: its tag, dims and type are found from the fields' keys
+and lengths (``protowire``), and its bytes are read from the file straight into the array
+its tensor is made on (one copy, no record bytes or parsed message beside it).
+``load_streamed`` puts each entry into the network's existing parameter
 (``set_data``) and lets it go; a network built ``uninitialized()`` (MindSpore's
 ``no_init_parameters``) has no initial weights to begin with: the peak is the loaded
 weights plus one tensor.
@@ -78,8 +80,9 @@ def settle() -> None:
 
 
 def _records(mapped, size: int):
-    """(offset, length, tag) of every ``value`` record of a .ckpt mapped in ``mapped``, in
-    file order; the tag is read from the record's first field (None: it is elsewhere)."""
+    """(tag, dims, type name, (start, end) of the tensor's bytes) of every ``value`` record
+    of a .ckpt mapped in ``mapped``, in file order. Only the fields' keys and lengths are
+    read: the tensors' bytes are not touched (their pages never count as this process's)."""
     from .protowire import fields
 
     trailer = max(size - CRC_TRAILER, 0)
@@ -87,44 +90,81 @@ def _records(mapped, size: int):
     for number, first, value, after in fields(mapped, 0, end):
         if number != 1 or mapped[first] != 0x0A:  # field 1 (value), length-delimited
             raise _Unstreamable(f"unexpected field at byte {first}")
-        tag = None
-        head = next(fields(mapped, value, after), None)
-        if head is not None and head[0] == 1 and mapped[head[1]] == 0x0A:
-            tag = bytes(mapped[head[2]:head[3]]).decode("utf-8")
-        yield value, after - value, tag
+        tag = tensor = None
+        for num, key, start, stop in fields(mapped, value, after):
+            if num == 1 and mapped[key] & 7 == 2:
+                tag = bytes(mapped[start:stop]).decode("utf-8")
+            elif num == 2 and mapped[key] & 7 == 2:
+                tensor = _tensor_fields(mapped, start, stop)
+            elif num == 3:
+                raise _Unstreamable("map parameter")
+        if tag is None or tensor is None:
+            raise _Unstreamable(f"record at byte {first} without a tag or a tensor")
+        yield (tag, *tensor)
 
 
-def _parse(fh, offset: int, length: int):
-    from google.protobuf.message import DecodeError
-    from mindspore.train.checkpoint_pb2 import Checkpoint
+def _tensor_fields(mapped, start: int, end: int) -> tuple:
+    """(dims, type name, (start, end) of the bytes) of a ``TensorProto`` in ``mapped``."""
+    from .protowire import fields, read_varint
 
-    fh.seek(offset)
-    value = Checkpoint.Value()
-    try:
-        value.ParseFromString(fh.read(length))
-    except DecodeError as exc:
-        raise _Unstreamable(str(exc)) from None
-    if not value.HasField("tensor"):
-        raise _Unstreamable("map parameter")
-    return value
+    dims, kind, span = [], None, (end, end)
+    for num, key, value, after in fields(mapped, start, end):
+        wire = mapped[key] & 7
+        if num == 1 and wire == 0:
+            dims.append(read_varint(mapped, value, after)[0])
+        elif num == 1 and wire == 2:  # packed
+            while value < after:
+                dim, value = read_varint(mapped, value, after)
+                dims.append(dim)
+        elif num == 2 and wire == 2:
+            kind = bytes(mapped[value:after]).decode("utf-8")
+        elif num == 3 and wire == 2:
+            span = (value, after)
+    if kind is None:
+        raise _Unstreamable(f"tensor at byte {start} without a type")
+    return dims, kind, span
 
 
-def _build(tag: str, chunks: list, dims, type_name: str):
-    """A MindSpore tensor (or the text of a 'str' entry) from a record's bytes, as
-    ``load_checkpoint`` builds it."""
+def _read_spans(fh, spans: list):
+    """The bytes at ``spans`` ((start, end) in the file, in order) as one uint8 array of its
+    own, read into it (no other copy is made)."""
     import numpy as np
+
+    data = np.empty(sum(stop - start for start, stop in spans), np.uint8)
+    view, pos = memoryview(data), 0
+    for start, stop in spans:
+        fh.seek(start)
+        if fh.readinto(view[pos:pos + stop - start]) != stop - start:
+            raise _Unstreamable("the file ends inside a tensor")
+        pos += stop - start
+    return data
+
+
+def _build(data, dims, type_name: str):
+    """A MindSpore tensor (or the text of a 'str' entry) from a record's bytes (a uint8
+    array, which a tensor of a numpy dtype takes without a copy), as ``load_checkpoint``
+    builds it."""
+    import numpy as np
+    from mindspore import Tensor
     from mindspore.train.serialization import Tensor_, tensor_to_ms_type
 
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    chunks.clear()
     if type_name == "str":
         return str(np.frombuffer(data, "U" + str(len(data) // 4))[0])
     if type_name not in tensor_to_ms_type:
         raise _Unstreamable(f"tensor type {type_name}")
     dims = tuple(dims) if list(dims) != [0] else ()
-    from mindspore import Tensor
+    dtype = NUMPY_TYPES.get(type_name)
+    if dtype is None:  # no numpy dtype (bfloat16, int4): MindSpore's own conversion
+        return Tensor(Tensor_.convert_bytes_to_tensor(data.tobytes(), dims,
+                                                      tensor_to_ms_type[type_name]))
+    return Tensor.from_numpy(data.view(dtype).reshape(dims))
 
-    return Tensor(Tensor_.convert_bytes_to_tensor(data, dims, tensor_to_ms_type[type_name]))
+
+NUMPY_TYPES = {"Int8": "int8", "UInt8": "uint8", "Int16": "int16", "UInt16": "uint16",
+               "Int32": "int32", "UInt32": "uint32", "Int64": "int64", "UInt64": "uint64",
+               "Float16": "float16", "Float32": "float32", "Float64": "float64",
+               "Bool": "bool"}
+"""MindSpore's checkpoint type names whose bytes are those of a numpy dtype."""
 
 
 def _stream_ckpt(path: Path, wanted):
@@ -132,21 +172,17 @@ def _stream_ckpt(path: Path, wanted):
     with open(path, "rb") as fh:
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             records = list(_records(mapped, path.stat().st_size))
-        pending, chunks, head = None, [], None
-        for offset, length, tag in records:
-            if tag is None:
-                tag = _parse(fh, offset, length).tag
+        pending, spans, head = None, [], None
+        for tag, dims, kind, span in records:
             if pending is not None and tag != pending:
-                yield pending, _build(pending, chunks, *head)
-                pending = None
+                yield pending, _build(_read_spans(fh, spans), *head)
+                pending, spans = None, []
             if not wanted(tag):
                 continue
-            value = _parse(fh, offset, length)
-            pending, head = tag, (value.tensor.dims, value.tensor.tensor_type)
-            chunks.append(value.tensor.tensor_content)
-            del value
+            pending, head = tag, (dims, kind)
+            spans.append(span)
         if pending is not None:
-            yield pending, _build(pending, chunks, *head)
+            yield pending, _build(_read_spans(fh, spans), *head)
 
 
 def iter_checkpoint(path, wanted=None):

@@ -322,7 +322,7 @@ def test_a_tensor_past_a_slice_is_written_in_several_records(tmp_path, monkeypat
     import mmap
 
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        tags = [tag for _, _, tag in stream._records(mapped, path.stat().st_size)]
+        tags = [tag for tag, *_ in stream._records(mapped, path.stat().st_size)]
     assert tags == ["big"] * 4 + ["empty"]  # 4000 bytes in slices of 1024, then empty
     back = ms.load_checkpoint(str(path))
     streamed = dict(stream.iter_checkpoint(path))
@@ -354,3 +354,67 @@ def test_the_wire_walk_reads_what_protobuf_writes():
     assert read_varint(varint_bytes(2 ** 40 + 5), 0, 6)[0] == 2 ** 40 + 5
     with pytest.raises(WireError):
         list(fields(data, 0, len(data) - 1))
+
+
+def test_the_record_walk_reads_what_protobuf_parses(tmp_path):
+    """Each record's tag, dims, type and the place of its bytes, read from keys and lengths
+    alone, are what protobuf parses from the record (dims packed too); a map parameter is
+    left to the whole-file reader."""
+    import mmap
+
+    from mindspore.train.checkpoint_pb2 import Checkpoint
+
+    import amptool.ckptstream as stream
+
+    ms = import_mindspore()
+    path = tmp_path / "w.ckpt"
+    _written(path, ENTRIES, {"model": "simplecnn"})
+    parsed = Checkpoint()
+    parsed.ParseFromString(path.read_bytes())
+    data = path.read_bytes()
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        walked = list(stream._records(mapped, len(data)))
+    assert len(walked) == len(parsed.value) == len(ENTRIES) + 1
+    for (tag, dims, kind, (start, stop)), value in zip(walked, parsed.value):
+        assert (tag, dims, kind) == (value.tag, list(value.tensor.dims),
+                                     value.tensor.tensor_type)
+        assert data[start:stop] == value.tensor.tensor_content
+
+    from amptool.protowire import delimited, varint_bytes
+
+    packed = delimited(1, varint_bytes(3) + varint_bytes(300)) + delimited(2, b"Float32") + \
+        delimited(3, b"\0" * 3600)
+    assert stream._tensor_fields(packed, 0, len(packed))[:2] == ([3, 300], "Float32")
+
+    mapped_entry = Checkpoint()
+    value = mapped_entry.value.add()
+    value.tag = "table"
+    value.maptensor.tensor.add(tensor_type="Int64", tensor_content=b"\0" * 8).dims.append(1)
+    (tmp_path / "map.ckpt").write_bytes(mapped_entry.SerializeToString())
+    with open(tmp_path / "map.ckpt", "rb") as fh, \
+            mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        with pytest.raises(stream._Unstreamable, match="map parameter"):
+            list(stream._records(mapped, len(mapped)))
+    assert ms is not None
+
+
+def test_an_entry_is_read_into_its_tensor_once(tmp_path):
+    """Reading a 16 MB entry allocates its bytes once (tracemalloc sees numpy's buffers):
+    the tensor takes the array the file was read into, with no record bytes, parsed copy or
+    second buffer beside it; the values are the saved ones."""
+    import tracemalloc
+
+    from amptool.ckptstream import iter_checkpoint
+
+    ms = import_mindspore()
+    big = np.random.default_rng(0).standard_normal((1024, 4096)).astype(np.float32)
+    path = tmp_path / "big.ckpt"
+    ms.save_checkpoint([{"name": "big", "data": ms.Tensor(big)}], str(path))
+    tracemalloc.start()
+    try:
+        (name, tensor), = list(iter_checkpoint(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert name == "big" and np.array_equal(tensor.asnumpy(), big)
+    assert big.nbytes <= peak < 1.25 * big.nbytes, peak / big.nbytes
