@@ -59,6 +59,13 @@ class _Capture:
         self.pending_bytes = 0
         for path, cell in self.paths.items():
             cell.register_forward_hook(self._hook(path or OUTPUT_ROW))
+        if policy is not None:  # its weights stored as the fp16 artefact stores them
+            import mindspore as ms
+
+            from amptool.precision import low_precision_params
+
+            for param in low_precision_params(self.net, policy):
+                param.set_dtype(ms.float16)
         self.runnable = apply_policy(self.net, policy) if policy is not None else self.net
         self.runnable.set_train(False)
 
@@ -260,14 +267,22 @@ def load_weights(net, weights: dict, source: str) -> None:
                          "pass the --model these weights belong to")
     for p in net.get_parameters():
         if p.name not in weights:
+            if p.has_init:  # built without weights (uninitialized): its initial value
+                p.init_data()
             continue
         value = np.asarray(weights[p.name])
         if tuple(value.shape) != tuple(p.shape):
             raise UsageError(f"{source}: weight {p.name} has shape {value.shape}, the model "
                              f"{tuple(p.shape)}", "pass the --model these weights belong to")
-        if np.issubdtype(value.dtype, np.floating):
-            value = value.astype(np.float32)
-        p.set_data(ms.Tensor(value, dtype=p.dtype))
+        same = {mstype.float32: np.float32, mstype.float16: np.float16}.get(p.dtype)
+        if np.issubdtype(value.dtype, np.floating) and value.dtype != same:
+            value = value.astype(np.float32, copy=False)
+        if value.dtype == same and value.flags.c_contiguous:
+            tensor = ms.Tensor.from_numpy(value)  # the weights' own array: no second copy
+        else:
+            tensor = ms.Tensor(value, dtype=p.dtype)
+        p.set_data(tensor)
+        p.init_param = True
 
 
 def _first_tensor(value):
@@ -298,15 +313,16 @@ class LayerProbe:
     """Eager networks for one model, one per precision policy, reused across candidates."""
 
     def __init__(self, model: str):
+        from amptool.ckptstream import build_uninitialized
         from amptool.models import resolve_model
 
         self.model = model
         recorded = isinstance(model, dict) and bool(model.get("recorded_in"))
         # a model read from a manifest was checked where it was recorded; one the user
         # names (--model) is checked here
-        self.spec = resolve_model(model, probe=not recorded)
+        self.spec = resolve_model(model, probe=not recorded) if not recorded else \
+            build_uninitialized(lambda: resolve_model(model, probe=False))
         self._nets: dict = {}
-        self._spare = None
 
     def _capture(self, role: str, policy) -> _Capture:
         key = (role, json.dumps(policy.to_dict(), sort_keys=True) if policy else "fp32")
@@ -315,21 +331,11 @@ class LayerProbe:
         return self._nets[key]
 
     def _fresh(self):
-        """A network of the model as built: the first one built, then a copy of it made
-        before it ran (a copy takes about half the time of a build), then builds."""
-        import copy
+        """A network of the model built without weights (``load_weights`` gives it every
+        one), as a factory that computes on its fresh weights is built as usual."""
+        from amptool.ckptstream import build_uninitialized
 
-        if self._spare is None:
-            net = self.spec.build()
-            try:
-                self._spare = copy.deepcopy(net)
-            except Exception:  # a cell that cannot be copied: the next one is built
-                self._spare = False
-            return net
-        if self._spare is False:
-            return self.spec.build()
-        net, self._spare = self._spare, False
-        return net
+        return build_uninitialized(self.spec.build)
 
     def param_names(self) -> list:
         return [p.name for p in self._capture("reference", None).net.get_parameters()]

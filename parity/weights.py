@@ -24,15 +24,24 @@ def compare_weights(reference: dict, candidate: dict, names: list) -> list:
             bad.append({"name": name, "mismatched": int(cand.size), "size": int(cand.size),
                         "max_abs": float("inf"), "note": f"shape {cand.shape} vs {ref.shape}"})
             continue
-        expected = ref.astype(cand.dtype).astype(np.float64)
-        got = cand.astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.abs(got - expected)
-            off = ~(diff <= 1e-3 * np.abs(expected) + 1e-7)
-        count = int(off.sum())
-        if count:
+        count, largest = 0, None
+        flat_ref, flat_cand = ref.reshape(-1), cand.reshape(-1)
+        for start in range(0, flat_cand.size, CHUNK):  # float64 copies of a chunk at a time
+            expected = flat_ref[start:start + CHUNK].astype(cand.dtype).astype(np.float64)
+            got = flat_cand[start:start + CHUNK].astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                diff = np.abs(got - expected)
+                off = ~(diff <= 1e-3 * np.abs(expected) + 1e-7)
+            count += int(off.sum())
             finite = diff[np.isfinite(diff)]
+            if finite.size:
+                largest = max(largest or 0.0, float(finite.max()))
+        if count:
             bad.append({"name": name, "mismatched": count, "size": int(cand.size),
-                        "max_abs": float(finite.max()) if finite.size else float("inf"),
+                        "max_abs": largest if largest is not None else float("inf"),
                         "note": ""})
     return bad
+
+
+CHUNK = 1 << 20
+"""Elements compared at a time."""

@@ -153,3 +153,47 @@ def test_weights_load_into_a_network_holding_an_integer_buffer():
     assert net.stride.asnumpy().tolist() == [8, 16, 32]
     with pytest.raises(UsageError, match="lacks weights fc.bias of the model"):
         load_weights(Head(), {"fc.weight": stored["fc.weight"]}, "head_fp16.mindir")
+
+
+def test_per_layer_networks_take_the_weights_they_are_given_without_a_copy():
+    """Per-layer builds its networks without weights and gives them the arrays it read: an
+    fp32 weight is the given array itself, and the candidate under an fp16 policy stores the
+    policy's weights in fp16 as the fp16 artefact does, its fp16 arrays again not copied; a
+    non-float parameter the weights lack gets the value the model initializes it with."""
+    import mindspore as ms
+    import numpy as np
+    from mindspore import nn
+    from mindspore.common.initializer import initializer
+
+    from amptool.ckptstream import build_uninitialized
+    from amptool.device import execution_mode
+    from amptool.parity.layers import _Capture
+    from amptool.policy import make_policy
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 2)
+            self.seen = ms.Parameter(initializer("ones", [3], ms.int32), requires_grad=False)
+
+        def construct(self, x):
+            return self.fc(x)
+
+    rng = np.random.default_rng(0)
+    fp32 = {"fc.weight": rng.standard_normal((2, 4)).astype(np.float32),
+            "fc.bias": rng.standard_normal(2).astype(np.float32)}
+    fp16 = {name: value.astype(np.float16) for name, value in fp32.items()}
+    ref = _Capture(build_uninitialized(Net), None)
+    ref.load_weights(fp32, "fp32.mindir")
+    cand = _Capture(build_uninitialized(Net), make_policy("O2"))
+    cand.load_weights(fp16, "fp16.mindir")
+    for capture, given, dtype in ((ref, fp32, ms.float32), (cand, fp16, ms.float16)):
+        for param in capture.net.fc.get_parameters():
+            held = param.asnumpy()
+            assert param.dtype == dtype and np.array_equal(held, given[param.name])
+            assert np.shares_memory(held, given[param.name]), param.name
+        assert capture.net.seen.asnumpy().tolist() == [1, 1, 1]
+    with execution_mode(graph=False):  # as per-layer runs it: hooks need PyNative
+        out = cand.runnable(ms.Tensor(np.ones((1, 4), np.float32))).asnumpy()
+    assert np.allclose(out, np.ones((1, 4)) @ fp16["fc.weight"].T.astype(np.float32)
+                       + fp16["fc.bias"], rtol=1e-2)

@@ -220,3 +220,29 @@ def test_plot_draws_each_metric_with_its_own_limit(tmp_path):
     write_plot(str(broken), _layer_report([1.0, 0.2, float("nan")], [0.0, 0.9, math.inf], 1))
     for png in (healthy, broken):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_the_weight_check_counts_each_wrong_element_whatever_the_chunk(chunk, monkeypatch):
+    """An exact fp16 cast compares equal; three planted elements (one NaN) are counted and the
+    largest finite error is the largest over the whole weight, chunk by chunk or at once; a
+    shape that differs is listed as such."""
+    import amptool.parity.weights as weights
+
+    monkeypatch.setattr(weights, "CHUNK", chunk)
+    rng = np.random.default_rng(0)
+    ref = {"a": rng.standard_normal((40, 25)).astype(np.float32),
+           "b": rng.standard_normal(10).astype(np.float32), "c": np.ones(3, np.float32)}
+    cand = {name: value.astype(np.float16) for name, value in ref.items()}
+    assert weights.compare_weights(ref, cand, ["a", "b", "c"]) == []
+    cand["a"] = cand["a"].copy()
+    cand["a"][3, 4] += np.float16(0.5)
+    cand["a"][39, 24] = np.float16(-8.0)
+    cand["a"][20, 0] = np.nan
+    cand["c"] = np.ones(4, np.float16)
+    bad = weights.compare_weights(ref, cand, ["a", "b", "c", "absent"])
+    assert [b["name"] for b in bad] == ["a", "c"]
+    assert bad[0]["mismatched"] == 3 and bad[0]["size"] == 1000
+    expected = abs(-8.0 - float(ref["a"][39, 24].astype(np.float16)))
+    assert bad[0]["max_abs"] == pytest.approx(max(expected, 0.5), rel=1e-2)
+    assert bad[1]["note"] == "shape (4,) vs (3,)"
