@@ -8,7 +8,9 @@ is read from that process alone (``os.wait4``):
 - ``amptool export --format MINDIR --precision both`` (÷ the fp32 parameter bytes);
 - ``amptool convert ckpt --to fp16 --model`` (÷ the input file; the network named, as a run's
   checkpoint names it, so its policy's fp32 cells are found);
-- ``amptool parity`` of the fp32 and fp16 MindIRs (÷ their combined weight bytes).
+- ``amptool parity`` of the fp32 and fp16 MindIRs (÷ their combined weight bytes);
+- the same with ``--per-layer`` (``layers``: the weight check and the two eager networks
+  besides, ÷ the same bytes).
 
 A tiny network (0.3M parameters) run through the same commands gives each command's
 fixed cost (Python, MindSpore, the compiled graph); ``net`` ratios subtract it: its peak
@@ -25,7 +27,7 @@ Each command runs ``--repeats`` times at each size (3; 1 with ``--quick``): its 
 the median of those runs, its peak RSS the highest.
 
 ``python bench/memory_sweep.py [--quick] [--shapes dense,transformer] [--sizes 50,150]
-[--commands export,convert,parity] [--keep DIR] [--repeats N]``: ``--keep`` leaves each
+[--commands export,convert,parity,layers] [--keep DIR] [--repeats N]``: ``--keep`` leaves each
 size's checkpoint and artefacts in DIR and reuses those found there, so that ``--commands
 parity`` measures parity alone on artefacts an earlier run exported.
 """
@@ -136,7 +138,7 @@ print(json.dumps({"params": sum(int(p.size) for p in params),
 """
 
 
-COMMANDS = ("export", "convert", "parity")
+COMMANDS = ("export", "convert", "parity", "layers")
 REPEATS = 3
 """Runs of each command at each size (1 with ``--quick``): the seconds are their median, the
 peak RSS their highest; a single run's CPU seconds at 50M moved by a fifth between sweeps."""
@@ -233,10 +235,12 @@ def one(kind: str, size: int, layers: int | None, tmp: Path, formats: str,
         pair = arts[("fp32", "MINDIR")], arts[("fp16", "MINDIR")]
         combined = sum(weight_bytes(p) for p in pair)
         row["artefact_bytes"] = {"fp32": weight_bytes(pair[0]), "fp16": weight_bytes(pair[1])}
-        if "parity" in commands:
-            compared = repeated(amptool("parity", *pair, "--samples", "8", "--data",
-                                        f"npz:{work / 'x.npz'}", "-q"), work, repeats)
-            row["parity"] = _figures(compared, combined)
+        for cmd, extra in (("parity", ()), ("layers", ("--per-layer",))):
+            if cmd in commands:
+                compared = repeated(amptool("parity", *pair, "--samples", "8", "--data",
+                                            f"npz:{work / 'x.npz'}", "-q", *extra), work,
+                                    repeats)
+                row[cmd] = _figures(compared, combined)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return row
@@ -256,8 +260,9 @@ def _net(rows: list, fixed: dict, fixed_seconds: dict | None = None,
     and CPU)."""
     fixed_seconds, fixed_cpu = fixed_seconds or {}, fixed_cpu or {}
     for row in rows:
+        both = sum(row.get("artefact_bytes", {}).values())
         for cmd, base in (("export", row.get("param_bytes")), ("convert", row.get("ckpt_bytes")),
-                          ("parity", sum(row.get("artefact_bytes", {}).values()))):
+                          ("parity", both), ("layers", both)):
             if cmd in row and cmd in fixed and base and row[cmd]["exit"] == 0:
                 row[cmd]["net_per_byte"] = round((row[cmd]["peak_rss"] - fixed[cmd]) / base, 3)
                 row[cmd]["seconds_per_mparam"] = round(row[cmd]["seconds"] / row["params"] * 1e6,
@@ -282,7 +287,7 @@ def _flatness(rows: list) -> dict:
         mine = sorted((r for r in rows if r.get("kind") == kind), key=lambda r: r["params"])
         if len(mine) < 2:
             continue
-        for cmd in ("export", "convert", "parity"):
+        for cmd in COMMANDS:
             for key, name in FLAT.items():
                 vals = [r[cmd].get(key) for r in mine if cmd in r]
                 if len(vals) == len(mine) and all(v is not None and v > 0 for v in vals):
@@ -319,12 +324,15 @@ def run(quick: bool = False, shapes=("dense", "transformer"), sizes=(50, 150, 30
             "targets": {"export": "peak <= 2.0x fp32 parameter bytes",
                         "convert": "peak <= 1.5x the input file",
                         "parity": "peak <= 2.5x both artefacts' weight bytes + a batch",
+                        "layers": "peak <= 2.5x both artefacts' weight bytes + a batch",
                         "flatness": "largest/smallest <= 1.3"}}
 
 
 WORDS = {"export": ("`amptool export -f MINDIR --precision both`", "fp32 parameter bytes", "≤ 2×"),
          "convert": ("`amptool convert ckpt --to fp16 --model`", "input file", "≤ 1.5×"),
          "parity": ("`amptool parity` of the fp32 and fp16 MindIR, 8 samples",
+                    "two artefacts' weight bytes", "≤ 2.5×"),
+         "layers": ("the same `amptool parity` with `--per-layer`",
                     "two artefacts' weight bytes", "≤ 2.5×")}
 
 
@@ -334,6 +342,8 @@ def summary(f: dict) -> list:
     parameter stay (the raw figure beside it)."""
     rows, spread = [], []
     for cmd, (what, base, target) in WORDS.items():
+        if not any(cmd in r for r in f["sizes"].values()):
+            continue  # not measured in this sweep
         parts, net = [], []
         for kind in ("dense", "transformer"):
             mine = sorted((r for r in f["sizes"].values() if r["kind"] == kind),
@@ -380,8 +390,7 @@ def _direction(values: list, spread: float) -> str:
 def _brief(row: dict) -> dict:
     return {"kind": row.get("kind"), "size": row.get("size"),
             **{cmd: (row[cmd].get("peak_gb"), row[cmd].get("ratio"), row[cmd].get("seconds"),
-                     row[cmd].get("exit")) for cmd in ("export", "convert", "parity")
-               if cmd in row}}
+                     row[cmd].get("exit")) for cmd in COMMANDS if cmd in row}}
 
 
 def main() -> int:
@@ -391,8 +400,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="50,150,300,600")
     parser.add_argument("--formats", default="mindir")
     parser.add_argument("--commands", default=",".join(COMMANDS),
-                        help="which commands to measure (parity needs an export, made when "
-                             "--keep holds none)")
+                        help="which commands to measure (parity and layers need an "
+                             "export, made when --keep holds none)")
     parser.add_argument("--keep", default=None,
                         help="keep each size's files in this folder and reuse those there")
     parser.add_argument("--repeats", type=int, default=None,
