@@ -164,7 +164,7 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
     # the structure alone is read (parameter names, the cells the policy keeps): built
     # without weights and never run, so a big network costs no copy of its weights here
     reference = _reference(cfg, model)
-    spec = build_uninitialized(lambda: resolve_model(reference, probe=False))
+    spec = build_uninitialized(lambda: resolve_model(reference, probe=False, signature=False))
     net = build_uninitialized(spec.build)
     weights = {p.name for p in net.get_parameters()}
     if cfg.to != "fp16":

@@ -58,9 +58,8 @@ class ModelSpec:
     @property
     def input_shape(self) -> Optional[tuple]:
         """(C, H, W) for an image classifier (one float input of rank 4), else None."""
-        first = self.inputs[0]
-        if len(self.inputs) == 1 and first.is_float and len(first.shape) == 4:
-            return tuple(first.shape[1:])
+        if len(self.inputs) == 1 and self.inputs[0].is_float and len(self.inputs[0].shape) == 4:
+            return tuple(self.inputs[0].shape[1:])
         return None
 
     def reference(self) -> dict:
@@ -107,8 +106,8 @@ def _sample_factory(cls, num_classes: Optional[int]):
     return functools.partial(cls, num_classes=num_classes) if num_classes else cls
 
 
-def resolve_model(name, args: Optional[dict] = None,
-                  input_spec: Optional[str] = None, probe: bool = True) -> ModelSpec:
+def resolve_model(name, args: Optional[dict] = None, input_spec: Optional[str] = None,
+                  probe: bool = True, signature: bool = True) -> ModelSpec:
     """The ``ModelSpec`` of a reference, its factory arguments and an optional signature.
 
     ``name`` may also be a mapping as ``ModelSpec.reference()`` writes it. The network is
@@ -116,7 +115,9 @@ def resolve_model(name, args: Optional[dict] = None,
     reads its output widths; ``probe=False`` (for a caller that only builds the network
     again, from a reference checked where it was recorded) skips that run: the spec's
     ``num_classes`` and ``class_logits`` are then only what the model declares, and its
-    first ``build()`` hands out the network built here (never run).
+    first ``build()`` hands out the network built here (never run). ``signature=False``
+    (with ``probe=False``, for a caller that reads the network's structure alone) accepts a
+    model that declares no input signature: its ``inputs`` are then empty.
     """
     from .device import import_mindspore
 
@@ -126,7 +127,7 @@ def resolve_model(name, args: Optional[dict] = None,
 
             name = vet_recorded(name)
         return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"),
-                             probe)
+                             probe, signature)
 
     import_mindspore()
     from amptool.samples.models import SAMPLES
@@ -137,7 +138,7 @@ def resolve_model(name, args: Optional[dict] = None,
     factory, where, file = _find_factory(name, SAMPLES)
     net = _call_factory(factory, where, args)
     default = sample_spec(name).inputs if name in SAMPLES else None
-    inputs = _signature(net, factory, input_spec, name, default)
+    inputs = _signature(net, factory, input_spec, name, default, required=signature or probe)
     num_classes = _declared(net, factory, "num_classes")
     if num_classes is not None and (isinstance(num_classes, bool)
                                     or not isinstance(num_classes, int) or num_classes < 2):
@@ -278,7 +279,8 @@ def _declared(probe, factory, attr: str):
     return getattr(probe, attr, getattr(factory, attr, None))
 
 
-def _signature(probe, factory, input_spec: Optional[str], name: str, default=None) -> tuple:
+def _signature(probe, factory, input_spec: Optional[str], name: str, default=None,
+               required: bool = True) -> tuple:
     if input_spec:
         return parse_signature(input_spec, "--input-spec")
     declared = _declared(probe, factory, "input_signature")
@@ -289,6 +291,8 @@ def _signature(probe, factory, input_spec: Optional[str], name: str, default=Non
         return image_signature(shape, name)
     if default is not None:
         return default
+    if not required:
+        return ()
     raise UsageError(f"model {name} declares no input signature",
                      "pass --input-spec NAME:SHAPE:DTYPE (e.g. x:-1x3x32x32:float32), or set "
                      "input_shape (C, H, W) or input_signature on the cell or factory")

@@ -231,3 +231,31 @@ def test_the_named_network_is_read_without_weights(tmp_path, monkeypatch):
     assert dtypes["1.gamma"] == dtypes["1.beta"] == "Float32"  # O2 keeps the LayerNorm
     assert dtypes["0.weight"] == dtypes["2.weight"] == "Float16"
     assert report.kept_policy == ["1.gamma", "1.beta"]
+
+
+def test_a_zoo_network_without_a_signature_converts_by_its_structure(tmp_path):
+    """A model-zoo factory (mindcv) declares no input signature; converting needs only the
+    network's structure, so no --input-spec is asked for: its BatchNorm stays fp32 under O2,
+    its convolutions go fp16. A command that runs the network still asks for one."""
+    import mindspore as ms
+
+    model = "mindcv.models.mobilenetv1:mobilenet_v1_025"
+    from amptool.ckptstream import build_uninitialized
+    from amptool.models import resolve_model
+
+    spec = resolve_model(model, {"num_classes": 10}, probe=False, signature=False)
+    assert spec.inputs == () and spec.input_shape is None
+    src = tmp_path / "m.ckpt"
+    ms.save_checkpoint(build_uninitialized(spec.build), str(src))
+    result = runner.invoke(app, ["convert", "ckpt", str(src), str(tmp_path / "h.ckpt"),
+                                 "--to", "fp16", "--model", model,
+                                 "--model-arg", "num_classes=10"])
+    assert result.exit_code == 0, result.output
+    dtypes = _dtypes(tmp_path / "h.ckpt")
+    bn = [n for n in dtypes if n.endswith(".gamma")]
+    convs = [n for n in dtypes if n.endswith(".weight") and "classifier" not in n]
+    assert bn and {dtypes[n] for n in bn} == {"Float32"}
+    assert convs and {dtypes[n] for n in convs} == {"Float16"}
+    result = runner.invoke(app, ["convert", "search", "--ckpt", str(src), "--model", model,
+                                 "--model-arg", "num_classes=10"])
+    assert result.exit_code == 2 and "declares no input signature" in result.output
