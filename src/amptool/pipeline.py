@@ -193,23 +193,26 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,
                      emit: Callable[[dict], None]) -> tuple:
     """(artefacts, warnings): MINDIR fp32 + fp16, then ONNX when asked. With ``--onnx auto`` an
-    ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning."""
+    ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning;
+    with ``--onnx on`` every format is one export, all or nothing: such a failure writes
+    none of them."""
     from amptool.export.api import ExportConfig, export
     from amptool.export.onnx import OnnxUnsupported
 
     common = {"run": str(out / "train"), "precision": "both", "out": str(out / "export"),
               "force": True, "device": device, "dynamic_batch": True}
-    results = list(export(ExportConfig(formats=("MINDIR",), **common)).artefacts)
-    if "ONNX" not in formats:
-        return results, []
-    try:
-        results += export(ExportConfig(formats=("ONNX",), **common)).artefacts
-    except OnnxUnsupported as exc:
-        if cfg.onnx == "on":
-            raise
-        message = f"ONNX skipped: {exc.problem}"
-        emit({"kind": "warning", "message": message})
-        return results, [message]
+    if "ONNX" in formats and cfg.onnx == "on":
+        results = list(export(ExportConfig(formats=formats, **common)).artefacts)
+    else:
+        results = list(export(ExportConfig(formats=("MINDIR",), **common)).artefacts)
+        if "ONNX" not in formats:
+            return results, []
+        try:
+            results += export(ExportConfig(formats=("ONNX",), **common)).artefacts
+        except OnnxUnsupported as exc:
+            message = f"ONNX skipped: {exc.problem}"
+            emit({"kind": "warning", "message": message})
+            return results, [message]
     order = {("fp32", "MINDIR"): 0, ("fp32", "ONNX"): 1, ("fp16", "MINDIR"): 2}
     return sorted(results, key=lambda r: order.get((r.precision, r.format), 3)), []
 

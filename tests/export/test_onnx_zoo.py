@@ -235,8 +235,12 @@ def test_pipeline_skips_onnx_with_one_warning_when_an_operator_is_unsupported(tm
     from amptool.pipeline import export_artefacts
 
     asked = PipelineConfig(train=train, out=str(tmp_path / "pipe"), onnx="on")
+    written = tmp_path / "pipe" / "export"
+    before = {p: p.stat().st_mtime_ns for p in written.rglob("*") if p.is_file()}
     with pytest.raises(OnnxUnsupported, match="operator Erf"):  # --onnx on: a failure fails
         export_artefacts(asked, tmp_path / "pipe", "CPU", ("MINDIR", "ONNX"), events.append)
+    # all or nothing: the MINDIR artefacts the first run wrote are neither rewritten nor lost
+    assert {p: p.stat().st_mtime_ns for p in written.rglob("*") if p.is_file()} == before
 
 
 def _rewrite_cases() -> dict:
