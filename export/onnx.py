@@ -27,15 +27,17 @@ def check_available(device: str) -> None:
 
 def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
           release=None):
-    """Export ``net`` to ``path`` (in a folder of its own: weights past protobuf's 2 GiB go
-    to ``<name>.onnx.data`` beside it); inputs are named input0.., outputs output0..;
-    returns (``path``, None): the manifest's facts are read from the file. ``release`` is
-    not called: the caller lets the network go."""
+    """Export ``net`` to ``path`` (in a folder of its own: weights past 1 GiB, where a MINDIR
+    is split too, go to ``<name>.onnx.data`` beside it); inputs are named input0..,
+    outputs output0..; returns (``path``, None): the manifest's facts are read from the
+    file. ``release``, when given, is called once MindSpore has written the file: what
+    follows (the outputs' names, the weights moved apart, the checks) reads the file, not
+    the network."""
     import mindspore.onnx.onnx_export as onnx_export
 
     from .onnx_check import cast_mixed_inputs, check_runs, rename_outputs
     from .onnx_compat import rewrite_for_onnx
-    from .split import mindspore_limit
+    from .split import mindspore_limit, onnx_apart_bytes
 
     onnx = require_onnx()
     if key is not None:
@@ -43,8 +45,13 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     path = Path(path)
     reference = _reference(net, inputs)
     rewrite_for_onnx(net)
-    with mindspore_limit(onnx_export, "PROTO_LIMIT_SIZE"):
+    with mindspore_limit(onnx_export, "PROTO_LIMIT_SIZE", onnx_apart_bytes()):
         _export(net, inputs, path, dynamic_batch)
+    if release is not None:  # the network's weights go before the file's are loaded
+        from amptool.device import release_compiled
+
+        release()
+        release_compiled(graph=False)
     model = onnx.load(str(path), load_external_data=False)  # weights stay where they are
     rename_outputs(model)
     cast_mixed_inputs(model)

@@ -97,13 +97,13 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             if net is None:  # an earlier job's writer rewrote (ONNX) the network
                 net = _build(trained, params, precision, policy, cfg.io_dtype)
             last = fmt == "ONNX" or i == len(mine) - 1  # nothing traces this network again
-            released: list = []  # a MindIR writer lets go of the network itself, mid-write
+            released: list = []  # a MindIR or ONNX writer lets go of the network mid-write
             release = functools.partial(_let_go, net, released) if last else None
             written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path,
                                     release)
             seconds = time.perf_counter() - started
             if last:
-                if not released:  # its writer did not (ONNX, AIR, an encrypted MindIR)
+                if not released:  # its writer did not (AIR, an encrypted MindIR)
                     _let_go(net)
                 net = None
                 release_compiled(graph=False)

@@ -31,13 +31,15 @@ def is_encrypted(path) -> bool:
     return False
 
 
-def read_model(path):
+def read_model(path, external: bool = True):
+    """The ONNX model at ``path``; ``external=False`` leaves weights kept in external data
+    where they are (their tensors' names, types and shapes are read all the same)."""
     onnx = require_onnx()
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"ONNX file {path} does not exist", "check the path")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=external)
     except Exception as exc:  # protobuf DecodeError and friends
         raise unreadable(path, "ONNX", first_line(exc)) from None
     return require_graph_io(model, path, "ONNX")
@@ -55,7 +57,7 @@ def _io(values, initializers) -> list:
 
 
 def describe(path, key: bytes | None = None) -> dict:
-    model = read_model(path)
+    model = read_model(path, external=False)  # no weight bytes are needed
     inits = {t.name: t for t in model.graph.initializer}
     weights = {}
     for name, tensor in inits.items():
@@ -96,7 +98,7 @@ def new_session(path):
 def load_session(path):
     """An onnxruntime session on the CPU."""
     require_onnx()
-    read_model(path)  # a clear error for a missing or corrupt file
+    read_model(path, external=False)  # a clear error for a missing or corrupt graph file
     try:
         return new_session(path)
     except Exception as exc:
