@@ -52,11 +52,14 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
 
         release()
         release_compiled(graph=False)
-    model = onnx.load(str(path), load_external_data=False)  # weights stay where they are
+    model, spans = _read_lean(path)  # the graph without its weights' bytes
     rename_outputs(model)
     cast_mixed_inputs(model)
-    pack_external_data(model, path)
-    onnx.save(model, str(path))
+    if spans is None:  # weights written apart: the graph alone is the file
+        pack_external_data(model, path)
+        onnx.save(model, str(path))
+    else:
+        _write_lean(model, spans, path)
     try:
         onnx.checker.check_model(str(path))  # by path: external data and > 2 GiB checked too
     except onnx.checker.ValidationError as exc:
@@ -64,6 +67,73 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
                               "export MINDIR instead") from None
     check_runs(path, reference)
     return path, None
+
+
+GRAPH, INITIALIZER, RAW_DATA = 7, 5, 9
+"""Field numbers: ModelProto.graph, GraphProto.initializer, TensorProto.raw_data."""
+
+
+def _read_lean(path: Path) -> tuple:
+    """(the model at ``path`` with its initializers' raw bytes left out, the (start, end) of
+    each initializer field in the file); spans None when the weights are external data (the
+    file is then the graph alone, read whole). Parsing a one-file model whole under the
+    pure-python protobuf amptool selects costs about five times the file; this reads only
+    the fields' keys and lengths, and parses what is not weight bytes."""
+    import mmap
+
+    import onnx
+    from onnx import TensorProto
+
+    from amptool.protowire import delimited_head, fields
+
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        top, graph, spans = [], [], []
+        for number, first, start, end in fields(data, 0, len(data)):
+            if number != GRAPH or data[first] & 7 != 2:
+                top.append(bytes(data[first:end]))
+                continue
+            for num, head, value, after in fields(data, start, end):
+                if num != INITIALIZER or data[head] & 7 != 2:
+                    graph.append(bytes(data[head:after]))
+                    continue
+                lean = b"".join(bytes(data[f:a]) for n, f, _, a in fields(data, value, after)
+                                if n != RAW_DATA)
+                graph.append(delimited_head(INITIALIZER, len(lean)) + lean)
+                spans.append((head, after))
+    graph_bytes = b"".join(graph)
+    model = onnx.ModelProto()
+    model.ParseFromString(b"".join(top) + delimited_head(GRAPH, len(graph_bytes)) + graph_bytes)
+    if any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer):
+        return onnx.load(str(path), load_external_data=False), None
+    return model, spans
+
+
+def _write_lean(model, spans: list, path: Path) -> None:
+    """Write ``model`` (its initializers without their bytes) to ``path``, its initializers
+    copied whole from the file's ``spans`` in their place: the graph's other fields first,
+    then the initializers (protobuf reads fields in any order)."""
+    import os
+
+    from amptool.protowire import delimited_head
+
+    if len(model.graph.initializer) != len(spans):
+        raise RuntimeError("the ONNX graph's initializers changed while it was rewritten")
+    graph = type(model.graph)()
+    graph.CopyFrom(model.graph)
+    del graph.initializer[:]
+    rest = type(model)()
+    rest.CopyFrom(model)
+    rest.ClearField("graph")
+    graph_bytes = graph.SerializeToString()
+    tmp = path.with_name(path.name + ".lean")
+    with open(path, "rb") as src, open(tmp, "wb") as out:
+        out.write(rest.SerializeToString())
+        out.write(delimited_head(GRAPH, len(graph_bytes) + sum(b - a for a, b in spans)))
+        out.write(graph_bytes)
+        for start, end in spans:
+            src.seek(start)
+            _copy_exactly(src, out, end - start, path)
+    os.replace(tmp, path)
 
 
 def pack_external_data(model, path: Path, align: int = 4096) -> Path | None:
