@@ -318,10 +318,11 @@ class LayerProbe:
 
         self.model = model
         recorded = isinstance(model, dict) and bool(model.get("recorded_in"))
-        # a model read from a manifest was checked where it was recorded; one the user
-        # names (--model) is checked here
-        self.spec = resolve_model(model, probe=not recorded) if not recorded else \
-            build_uninitialized(lambda: resolve_model(model, probe=False))
+        # a model read from a manifest was checked where it was recorded (its network, built
+        # here without weights, is the first one handed out); one the user names (--model)
+        # is checked here
+        self.spec = build_uninitialized(lambda: resolve_model(model, probe=False)) \
+            if recorded else resolve_model(model)
         self._nets: dict = {}
 
     def _capture(self, role: str, policy) -> _Capture:
