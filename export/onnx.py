@@ -84,28 +84,15 @@ def _read_lean(path: Path) -> tuple:
     import onnx
     from onnx import TensorProto
 
-    from amptool.protowire import delimited_head, fields
+    from amptool.protowire import without_tensor_bytes
 
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        top, graph, spans = [], [], []
-        for number, first, start, end in fields(data, 0, len(data)):
-            if number != GRAPH or data[first] & 7 != 2:
-                top.append(bytes(data[first:end]))
-                continue
-            for num, head, value, after in fields(data, start, end):
-                if num != INITIALIZER or data[head] & 7 != 2:
-                    graph.append(bytes(data[head:after]))
-                    continue
-                lean = b"".join(bytes(data[f:a]) for n, f, _, a in fields(data, value, after)
-                                if n != RAW_DATA)
-                graph.append(delimited_head(INITIALIZER, len(lean)) + lean)
-                spans.append((head, after))
-    graph_bytes = b"".join(graph)
+        lean, tensors = without_tensor_bytes(data, GRAPH, INITIALIZER, RAW_DATA)
     model = onnx.ModelProto()
-    model.ParseFromString(b"".join(top) + delimited_head(GRAPH, len(graph_bytes)) + graph_bytes)
+    model.ParseFromString(lean)
     if any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer):
         return onnx.load(str(path), load_external_data=False), None
-    return model, spans
+    return model, [(start, end) for start, end, _ in tensors]
 
 
 def _write_lean(model, spans: list, path: Path) -> None:

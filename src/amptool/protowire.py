@@ -1,6 +1,7 @@
-"""The protobuf wire format, for the files read or written a field at a time (a MindIR's
-parameters without their bytes, a checkpoint an entry at a time): varints, field keys and
-lengths, and a walk over a message's fields in a buffer without parsing their values."""
+"""The protobuf wire format, for the files read or written a field at a time (a MindIR's or
+an ONNX's tensors without their bytes, a checkpoint an entry at a time): varints, field keys
+and lengths, a walk over a message's fields in a buffer without parsing their values, and
+a model's bytes less its tensors' data (``without_tensor_bytes``)."""
 from __future__ import annotations
 
 
@@ -64,3 +65,32 @@ def fields(buf, start: int, end: int):
             raise WireError("truncated message")
         yield key >> 3, first, pos, after
         pos = after
+
+
+def without_tensor_bytes(buf, graph: int, tensor: int, data: int) -> tuple:
+    """(the bytes of the model message in ``buf`` less field ``data`` of each ``tensor``
+    field of each ``graph`` field, [(tensor field start, end, (start, end) of its data or
+    None)] in order): a MindIR's or an ONNX's ``ModelProto`` without its weights' bytes,
+    parsed without them. A graph field may come many times (a file written a parameter at
+    a time): a parser merges them, and the tensors keep their order; of several data
+    fields the last counts, as a parser takes it."""
+    lean, tensors = bytearray(), []
+    for number, first, value, after in fields(buf, 0, len(buf)):
+        if number != graph:
+            lean += buf[first:after]
+            continue
+        inner = bytearray()
+        for num, head, start, stop in fields(buf, value, after):
+            if num != tensor:
+                inner += buf[head:stop]
+                continue
+            kept, raw = bytearray(), None
+            for n, f, v, a in fields(buf, start, stop):
+                if n == data:
+                    raw = (v, a)
+                else:
+                    kept += buf[f:a]
+            inner += delimited(tensor, kept)
+            tensors.append((head, stop, raw))
+        lean += delimited(graph, inner)
+    return bytes(lean), tensors

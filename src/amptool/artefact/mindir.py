@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from amptool.errors import UsageError, first_line
-from amptool.protowire import WireError, delimited, fields
+from amptool.protowire import WireError, without_tensor_bytes
 
 from .common import (
     PROTO_DTYPES,
@@ -78,39 +78,6 @@ GRAPH, PARAMETER, RAW_DATA = 7, 3, 9
 """Field numbers: ``ModelProto.graph``, ``GraphProto.parameter``, ``TensorProto.raw_data``."""
 
 
-def _without_raw_data(buf, start: int, end: int, spans: list) -> bytes:
-    """A ``TensorProto``'s bytes less its ``raw_data``, whose (start, end) in ``buf`` is
-    appended to ``spans`` (None: it has none)."""
-    kept, raw = bytearray(), None
-    for number, first, value, after in fields(buf, start, end):
-        if number == RAW_DATA:
-            raw = (value, after)  # the last one counts, as a parser takes it
-        else:
-            kept += buf[first:after]
-    spans.append(raw)
-    return bytes(kept)
-
-
-def _lean(buf) -> tuple:
-    """(bytes of the ``ModelProto`` in ``buf`` without its parameters' ``raw_data``, the
-    (start, end) of each parameter's raw data in ``buf``, in parameter order). A graph
-    field may come many times (a single file written a parameter at a time): a parser
-    merges them, and the parameters keep their order."""
-    lean, spans = bytearray(), []
-    for number, first, value, after in fields(buf, 0, len(buf)):
-        if number != GRAPH:
-            lean += buf[first:after]
-            continue
-        graph = bytearray()
-        for inner, g_first, g_value, g_after in fields(buf, value, after):
-            if inner == PARAMETER:
-                graph += delimited(PARAMETER, _without_raw_data(buf, g_value, g_after, spans))
-            else:
-                graph += buf[g_first:g_after]
-        lean += delimited(GRAPH, graph)
-    return bytes(lean), spans
-
-
 @contextlib.contextmanager
 def _opened(path, key: bytes | None):
     """(buffer, file): the file mapped (only the pages the walk reads come in) and open for
@@ -145,7 +112,8 @@ def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
     raws = {}
     with _opened(path, key) as (buf, fh):
         try:
-            lean, spans = _lean(buf)
+            lean, tensors = without_tensor_bytes(buf, GRAPH, PARAMETER, RAW_DATA)
+            spans = [raw for _, _, raw in tensors]
             model = mind_ir_pb2.ModelProto()
             model.ParseFromString(lean)
         except (WireError, DecodeError, ValueError, RuntimeError) as exc:
