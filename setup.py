@@ -3,7 +3,10 @@ from setuptools import find_packages, setup
 
 SUBTREES = ("train", "convert", "export", "parity", "samples")
 subpkgs = find_packages(where=".", include=[f"{t}*" for t in SUBTREES])
-core = find_packages(where="src", include=["amptool*"])
+# src/amptool/<stage> are links to the stage folders, for tools that walk the package's
+# folder (import-linter on an editable install): the stages come from their own folders
+core = find_packages(where="src", include=["amptool*"],
+                     exclude=[f"amptool.{t}*" for t in SUBTREES])
 
 setup(
     packages=core + [f"amptool.{p}" for p in subpkgs],

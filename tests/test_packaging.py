@@ -174,3 +174,12 @@ def test_no_module_cycle_counting_function_level_imports(installed, tmp_path):
         f.write("\n\ndef _planted():\n    import amptool.rundir  # noqa\n")
     _, cycles = _cycles(planted, tmp_path)
     assert any({"amptool.fileio", "amptool.rundir"} <= set(c) for c in cycles), cycles
+
+
+def test_each_stage_is_linked_into_the_core_folder():
+    """Tools that walk the package's folder (import-linter through an editable install's
+    finder) see every stage: src/amptool/<stage> is a link to the stage's folder."""
+    for tree in SUBTREES:
+        link = ROOT / "src" / "amptool" / tree
+        assert link.is_symlink(), f"{link} is not a link"
+        assert link.resolve() == (ROOT / tree).resolve(), f"{link} -> {link.resolve()}"
