@@ -16,6 +16,7 @@ import numpy as np
 
 from amptool.checkpoint import FORMATS, is_float, write_checkpoint
 from amptool.ckptstream import iter_checkpoint
+from amptool.config import decided_later
 from amptool.errors import UsageError
 from amptool.ranges import FP16_MAX
 
@@ -32,11 +33,11 @@ class CkptConfig:
     """File to write."""
     to: str = "fp16"
     """Target float dtype: fp16 or fp32."""
-    format: Optional[str] = None
+    format: Optional[str] = decided_later("from OUT's extension, else ckpt")
     """Output format, ckpt or safetensors; None: from dst's extension (.safetensors), else ckpt."""
-    policy: Optional[str] = None
+    policy: Optional[str] = decided_later("O2 when the model is known")
     """Policy file whose fp32 cells keep their parameters in fp32 (needs the model)."""
-    model: Optional[str] = None
+    model: Optional[str] = decided_later("the checkpoint's 'model' entry")
     """Network the checkpoint belongs to; None: the checkpoint's own 'model' entry, if any."""
     model_args: Optional[dict] = None
     """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""

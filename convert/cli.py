@@ -7,7 +7,11 @@ from typing import List, Optional
 import typer
 
 from amptool import options as opt
+from amptool.convert.ckpt import CkptConfig
+from amptool.convert.explain import PolicyConfig
+from amptool.convert.search import SearchConfig
 from amptool.errors import UsageError
+from amptool.limits import default_text as limit_default
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
@@ -15,9 +19,9 @@ convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_comple
 
 def policy_command(
     level: Optional[str] = typer.Option(None, help="Built-in level O0, O1, O2 or O3. "
-                                                   "\\[default: O2]"),
+                                                   f"{opt.default_of(PolicyConfig, 'level')}"),
     dtype: Optional[str] = typer.Option(None, help="Low dtype: fp16 or bf16 (bf16 not on CPU). "
-                                                   "\\[default: fp16]"),
+                                                   f"{opt.default_of(PolicyConfig, 'dtype')}"),
     policy: Optional[Path] = typer.Option(None, help="Read this policy file (TOML/YAML/JSON, or a "
                                                      "run.json/manifest)."),
     fp32_type: List[str] = typer.Option([], "--fp32-type",
@@ -73,13 +77,13 @@ def ckpt_command(
     to: str = typer.Option(..., "--to", help="Target dtype of float entries: fp16 or fp32."),
     fmt: Optional[str] = typer.Option(None, "--format",
                                       help="ckpt or safetensors. "
-                                           "\\[default: from OUT's extension, else ckpt]"),
+                                           f"{opt.default_of(CkptConfig, 'format')}"),
     policy: Optional[Path] = typer.Option(None, help="Keep this policy's fp32 cells in fp32 (needs "
                                                      "the model). "
-                                                     "\\[default: O2 when the model is known]"),
+                                                     f"{opt.default_of(CkptConfig, 'policy')}"),
     all_floats: bool = typer.Option(False, "--all",
                                     help="Convert every float entry, ignoring the policy."),
-    model: opt.with_default(opt.ModelOption, "the checkpoint's 'model' entry") = None,
+    model: opt.defaulted(opt.ModelOption, CkptConfig, "model") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
@@ -130,30 +134,35 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
+def _search(name: str):
+    return opt.value_of(SearchConfig, name)
+
+
 def search_command(
     run: Optional[Path] = typer.Option(None, help="Training run folder (run.json and best "
                                                   "checkpoint)."),
     ckpt: Optional[Path] = typer.Option(None, help="Checkpoint to search on (with --model, or "
                                                    "overriding the run's)."),
-    model: opt.with_default(opt.ModelOption, "the run's") = None,
+    model: opt.defaulted(opt.ModelOption, SearchConfig, "model") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
     data: opt.noted(opt.DataOption, "Its held-out split feeds the trials. "
-                                    "\\[default: the run's, else digits]") = None,
-    samples: Optional[int] = typer.Option(256, help="Held-out samples per trial (0: the whole "
-                                                    "split)."),
-    level: str = typer.Option("O3", help="Base level: O3 (all fp16) or O2 (BatchNorm/LayerNorm "
-                                         "fp32)."),
+                                    f"{opt.default_of(SearchConfig, 'data')}") = None,
+    samples: Optional[int] = typer.Option(_search("samples"), help="Held-out samples per trial "
+                                                                   "(0: the whole split)."),
+    level: str = typer.Option(_search("level"), help="Base level: O3 (all fp16) or O2 "
+                                                     "(BatchNorm/LayerNorm fp32)."),
     policy: Optional[Path] = typer.Option(None, help="Base policy file (instead of --level); its "
                                                      "fp32 cells stay fp32."),
-    out: opt.PolicyOutOption = Path("policy.toml"),
+    out: opt.PolicyOutOption = Path(_search("out")),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     thresholds: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON thresholds (a parity "
                                                          "config's thresholds table works) over "
                                                          "parity's fp16 defaults."),
-    device: opt.DeviceOption = "auto",
-    range_safety: str = typer.Option("0.5", help="Range pass before any trial: cells (blocks "
+    device: opt.DeviceOption = _search("device"),
+    range_safety: str = typer.Option(str(_search("range_safety")),
+                                     help="Range pass before any trial: cells (blocks "
                                      "too) whose fp32 outputs or inputs reach this share of "
                                      "65504, are mostly fp16-subnormal or break computing alone "
                                      "in fp16 stay fp32; 'off' skips it."),
@@ -162,14 +171,15 @@ def search_command(
                                         "matplotlib)."),
     max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled", help="Largest "
                                                  "max|c - r| / max(1, max|ref|) (a number or "
-                                                 "'off'). \\[default: off for class logits, "
-                                                 "0.0625 for any other task]"),
+                                                 "'off'). " + opt.shown(
+                                                     limit_default("max_abs_scaled", True))),
     metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn (fn(outputs, "
                                                     "targets) -> float, higher is better) each "
                                                     "trial is held to as well."),
     max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop", help="Largest "
                                                   "drop of --metric from the fp32 reference's "
-                                                  "value (a number or 'off'). \\[default: 0]"),
+                                                  "value (a number or 'off'). "
+                                                  f"{opt.shown(limit_default('max_metric_drop'))}"),
     quiet: opt.QuietOption = False,
     as_json: opt.about(opt.JsonOption, "the result with the whole trace") = False,
     limits: Optional[dict] = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from amptool.config import decided_later
 from amptool.errors import UsageError
 
 LEVEL_MEANING = {
@@ -16,13 +17,19 @@ LEVEL_MEANING = {
 }
 
 
+DEFAULT_LEVEL = "O2"
+"""The level shown when neither a level nor a policy file is given."""
+DEFAULT_DTYPE = "fp16"
+"""The low dtype when none is given."""
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     """What ``amptool convert policy`` was asked to show or write."""
 
-    level: Optional[str] = None
+    level: Optional[str] = decided_later(DEFAULT_LEVEL)
     """Built-in level O0-O3 (default O2 when no policy file is given)."""
-    dtype: Optional[str] = None
+    dtype: Optional[str] = decided_later(DEFAULT_DTYPE)
     """Low-precision dtype: float16 (fp16) or bfloat16 (bf16)."""
     policy: Optional[str] = None
     """A policy file to read (TOML/YAML/JSON, or a run.json/manifest)."""
@@ -78,7 +85,7 @@ def build_policy(cfg: PolicyConfig):
             raise UsageError("--policy cannot be combined with --level, --dtype or cell options",
                              "edit the policy file, or build one from --level and cell options")
         return load_policy(cfg.policy)
-    return make_policy(cfg.level or "O2", cfg.dtype or "float16", cfg.fp32_types,
+    return make_policy(cfg.level or DEFAULT_LEVEL, cfg.dtype or DEFAULT_DTYPE, cfg.fp32_types,
                        cfg.fp32_cells, cfg.fp16_cells)
 
 

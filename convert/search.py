@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from amptool.config import decided_later
 from amptool.errors import CheckFailed, UsageError
 from amptool.limits import Thresholds
 from amptool.precision import within
@@ -44,13 +45,13 @@ class SearchConfig:
     """Training run folder (run.json + best checkpoint)."""
     ckpt: Optional[str] = None
     """Checkpoint to search on (instead of, or overriding, the run's)."""
-    model: Optional[str] = None
+    model: Optional[str] = decided_later("the run's")
     """Model of ``ckpt``: sample name or file.py:factory (default: the run's)."""
     model_args: Optional[dict] = None
     """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
     input_spec: Optional[str] = None
     """``model``'s input signature, when it declares none (``--input-spec``)."""
-    data: Optional[str] = None
+    data: Optional[str] = decided_later("the run's, else digits")
     """Data source of the inputs (default: the run's, else digits); its held-out split is used."""
     samples: Optional[int] = 256
     """Held-out samples in the batch every trial runs (None: the whole split)."""

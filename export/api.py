@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.artefact import FORMATS
+from amptool.config import decided_later
 from amptool.errors import UsageError
 
 from .writer import ExportResult, format_module, write_all
@@ -47,7 +48,7 @@ class ExportConfig:
     """Export with a dynamic batch dimension (-1)."""
     io_dtype: str = "fp32"
     """Input/output dtype of the fp16 artefact: fp32 (drop-in for the fp32 one) or fp16."""
-    out: Optional[str] = None
+    out: Optional[str] = decided_later("RUN/export, or out/export with --ckpt")
     """Output folder; default: <run>/export, or out/export with ``ckpt``."""
     force: bool = False
     """Replace existing artefacts."""

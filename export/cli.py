@@ -7,6 +7,12 @@ from typing import List, Optional
 import typer
 
 from amptool import options as opt
+from amptool.artefact.keys import ENV_VAR
+from amptool.export.api import ExportConfig
+
+
+def _value(name: str):
+    return opt.value_of(ExportConfig, name)
 
 
 def export_command(
@@ -20,28 +26,30 @@ def export_command(
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
-    which: str = typer.Option("best", help="With --run: the best or last checkpoint."),
-    fmt: List[str] = typer.Option(["MINDIR"], "--format", "-f",
+    which: str = typer.Option(_value("which"), help="With --run: the best or last checkpoint."),
+    fmt: List[str] = typer.Option(list(_value("formats")), "--format", "-f",
                                   help="MINDIR, AIR or ONNX (case-insensitive); repeat or "
                                        "comma-separate for several."),
-    precision: str = typer.Option("both", help="fp32, fp16 or both."),
-    batch_size: int = typer.Option(1, help="Fixed batch dimension of the exported graph."),
+    precision: str = typer.Option(_value("precision"), help="fp32, fp16 or both."),
+    batch_size: int = typer.Option(_value("batch_size"),
+                                   help="Fixed batch dimension of the exported graph."),
     dynamic_batch: bool = typer.Option(False, "--dynamic-batch",
                                        help="Export a dynamic batch dimension instead of "
                                             "--batch-size."),
-    io_dtype: str = typer.Option("fp32", help="Input/output dtype of the fp16 artefact: fp32 "
-                                              "(drop-in for the fp32 one) or fp16."),
-    out: opt.with_default(opt.OutOption, "RUN/export, or out/export with --ckpt") = None,
+    io_dtype: str = typer.Option(_value("io_dtype"), help="Input/output dtype of the fp16 "
+                                                          "artefact: fp32 (drop-in for the fp32 "
+                                                          "one) or fp16."),
+    out: opt.defaulted(opt.OutOption, ExportConfig, "out") = None,
     force: bool = typer.Option(False, "--force", help="Replace existing artefacts."),
     policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON) for "
                                                      "the fp16 graph; overrides the run's."),
     amp_level: opt.noted(opt.AmpLevelOption, "For the fp16 graph (overrides the run's policy); "
                                              "O0/O1 export as O2.") = None,
     data: opt.noted(opt.DataOption, "With --ckpt: the training data, to record its preprocessing "
-                                    "in the manifest ('none' to skip).") = "digits",
-    val_fraction: float = typer.Option(0.2, help="With --ckpt: the validation fraction used in "
-                                                 "training."),
-    device: opt.noted(opt.DeviceOption, "AIR needs Ascend.") = "auto",
+                                    "in the manifest ('none' to skip).") = _value("data"),
+    val_fraction: float = typer.Option(_value("val_fraction"), help="With --ckpt: the validation "
+                                                                    "fraction used in training."),
+    device: opt.noted(opt.DeviceOption, "AIR needs Ascend.") = _value("device"),
     encrypt_key_file: Optional[Path] = typer.Option(None,
                                                     help="Encrypt MINDIR with the AES-GCM key in "
                                                          "this file (hex or raw 16/24/32 bytes)."),
@@ -95,7 +103,7 @@ def inspect_command(
     key_file: Optional[Path] = typer.Option(None, help="Key file of an encrypted MINDIR."),
     key_env: Optional[str] = typer.Option(None, help="Environment variable holding the key (hex) "
                                                      "of an encrypted MINDIR. "
-                                                     "[default: AMPTOOL_MINDIR_KEY when set]"),
+                                                     f"{opt.shown(f'{ENV_VAR} when set')}"),
     as_json: opt.about(opt.JsonOption, "the facts") = False,
 ) -> None:
     """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its

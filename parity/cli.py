@@ -7,6 +7,18 @@ from typing import List, Optional
 import typer
 
 from amptool import options as opt
+from amptool.limits import default_text as limit_default
+from amptool.parity.config import ParityConfig
+
+
+def _default(name: str) -> str:
+    """The ``\\[default: …]`` of a parity setting."""
+    return opt.default_of(ParityConfig, name)
+
+
+def _limit_default(name: str) -> str:
+    """The ``\\[default: …]`` of a threshold, from the limits' default table."""
+    return opt.shown(limit_default(name))
 
 
 def parity_command(
@@ -15,9 +27,9 @@ def parity_command(
                                                "then candidate artefacts; with --load-outputs, "
                                                "candidates only."),
     data: opt.noted(opt.DataOption, "Real samples (held-out split). "
-                                    "\\[default: the manifest's data, else digits]") = None,
+                                    f"{_default('data')}") = None,
     samples: Optional[int] = typer.Option(None, help="Use the first N held-out samples. "
-                                                     "\\[default: all]"),
+                                                     f"{_default('samples')}"),
     inputs: Optional[Path] = typer.Option(None, help="An .npz of ready inputs (arrays named after "
                                                      "the inputs, or x; labels y), fed as they "
                                                      "are."),
@@ -31,15 +43,14 @@ def parity_command(
                                    help="Localize the first diverging cell (eager fp32 vs the "
                                         "candidate's policy) and check stored weights."),
     layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. "
-                                                           "\\[default: 32]"),
-    layer_min_cosine: Optional[float] = typer.Option(None,
-                                                     help="Per-cell cosine limit. \\[default: the "
-                                                          "candidate's --min-cosine]"),
+                                                           f"{_default('layer_samples')}"),
+    layer_min_cosine: Optional[float] = typer.Option(None, help="Per-cell cosine limit. "
+                                                     f"{_default('layer_min_cosine')}"),
     emulate_settings: Optional[bool] = typer.Option(
         None, "--emulate-settings/--no-emulate-settings",
         help="For each fp16 candidate that keeps cells in fp32, also run it eagerly with those "
              "cells in fp16 (a runtime ignoring its deployment settings) and report whether "
-             "the model depends on them; informational. \\[default: on]"),
+             f"the model depends on them; informational. {_default('emulate_settings')}"),
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
@@ -52,20 +63,18 @@ def parity_command(
                                                  help="Largest max|c - r| / max(1, max|ref|): "
                                                       "absolute error in units of the reference's "
                                                       "largest magnitude (a number or 'off'). "
-                                                      "\\[default: fp16: 0.0625 on outputs "
-                                                      "that are no class logits, else off; "
-                                                      "fp32: 1e-4]"),
+                                                      f"{_limit_default('max_abs_scaled')}"),
     metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn; fn(outputs: list "
                                                     "of arrays, labels or None) -> float, higher "
                                                     "is better."),
     max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop",
                                                   help="Largest drop of --metric, reference minus "
                                                        "candidate (a number or 'off'). "
-                                                       "\\[default: 0]"),
+                                                       f"{_limit_default('max_metric_drop')}"),
     atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. "
-                                                  "\\[default: 1e-3]"),
+                                                  f"{_limit_default('atol')}"),
     rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. "
-                                                  "\\[default: 1e-2]"),
+                                                  f"{_limit_default('rtol')}"),
     allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite",
                                          help="Tolerate NaN/Inf in a candidate."),
     config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options and a "
@@ -75,7 +84,7 @@ def parity_command(
     junit: Optional[Path] = typer.Option(None, help="Write a JUnit XML report."),
     plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs "
                                                    "matplotlib; implies --per-layer)."),
-    device: opt.with_default(opt.DeviceOption, "auto") = None,
+    device: opt.defaulted(opt.DeviceOption, ParityConfig, "device") = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,
     limits: Optional[dict] = None,
@@ -94,8 +103,6 @@ def parity_command(
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings)
-    from amptool.parity.config import ParityConfig
-
     cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,
                                  **flags)
     if save_outputs is None and cfg.save_outputs:

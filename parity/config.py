@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from amptool.config import decided_later
+
 
 @dataclass(frozen=True)
 class ParityConfig:
@@ -13,9 +15,9 @@ class ParityConfig:
     """Artefact, checkpoint or training run folder; empty when ``load_outputs`` is given."""
     candidates: tuple = ()
     """Artefacts compared against the reference."""
-    data: Optional[str] = None
+    data: Optional[str] = decided_later("the manifest's data, else digits")
     """Data source of real samples; empty means the manifest's, else the bundled digits."""
-    samples: Optional[int] = None
+    samples: Optional[int] = decided_later("all")
     """How many held-out samples (all when None)."""
     val_fraction: Optional[float] = None
     """Held-out fraction of the data; None means the manifest's (else 0.2)."""
@@ -39,7 +41,7 @@ class ParityConfig:
     """Localize the first diverging cell of each candidate."""
     layer_samples: int = 32
     """Samples used by the per-layer pass."""
-    layer_min_cosine: Optional[float] = None
+    layer_min_cosine: Optional[float] = decided_later("the candidate's --min-cosine")
     """Per-cell cosine limit; None means the candidate's min_cosine."""
     thresholds: dict = field(default_factory=dict)
     """Overrides for every pair (from flags): threshold name -> value (None = off)."""

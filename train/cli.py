@@ -6,74 +6,74 @@ from typing import Optional
 import typer
 
 from amptool import options as opt
+from amptool.train.config import LaunchOptions, TrainConfig
+
+
+def _default(name: str) -> str:
+    """The ``\\[default: …]`` of a training setting or launch option."""
+    config = LaunchOptions if name in LaunchOptions.__dataclass_fields__ else TrainConfig
+    return opt.default_of(config, name)
+
+
+def _option(name: str, text: str) -> Optional[object]:
+    """A None-defaulted option (a config file may set it) whose help ends in its default."""
+    return typer.Option(None, help=f"{text} {_default(name)}")
 
 
 def train_command(
-    model: opt.with_default(opt.ModelOption, "simplecnn") = None,
+    model: opt.defaulted(opt.ModelOption, TrainConfig, "model") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.noted(opt.TrustModelOption, "For --resume.") = None,
-    data: opt.with_default(opt.DataOption, "digits") = None,
-    loss: opt.LossOption = None,
-    metric: opt.TrainMetricOption = None,
-    amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
+    data: opt.defaulted(opt.DataOption, TrainConfig, "data") = None,
+    loss: opt.defaulted(opt.LossOption, TrainConfig, "loss") = None,
+    metric: opt.defaulted(opt.TrainMetricOption, TrainConfig, "metric") = None,
+    amp_level: opt.defaulted(opt.AmpLevelOption, TrainConfig, "amp_level") = None,
     policy: opt.PolicyFileOption = None,
-    range_safety: opt.RangeSafetyOption = None,
-    loss_scale: Optional[str] = typer.Option(None,
-                                             help="dynamic, static:VALUE or none. "
-                                                  "\\[default: dynamic for O1/O2, none for O0/O3]"),
-    scale_init: Optional[float] = typer.Option(None, help="Initial dynamic loss scale. "
-                                                          "\\[default: 65536]"),
-    scale_factor: Optional[int] = typer.Option(None,
-                                               help="Dynamic loss scale factor. \\[default: 2]"),
-    scale_window: Optional[int] = typer.Option(None, help="Clean steps before the scale grows. "
-                                                          "\\[default: 2000]"),
-    max_skipped: Optional[int] = typer.Option(None, help="Consecutive overflow steps that stop the "
-                                                         "run as diverged. \\[default: 50]"),
-    log_every: Optional[int] = typer.Option(None, help="Steps between read-backs of the loss and "
-                                                       "skip counts (one metrics.jsonl line each; "
-                                                       "the first and last step of an epoch too). "
-                                                       "\\[default: 10]"),
-    epochs: opt.noted(opt.EpochsOption, "A resumed run continues up to it.") = None,
-    batch_size: opt.BatchSizeOption = None,
-    lr: Optional[float] = typer.Option(None, help="Learning rate. \\[default: 0.001]"),
-    optimizer: Optional[str] = typer.Option(None, help="adam, sgd or momentum. \\[default: adam]"),
-    seed: opt.SeedOption = None,
-    device: opt.with_default(opt.DeviceOption, "auto") = None,
-    out: opt.with_default(opt.OutOption, "runs/train") = None,
-    val_fraction: Optional[float] = typer.Option(None, help="Held-out validation fraction. "
-                                                            "\\[default: 0.2]"),
-    ckpt_format: Optional[str] = typer.Option(None, help="ckpt or safetensors. \\[default: ckpt]"),
+    range_safety: opt.defaulted(opt.RangeSafetyOption, TrainConfig, "range_safety") = None,
+    loss_scale: Optional[str] = _option("loss_scale", "dynamic, static:VALUE or none."),
+    scale_init: Optional[float] = _option("scale_init", "Initial dynamic loss scale."),
+    scale_factor: Optional[int] = _option("scale_factor", "Dynamic loss scale factor."),
+    scale_window: Optional[int] = _option("scale_window", "Clean steps before the scale grows."),
+    max_skipped: Optional[int] = _option("max_skipped", "Consecutive overflow steps that stop the "
+                                                        "run as diverged."),
+    log_every: Optional[int] = _option("log_every", "Steps between read-backs of the loss and "
+                                                    "skip counts (one metrics.jsonl line each; "
+                                                    "the first and last step of an epoch too)."),
+    epochs: opt.noted(opt.EpochsOption, "A resumed run continues up to it. "
+                                        f"{_default('epochs')}") = None,
+    batch_size: opt.defaulted(opt.BatchSizeOption, TrainConfig, "batch_size") = None,
+    lr: Optional[float] = _option("lr", "Learning rate."),
+    optimizer: Optional[str] = _option("optimizer", "adam, sgd or momentum."),
+    seed: opt.defaulted(opt.SeedOption, TrainConfig, "seed") = None,
+    device: opt.defaulted(opt.DeviceOption, TrainConfig, "device") = None,
+    out: opt.defaulted(opt.OutOption, TrainConfig, "out") = None,
+    val_fraction: Optional[float] = _option("val_fraction", "Held-out validation fraction."),
+    ckpt_format: Optional[str] = _option("ckpt_format", "ckpt or safetensors."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in "
                                                         "--out."),
     overwrite: bool = typer.Option(False, "--overwrite",
                                    help="Replace the trained run --out holds (refused without this "
                                         "or --resume)."),
     config: opt.ConfigOption = None,
-    workers: Optional[int] = typer.Option(None, help="Data-parallel workers on this host, launched "
-                                                     "with msrun. \\[default: 1]"),
-    sink_size: Optional[int] = typer.Option(None, help="Steps per host call through MindSpore's "
-                                                       "data sinking (Ascend and GPU only; refused "
-                                                       "on CPU). \\[default: --log-every on "
-                                                       "Ascend/GPU, off on CPU]"),
-    data_workers: Optional[int] = typer.Option(None, help="Parallel workers reading, decoding and "
-                                                          "resizing the data ahead of the step. "
-                                                          "\\[default: the cores, up to 8]"),
-    augment: Optional[str] = typer.Option(None, help="Training-only image augmentation: crop, flip "
-                                                     "or crop,flip (each image's draws fixed by "
-                                                     "seed, epoch and row). \\[default: none]"),
-    nodes: Optional[int] = typer.Option(None, help="Hosts taking part (msrun); --workers is per "
-                                                   "host. \\[default: 1]"),
-    node_rank: Optional[int] = typer.Option(None, help="This host's rank among --nodes. "
-                                                       "\\[default: 0]"),
-    master_addr: Optional[str] = typer.Option(None, help="Address of the rank-0 host (msrun). "
-                                                         "\\[default: 127.0.0.1]"),
-    master_port: Optional[int] = typer.Option(None, help="msrun's port; 0 picks a free one. "
-                                                         "\\[default: 0]"),
-    start_timeout: Optional[float] = typer.Option(None, help="Seconds every rank has to start and "
-                                                             "the cluster to form before the job "
-                                                             "is stopped. \\[default: 120, or 600 "
-                                                             "with several --nodes]"),
+    workers: Optional[int] = _option("workers", "Data-parallel workers on this host, launched "
+                                                "with msrun."),
+    sink_size: Optional[int] = _option("sink_size", "Steps per host call through MindSpore's "
+                                                    "data sinking (Ascend and GPU only; refused "
+                                                    "on CPU)."),
+    data_workers: Optional[int] = _option("data_workers", "Parallel workers reading, decoding "
+                                                          "and resizing the data ahead of the "
+                                                          "step."),
+    augment: Optional[str] = _option("augment", "Training-only image augmentation: crop, flip "
+                                                "or crop,flip (each image's draws fixed by "
+                                                "seed, epoch and row)."),
+    nodes: Optional[int] = _option("nodes", "Hosts taking part (msrun); --workers is per host."),
+    node_rank: Optional[int] = _option("node_rank", "This host's rank among --nodes."),
+    master_addr: Optional[str] = _option("master_addr", "Address of the rank-0 host (msrun)."),
+    master_port: Optional[int] = _option("master_port", "msrun's port; 0 picks a free one."),
+    start_timeout: Optional[float] = _option("start_timeout", "Seconds every rank has to start "
+                                                              "and the cluster to form before "
+                                                              "the job is stopped."),
     quiet: opt.about(opt.QuietOption, "the final summary") = False,
     as_json: opt.JsonOption = False,
 ) -> None:

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass, replac
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from amptool.data import parse_augment
+from amptool.config import decided_later
 from amptool.errors import UsageError
 
 AUTO = "auto"
@@ -24,11 +24,12 @@ class TrainConfig:
     """The model's input signature, NAME:SHAPE:DTYPE[:LOW..HIGH],... (when it declares none)."""
     data: str = "digits"
     """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
-    loss: Optional[str] = None
+    loss: Optional[str] = decided_later("cross-entropy for class logits on integer labels")
     """cross-entropy, token-cross-entropy[:IGNORE], mse, l1, smooth-l1, bce,
     path/to/file.py:factory or package.module:factory; None: cross-entropy for class logits
     on integer labels (else the run asks for one)."""
-    metric: Optional[str] = None
+    metric: Optional[str] = decided_later("accuracy for classifiers, else minus the validation "
+                                          "loss")
     """A task metric path/to/file.py:fn (fn(outputs, targets) -> float, higher is better)
     evaluated on the held-out split each epoch; it picks best. None: accuracy for
     classifiers, else the negative validation loss."""
@@ -39,7 +40,7 @@ class TrainConfig:
     range_safety: float = 0.5
     """``policy = "auto"``: the share of 65504 an fp32 output or input may reach before its
     cell is kept in fp32."""
-    loss_scale: Optional[str] = None
+    loss_scale: Optional[str] = decided_later("dynamic for O1/O2, none for O0/O3")
     """dynamic, static:VALUE or none; None means dynamic for O1/O2 and none for O0/O3."""
     scale_init: float = 65536.0
     """Initial dynamic loss scale (2**16, as torch GradScaler and Apex)."""
@@ -77,12 +78,12 @@ class TrainConfig:
     removed once the new run is set up); without it or ``resume`` such a folder is refused."""
     workers: int = 1
     """Data-parallel workers launched on this host through msrun."""
-    sink_size: Optional[int] = None
+    sink_size: Optional[int] = decided_later("--log-every on Ascend/GPU, off on CPU")
     """Steps per host call through ``mindspore.data_sink`` (Ascend and GPU; None: log_every
     there, off on CPU, where an explicit value is refused)."""
-    data_workers: Optional[int] = None
+    data_workers: Optional[int] = decided_later("the cores, up to 8")
     """Parallel workers of the data pipeline (read, decode, resize); None: the cores, up to 8."""
-    augment: Optional[str] = None
+    augment: Optional[str] = decided_later("none")
     """Training-only image augmentation, comma-separated: crop (a random window of the image
     zero-padded by an eighth of each side), flip (half the images mirrored left to right);
     each image's draws fixed by (seed, epoch, row). None: none."""
@@ -101,6 +102,8 @@ class TrainConfig:
 
 
 def check_config(cfg: TrainConfig) -> None:
+    from amptool.data import parse_augment
+
     if cfg.amp_level not in ("O0", "O1", "O2", "O3"):
         raise UsageError(f"unknown AMP level '{cfg.amp_level}'", "use O0, O1, O2 or O3")
     if cfg.policy == AUTO and cfg.amp_level in ("O0", "O1"):
@@ -193,7 +196,7 @@ class LaunchOptions:
     """Address of the rank-0 host."""
     master_port: int = 0
     """msrun's port; 0 picks a free one (several nodes need an explicit port)."""
-    start_timeout: Optional[float] = None
+    start_timeout: Optional[float] = decided_later("120, or 600 with several --nodes")
     """Seconds every rank has to start and join; None: 120, or 600 with several nodes."""
     quiet: bool = False
     """Forward no per-step events from the ranks."""

@@ -10,6 +10,8 @@ from typing import Optional
 import typer
 
 from . import options as opt
+from .pipeline import PipelineConfig
+from .train.config import TrainConfig
 
 app = typer.Typer(cls=opt.AmpToolGroup, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
@@ -36,24 +38,24 @@ def info(as_json: opt.JsonOption = False) -> None:
 
 
 def run_command(
-    model: opt.with_default(opt.ModelOption, "simplecnn") = None,
+    model: opt.defaulted(opt.ModelOption, TrainConfig, "model") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
-    data: opt.with_default(opt.DataOption, "digits") = None,
-    loss: opt.LossOption = None,
-    metric: opt.TrainMetricOption = None,
-    amp_level: opt.with_default(opt.AmpLevelOption, "O2") = None,
+    data: opt.defaulted(opt.DataOption, TrainConfig, "data") = None,
+    loss: opt.defaulted(opt.LossOption, TrainConfig, "loss") = None,
+    metric: opt.defaulted(opt.TrainMetricOption, TrainConfig, "metric") = None,
+    amp_level: opt.defaulted(opt.AmpLevelOption, TrainConfig, "amp_level") = None,
     policy: opt.PolicyFileOption = None,
-    range_safety: opt.RangeSafetyOption = None,
-    epochs: opt.EpochsOption = None,
-    batch_size: opt.BatchSizeOption = None,
-    seed: opt.SeedOption = None,
-    device: opt.with_default(opt.DeviceOption, "auto") = None,
-    out: opt.with_default(opt.OutOption, "runs/pipeline") = None,
+    range_safety: opt.defaulted(opt.RangeSafetyOption, TrainConfig, "range_safety") = None,
+    epochs: opt.defaulted(opt.EpochsOption, TrainConfig, "epochs") = None,
+    batch_size: opt.defaulted(opt.BatchSizeOption, TrainConfig, "batch_size") = None,
+    seed: opt.defaulted(opt.SeedOption, TrainConfig, "seed") = None,
+    device: opt.defaulted(opt.DeviceOption, TrainConfig, "device") = None,
+    out: opt.defaulted(opt.OutOption, PipelineConfig, "out") = None,
     onnx: Optional[str] = typer.Option(None, help="Also export and check ONNX: auto, on or off. "
-                                                  "\\[default: auto]"),
+                                                  f"{opt.default_of(PipelineConfig, 'onnx')}"),
     samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. "
-                                                     "\\[default: all]"),
+                                          f"{opt.default_of(PipelineConfig, 'samples')}"),
     per_layer: bool = typer.Option(False, "--per-layer",
                                    help="Add per-layer localization to the parity report."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "

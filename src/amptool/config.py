@@ -12,6 +12,15 @@ from typing import Any, Callable, Mapping
 
 from .errors import UsageError
 
+SHOWN = "shown"
+"""Field metadata key: how a default decided at run time reads in --help and the reference."""
+
+
+def decided_later(shown: str, default: Any = None) -> Any:
+    """A config field whose ``default`` (None: not fixed) the run decides as ``shown`` says,
+    e.g. ``decided_later("the cores, up to 8")``; --help and the reference show ``shown``."""
+    return dataclasses.field(default=default, metadata={SHOWN: shown})
+
 
 def read_config_file(path: str | Path) -> dict:
     """Read a YAML, TOML or JSON mapping; one clear error if it cannot be read."""

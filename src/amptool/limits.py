@@ -72,6 +72,27 @@ NOT_LOGITS_MAX_P999_ABS_SCALED = 64 * FP16_UNIT
 """Default limit (2^-5 = 0.03125) on ``p999_abs_scaled`` of such an output: all but its
 worst 0.1 % of elements within 64 u of the output's scale. Why these two and not one bound
 on the max: docs/parity.md, "Outputs that are not class logits"."""
+NOT_LOGITS_BOUNDS = {"max_abs_scaled": NOT_LOGITS_MAX_ABS_SCALED,
+                     "max_p999_abs_scaled": NOT_LOGITS_MAX_P999_ABS_SCALED}
+"""The limits a low-precision candidate gets by default on an output that is no class logits."""
+
+
+def default_text(name: str, fp16_only: bool = False) -> str:
+    """How the default of limit ``name`` reads in --help and the reference, from the pair
+    defaults and ``NOT_LOGITS_BOUNDS``: ``fp16: 0.999; fp32: 0.99999``, or one value when the
+    pairs agree (``fp16_only``: the low-precision pair's alone)."""
+    fp16 = _value_text(getattr(FP16_VS_FP32, name))
+    if name in NOT_LOGITS_BOUNDS:
+        fp16 = f"{_value_text(NOT_LOGITS_BOUNDS[name])} on outputs that are no class logits, " \
+               f"else {fp16}"
+    fp32 = _value_text(getattr(SAME_PRECISION, name))
+    if fp16_only or fp16 == fp32:
+        return fp16
+    return f"fp16: {fp16}; fp32: {fp32}"
+
+
+def _value_text(value: Optional[float]) -> str:
+    return "off" if value is None else format(value, "g")
 
 
 def default_thresholds(ref_precision: str, cand_precision: str) -> Thresholds:

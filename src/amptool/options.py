@@ -9,6 +9,7 @@ traceback`` (exit 3).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import errno
 import functools
 import inspect
@@ -23,8 +24,10 @@ from typing import Annotated, Any, Callable, List, Optional
 import typer
 import typer.core
 
+from .config import SHOWN
 from .errors import DEBUG_ENV, AmpToolError, UsageError, debugging, network_error
 from .fileio import jsonable
+from .limits import default_text as limit_default
 
 try:  # newer typer releases vendor click: their errors are not the click package's
     from typer._click import exceptions as cli_errors
@@ -59,19 +62,26 @@ QuietOption = Annotated[bool, typer.Option(
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print the result as JSON on stdout (and nothing else there).")]
 
-def _limit(what: str, default: str) -> Any:
-    return Annotated[Optional[str], typer.Option(help=f"{what} ({LIMIT}). \\[default: {default}]")]
+def shown(text: str) -> str:
+    """``\\[default: TEXT]``, the one way a help text states a default (the backslash keeps
+    rich from taking the brackets for markup)."""
+    return f"\\[default: {text}]"
 
 
-MinCosineOption = _limit("Least cosine similarity", "0.999 fp16, 0.99999 fp32")
-MinTop1Option = _limit("Least top-1 agreement", "0.99 fp16, 1.0 fp32")
-MaxAccDropOption = _limit("Largest accuracy drop as a fraction", "0.005 fp16, 0 fp32")
-MaxAbsOption = _limit("Largest absolute error", "off")
-MaxRelOption = _limit("Largest relative error", "off")
-MaxOutsideOption = _limit("Largest fraction of elements outside atol + rtol*|ref|", "off")
+def _limit(what: str, name: str) -> Any:
+    text = f"{what} ({LIMIT}). {shown(limit_default(name))}"
+    return Annotated[Optional[str], typer.Option(help=text)]
+
+
+MinCosineOption = _limit("Least cosine similarity", "min_cosine")
+MinTop1Option = _limit("Least top-1 agreement", "min_top1")
+MaxAccDropOption = _limit("Largest accuracy drop as a fraction", "max_acc_drop")
+MaxAbsOption = _limit("Largest absolute error", "max_abs")
+MaxRelOption = _limit("Largest relative error", "max_rel")
+MaxOutsideOption = _limit("Largest fraction of elements outside atol + rtol*|ref|",
+                          "max_outside")
 MaxP999AbsScaledOption = _limit("Largest 99.9th percentile of |c - r| / max(1, max|ref|) over "
-                                "an output's elements", "0.03125 fp16 on outputs that are no "
-                                "class logits, else off")
+                                "an output's elements", "max_p999_abs_scaled")
 
 LIMIT_OPTIONS = {"min_cosine": MinCosineOption, "min_top1": MinTop1Option,
                  "max_acc_drop": MaxAccDropOption, "max_abs": MaxAbsOption,
@@ -113,21 +123,17 @@ PolicyFileOption = Annotated[Optional[Path], typer.Option(
     "or that break computing in fp16 (written to policy.auto.toml in --out).")]
 RangeSafetyOption = Annotated[Optional[float], typer.Option(
     help="With --policy auto: the share of fp16's largest value (65504) a cell's fp32 output "
-    "or input may reach before the cell is kept in fp32, in (0, 1]. \\[default: 0.5]")]
+    "or input may reach before the cell is kept in fp32, in (0, 1].")]
 LossOption = Annotated[Optional[str], typer.Option(
     help="cross-entropy, token-cross-entropy[:IGNORE], mse, l1, smooth-l1, bce, "
     "path/to/file.py:factory or package.module:factory (a function of the outputs, then the "
-    "targets, returning a scalar; computed in fp32). \\[default: cross-entropy for class "
-    "logits on integer labels]")]
+    "targets, returning a scalar; computed in fp32).")]
 TrainMetricOption = Annotated[Optional[str], typer.Option(
     help="Task metric path/to/file.py:fn (fn(outputs, targets) -> float, higher is better) "
-    "scored on the held-out split each epoch; picks best. \\[default: accuracy for "
-    "classifiers, else minus the validation loss]")]
-EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs. \\[default: 5]")]
-BatchSizeOption = Annotated[Optional[int], typer.Option(
-    help="Training batch size (per worker). \\[default: 32]")]
-SeedOption = Annotated[Optional[int], typer.Option(
-    help="Seed for weights and data order. \\[default: 0]")]
+    "scored on the held-out split each epoch; picks best.")]
+EpochsOption = Annotated[Optional[int], typer.Option(help="Total training epochs.")]
+BatchSizeOption = Annotated[Optional[int], typer.Option(help="Training batch size (per worker).")]
+SeedOption = Annotated[Optional[int], typer.Option(help="Seed for weights and data order.")]
 ConfigOption = Annotated[Optional[Path], typer.Option(
     help="YAML/TOML/JSON file of these options (snake_case keys); flags override it.")]
 TrustModelOption = Annotated[Optional[List[Path]], typer.Option(
@@ -158,9 +164,54 @@ def about(option: Any, what: str) -> Any:
     return Annotated[option.__origin__, info]
 
 
-def with_default(option: Any, value: str) -> Any:
-    """The shared ``option`` with the default a command applies when it is not given."""
-    return noted(option, f"\\[default: {value}]")
+def value_of(config: type, name: str) -> Any:
+    """The default of field ``name`` of the ``config`` dataclass (a factory's value)."""
+    field = _field(config, name)
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    raise ValueError(f"{config.__name__}.{name} has no default")
+
+
+def default_text(config: type, name: str) -> str:
+    """How the default of ``config``'s field ``name`` reads: the text a field decided at run
+    time shows (``config.decided_later``), else its value (on/off, numbers as %g, a tuple's
+    items joined by commas)."""
+    field = _field(config, name)
+    if SHOWN in field.metadata:
+        return field.metadata[SHOWN]
+    value = value_of(config, name)
+    if value is None:
+        raise ValueError(f"{config.__name__}.{name} defaults to None: describe it with "
+                         "config.decided_later")
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return format(value, "g")
+    if isinstance(value, (tuple, list)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def default_of(config: type, name: str) -> str:
+    """``\\[default: …]`` for ``config``'s field ``name``, e.g. ``default_of(TrainConfig,
+    "epochs")`` gives ``\\[default: 5]``."""
+    return shown(default_text(config, name))
+
+
+def defaulted(option: Any, config: type, name: str) -> Any:
+    """The shared ``option`` showing the default of ``config``'s field ``name``, which the
+    command applies when the flag is not given (the option itself stays None-defaulted, so
+    a config file's value is not hidden by it)."""
+    return noted(option, default_of(config, name))
+
+
+def _field(config: type, name: str) -> dataclasses.Field:
+    found = {f.name: f for f in dataclasses.fields(config)}
+    if name not in found:
+        raise ValueError(f"{config.__name__} has no field {name!r}")
+    return found[name]
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
+from amptool.config import decided_later
 from amptool.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class PipelineConfig:
     onnx: str = "auto"
     """ONNX artefacts too: auto (when the onnx extra is installed; skipped with one warning
     when the network cannot be written as ONNX), on (such a failure fails the run) or off."""
-    samples: Optional[int] = None
+    samples: Optional[int] = decided_later("all")
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
     """Add per-layer localization to the parity report."""
