@@ -39,6 +39,8 @@ NO_ARGS_IS_HELP = getattr(cli_errors, "NoArgsIsHelpError", ())
 
 INTERNAL_EXIT = 3
 """Exit code of an unexpected exception (a bug in amptool or a library it calls)."""
+INTERRUPTED_EXIT = 130
+"""Exit code of a command stopped by Ctrl+C or SIGTERM (its staged files are removed)."""
 
 MODEL_HELP = ("Sample name (simplecnn, lenet5, resnet, transformer, trapmlp, textcls, "
               "causallm, detector), path/to/file.py:factory or package.module:factory.")
@@ -243,7 +245,7 @@ def handle_errors(func: Callable) -> Callable:
         except AmpToolError as exc:
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            fail("interrupted", 130)
+            fail("interrupted", INTERRUPTED_EXIT)
         except (typer.Exit, typer.Abort, cli_errors.ClickException):
             raise
         except OSError as exc:  # disk full, permissions, a path that vanished

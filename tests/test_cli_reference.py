@@ -1,0 +1,70 @@
+"""The generated reference pages (docs/reference/cli.md, config.md, exit-codes.md) are what
+``python tools/gen_reference.py`` writes from the code now."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "tools" /
+                                                  "gen_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_reference", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _generator()
+PAGES = gen.pages()
+
+
+@pytest.mark.parametrize("path", sorted(str(p) for p in PAGES))
+def test_committed_page_is_current(path):
+    committed = ROOT / path
+    assert committed.is_file() and committed.read_text(encoding="utf-8") == PAGES[Path(path)], (
+        f"{path} is stale: run `{gen.COMMAND}` and commit it")
+
+
+def test_every_option_of_every_command_is_in_the_cli_page():
+    page = PAGES[gen.REFERENCE / "cli.md"]
+    for ctx, command in gen.walk(gen.root_command()):
+        assert f"## {ctx.command_path}\n" in page or ctx.parent is None
+        for param in command.params:
+            for flag in param.opts if param.param_type_name == "option" else ():
+                assert f"`{flag}`" in page, f"{ctx.command_path} {flag}"
+
+
+def test_a_changed_help_makes_the_page_stale(monkeypatch):
+    from amptool.cli import app
+
+    command = typer.main.get_command(app)
+    param = next(p for p in command.commands["train"].params if p.name == "epochs")
+    param.help = param.help.replace("Total training epochs.", "Epochs in all.")
+    monkeypatch.setattr(gen, "root_command", lambda: command)
+    assert "Epochs in all." in gen.cli_page() and gen.cli_page() != PAGES[gen.REFERENCE /
+                                                                          "cli.md"]
+
+
+def test_every_exit_code_in_use_is_documented():
+    documented = gen.exit_codes()
+    assert {0, 1, 2, 3, 130} <= set(documented)
+    assert set(gen.raised_as()) <= set(documented)
+
+
+def test_check_mode_names_a_stale_page(tmp_path, capsys, monkeypatch):
+    for path, text in PAGES.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    assert gen.stale(tmp_path) == []
+    (tmp_path / gen.REFERENCE / "config.md").write_text("old\n", encoding="utf-8")
+    assert gen.stale(tmp_path) == [str(gen.REFERENCE / "config.md")]
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    assert gen.main(["--check"]) == 1
+    assert f"config.md is stale: run `{gen.COMMAND}`" in capsys.readouterr().err
