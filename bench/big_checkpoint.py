@@ -85,7 +85,7 @@ def run(quick: bool = False) -> dict:
 
 
 def summary(f: dict) -> list:
-    """The README's row."""
+    """The summary's row (docs/bench.md)."""
     read, upb = f["after_onnx"], f["after_onnx_upb"]
     figure = (f"{'read' if read.get('ok') else 'not read'} in {read.get('seconds', 0):.1f} s, "
               f"peak RSS {read.get('peak_rss_gb', 0):.2f} GB; under upb: "

@@ -97,7 +97,7 @@ def run(quick: bool = False) -> dict:
 
 
 def summary(f: dict) -> list:
-    """The README's row."""
+    """The summary's row (docs/bench.md)."""
     ok = f.get("export_exit") == 0 and f.get("parity_exit") == 0
     what = (f"604M-parameter Dense stack ({f['checkpoint_gb']:.2f} GB fp32 .ckpt): `amptool "
             "export -f MINDIR,ONNX --precision fp32`, then inspect and parity")

@@ -337,8 +337,8 @@ WORDS = {"export": ("`amptool export -f MINDIR --precision both`", "fp32 paramet
 
 
 def summary(f: dict) -> list:
-    """The README's rows: per command, peak RSS ÷ bytes at each size (and with the fixed
-    cost taken off, with how flat that stays), then how flat marginal seconds per
+    """The summary's rows (docs/bench.md): per command, peak RSS ÷ bytes at each size (and
+    with the fixed cost taken off, with how flat that stays), then how flat marginal seconds per
     parameter stay (the raw figure beside it)."""
     rows, spread = [], []
     for cmd, (what, base, target) in WORDS.items():

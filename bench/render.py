@@ -1,9 +1,10 @@
 """Tables of measured figures, made from a results file (``bench/results.json``) only.
 
 ``python -m bench --render`` rewrites the block between ``<!-- bench:begin -->`` and
-``<!-- bench:end -->`` in README.md (a summary in words) and in docs/bench.md (every
-ratio of every benchmark, and the zoo's table when there is one), and the block between
-``<!-- bench:zoo:begin -->`` and ``<!-- bench:zoo:end -->`` in README.md (the zoo's table);
+``<!-- bench:end -->`` in README.md (three headline figures in words, ``HEADLINE``) and in
+docs/bench.md (a summary in words of every benchmark, every ratio of every benchmark, and
+the zoo's table when there is one), and the block between ``<!-- bench:zoo:begin -->`` and
+``<!-- bench:zoo:end -->`` in docs/guides/zoo.md (the zoo's table);
 ``python -m bench --check`` exits 1 when a block differs from what the results render.
 No figure in those blocks is typed by hand. Standard library only: rendering needs no
 MindSpore.
@@ -22,6 +23,10 @@ ORDER = ("train_overhead", "data_memory", "export", "parity", "search", "range_p
 RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
 LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+HEADLINE = (("train_overhead", "training, simplecnn O2, batch"),
+             ("export", "FP16 ÷ FP32 MindIR file"),
+             ("parity", "`amptool parity` ÷ bare inference"))
+"""README's figures: (benchmark, the start of the summary row quoted), in this order."""
 
 
 def markers(name: str = "") -> tuple:
@@ -146,12 +151,12 @@ def table(results: dict) -> str:
     for name, entry in ordered(results):
         other = measured_elsewhere(results, entry)
         label = f"{name} ({other})" if other else name
-        lines += [f"| {label} | {_cell(k)} | {_cell(v)} | {_cell(t)} |"
+        lines += [f"| {label} | `{_cell(k)}` | {_cell(v)} | {_cell(t)} |"
                   for k, v, t in ratio_rows(entry)]
     return "\n".join(lines)
 
 
-# --- README's summary: each benchmark's figures in words --------------------------------
+# --- the summary: each benchmark's figures in words ------------------------------------
 # A row is (what, figure, target); a target is the key of a target the benchmark states,
 # or the text of one it states beside its figures.
 
@@ -394,7 +399,7 @@ def summary_rows(name: str, entry: dict) -> list:
         if rows is not None:
             return [(w, v, _pretty_target(t, _target(figures, t)) if t and t[0] not in "≤≥"
                      else t) for w, v, t in rows]
-    return [(f"{name}: {k}", v, t) for k, v, t in ratio_rows(entry)]
+    return [(f"{name}: `{k}`", v, t) for k, v, t in ratio_rows(entry)]
 
 
 def _own_summary(name: str):
@@ -422,23 +427,43 @@ def zoo_block(results: dict) -> str:
     return importlib.import_module("bench.zoo").markdown(entry["figures"]).strip()
 
 
-def render_blocks(results: dict) -> dict:
-    """{Block: the text it must hold}."""
-    zoo = zoo_block(results)
+def summary_table(results: dict, zoo: str) -> list:
+    """Every benchmark's figures in words: the lines of one Markdown table."""
     summary = ["| what | figure | target |", "| --- | --- | --- |"]
     for name, entry in ordered(results):
         rows = summary_rows(name, entry)
         other = measured_elsewhere(results, entry)
         rows = [(w, f"{v} ({other})" if other else v, t) for w, v, t in rows]
         if name == "zoo" and zoo:
-            rows = [("model zoo: export and parity per network",
-                     "see [docs/bench.md](docs/bench.md)", "")]
+            rows = [("model zoo: export and parity per network", "the table below", "")]
         summary += [f"| {_cell(w)} | {_cell(v)} | {_cell(t)} |" for w, v, t in rows]
+    return summary
+
+
+def headline(results: dict) -> list:
+    """README's three figures (``HEADLINE``): the lines of one Markdown table; a benchmark
+    the results lack, or that failed, says so in its row."""
+    lines = ["| what | figure | target |", "| --- | --- | --- |"]
+    for name, start in HEADLINE:
+        entry = results["benchmarks"].get(name)
+        if entry is None:
+            lines.append(f"| {name} | not measured: run `python -m bench --only {name}` | |")
+            continue
+        rows = summary_rows(name, entry)
+        w, v, t = next((r for r in rows if r[0].startswith(start)), rows[0])
+        other = measured_elsewhere(results, entry)
+        lines.append(f"| {_cell(w)} | {_cell(f'{v} ({other})' if other else v)} | {_cell(t)} |")
+    return lines
+
+
+def render_blocks(results: dict) -> dict:
+    """{Block: the text it must hold}."""
+    zoo = zoo_block(results)
     head = header(results)
-    docs = [head, table(results), zoo]
-    readme_zoo = "\n\n".join([head, zoo or "No zoo figures in the results: run `python -m bench`."])
-    return {Block(ROOT / "README.md"): "\n".join([head, "", *summary]),
-            Block(ROOT / "README.md", "zoo"): readme_zoo,
+    docs = [head, "\n".join(summary_table(results, zoo)), table(results), zoo]
+    zoo_page = "\n\n".join([head, zoo or "No zoo figures in the results: run `python -m bench`."])
+    return {Block(ROOT / "README.md"): "\n".join([head, "", *headline(results)]),
+            Block(ROOT / "docs" / "guides" / "zoo.md", "zoo"): zoo_page,
             Block(ROOT / "docs" / "bench.md"): "\n\n".join(part for part in docs if part)}
 
 

@@ -7,9 +7,9 @@ with ``def run(quick: bool = False) -> dict`` is a benchmark; each runs in a fre
 process (a crash or a MindSpore context cannot leak into the next one) and a failure is
 recorded, not fatal. Figures are measured side by side inside each benchmark.
 
-``python -m bench --render`` rewrites the blocks of measured figures in README.md and
-docs/bench.md from the results file, ``--check`` exits 1 when one is stale (see
-bench/render.py).
+``python -m bench --render`` rewrites the blocks of measured figures in README.md,
+docs/bench.md and docs/guides/zoo.md from the results file, ``--check`` exits 1 when one is
+stale (see bench/render.py).
 """
 from __future__ import annotations
 
@@ -185,7 +185,7 @@ def merge_command(part_path: Path, out: Path) -> int:
         return 2
     write_json(out, results)
     print(f"bench: merged {', '.join(names)} into {out}; `python -m bench --render` puts "
-          "them in README.md and docs/bench.md", file=sys.stderr)
+          "them in README.md and the docs", file=sys.stderr)
     return 0
 
 
@@ -217,9 +217,9 @@ def main(argv=None) -> int:
                         help="seconds one benchmark may take (default 3600, 900 with --quick)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--render", action="store_true",
-                        help="rewrite the figures in README.md and docs/bench.md from the results")
+                        help="rewrite the figures in README.md and the docs from the results")
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 if README.md or docs/bench.md differ from the results")
+                        help="exit 1 if README.md or the docs differ from the results")
     parser.add_argument("--merge", type=Path, metavar="FILE",
                         help="put the benchmarks of results FILE (a run of some of them) into "
                              "--out, each with its own commit, date and processor")
@@ -257,7 +257,7 @@ def main(argv=None) -> int:
             print(f"bench: {args.out} left as it was; this run's results are in {part}",
                   file=sys.stderr)
     print(f"\n(results: {args.out}; `python -m bench --render` puts them in README.md and "
-          "docs/bench.md)")
+          "the docs)")
     return 0 if ok else 1
 
 

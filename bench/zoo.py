@@ -16,7 +16,8 @@ file bytes less its parameter bytes (the manifests' ``params.bytes`` and ``file_
 plus ``SIZE_SLACK`` for what the fp16 graph adds: parameters the policy keeps fp32
 (BatchNorm, LayerNorm) and the Cast nodes around them.
 
-``markdown(figures)`` renders the README's table from these figures.
+``markdown(figures)`` renders the zoo's table (docs/guides/zoo.md, docs/bench.md) from these
+figures.
 """
 from __future__ import annotations
 
@@ -226,7 +227,7 @@ def _version(dist: str):
         return None
 
 
-# --- the README's table ---------------------------------------------------------------
+# --- the zoo's table ---------------------------------------------------------------------
 
 def _cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")

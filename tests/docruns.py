@@ -23,7 +23,7 @@ DOC_RUNS = {
 }
 """Pipelines the docs show that other tests check too: each runs once per session, as
 written, and both the docs test and the others read that one run (test_docs checks that
-the docs still show each command; ``trap``, docs/parity.md's planted fault, exits 1)."""
+the docs still show each command; ``trap``, docs/guides/parity-ci.md's planted fault, exits 1)."""
 
 
 @dataclass(frozen=True)

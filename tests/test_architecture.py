@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md maps the whole tree: every module has a row, every row a module,
+"""docs/explanation/architecture.md maps the whole tree: every module has a row, every row a module,
 and no module imports itself back through others (function-level imports included)."""
 import re
 from pathlib import Path
@@ -37,11 +37,12 @@ def _has_code(path: Path) -> bool:
 
 
 def documented_modules() -> set:
-    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
     return {m for cell in ROW.findall(text) for m in MODULE.findall(cell)}
 
 
 def test_every_module_has_a_row_and_every_row_a_module():
     tree, rows = tree_modules(), documented_modules()
-    assert not tree - rows, f"modules without a row in docs/ARCHITECTURE.md: {sorted(tree - rows)}"
+    assert not tree - rows, ("modules without a row in docs/explanation/architecture.md: "
+                             f"{sorted(tree - rows)}")
     assert not rows - tree, f"rows naming no module of the tree: {sorted(rows - tree)}"

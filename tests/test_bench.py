@@ -1,4 +1,5 @@
-"""The benchmark figures quoted in README.md and docs/bench.md are bench/results.json's."""
+"""The benchmark figures quoted in README.md, docs/bench.md and docs/guides/zoo.md are
+bench/results.json's."""
 import copy
 import importlib
 import json
@@ -23,7 +24,7 @@ def results() -> dict:
 def test_quoted_figures_are_the_results_files(render, results):
     blocks = render.render_blocks(results)
     assert set(blocks) == {render.Block(ROOT / "README.md"),
-                           render.Block(ROOT / "README.md", "zoo"),
+                           render.Block(ROOT / "docs" / "guides" / "zoo.md", "zoo"),
                            render.Block(ROOT / "docs" / "bench.md")}
     for (path, name), block in blocks.items():
         _, current, _ = render.split_block(path.read_text(encoding="utf-8"), path, name)
@@ -43,7 +44,9 @@ def _scaled(value):
 
 
 def test_every_figure_and_the_machine_come_from_the_results(render, results):
-    """Change a benchmark's figures, the load and the commit: both blocks follow."""
+    """Change a benchmark's figures, the load and the commit: every block that quotes it
+    follows (README: the three headline benchmarks; the zoo guide: the zoo)."""
+    headline = {name for name, _ in render.HEADLINE}
     before = render.render_blocks(results)
     changed = copy.deepcopy(results)
     changed["machine"].update(load_1min_at_start=123.4, commit="f" * 40)
@@ -53,8 +56,9 @@ def test_every_figure_and_the_machine_come_from_the_results(render, results):
         entry["figures"] = _scaled(entry["figures"])
         after = render.render_blocks(changed)
         for block in before:
-            if (name == "zoo") != (block.name == "zoo") and block.path.name == "README.md":
-                continue  # README: the zoo in its own block, the rest in the figures' block
+            if (block.name == "zoo" and name != "zoo") or (
+                    block.path.name == "README.md" and name not in headline):
+                continue
             assert after[block] != before[block], f"{block} ignores {name}'s figures"
             assert "123.4" in after[block] and "ffffffffffff" in after[block]
         before = after
@@ -63,7 +67,7 @@ def test_every_figure_and_the_machine_come_from_the_results(render, results):
 def test_render_rewrites_only_the_block(render, results, tmp_path, monkeypatch):
     pages = {}
     for path, _ in render.render_blocks(results):
-        page = tmp_path / path.name
+        page = tmp_path / path.relative_to(ROOT).as_posix().replace("/", "_")
         zoo_begin, zoo_end = render.markers("zoo")
         page.write_text(f"# intro\n\n{render.BEGIN}\nold figures\n{render.END}\n\nmiddle\n\n"
                         f"{zoo_begin}\nold figures\n{zoo_end}\n\nafter\n", encoding="utf-8")
@@ -72,12 +76,13 @@ def test_render_rewrites_only_the_block(render, results, tmp_path, monkeypatch):
         render.Block(pages[b.path], b.name): text for b, text in real(r).items()})
     assert render.render(results, check=True) == list(pages.values())
     assert "old figures" in pages[ROOT / "README.md"].read_text(encoding="utf-8")
+    assert len({page.name for page in pages.values()}) == len(pages)
     assert render.render(results) == list(pages.values())
     for page in pages.values():
         text = page.read_text(encoding="utf-8")
         assert text.startswith("# intro\n\n") and text.endswith("\n\nafter\n")
         assert "\n\nmiddle\n\n" in text
-    for block in render.render_blocks(results):  # every block rendered (docs has no zoo block)
+    for block in render.render_blocks(results):  # every block rendered
         begin, end = render.markers(block.name)
         inside = block.path.read_text(encoding="utf-8").split(begin)[1].split(end)[0]
         assert "old figures" not in inside
@@ -87,7 +92,7 @@ def test_render_rewrites_only_the_block(render, results, tmp_path, monkeypatch):
 def test_failed_and_quick_runs_say_so(render, results):
     broken = copy.deepcopy(results)
     broken["quick"] = True
-    name = next(iter(broken["benchmarks"]))
+    name = render.HEADLINE[0][0]  # quoted by every block but the zoo's
     broken["benchmarks"][name] = {"status": "failed", "seconds": 1.0,
                                   "error": "RuntimeError: first line\n| second line"}
     for key, block in render.render_blocks(broken).items():

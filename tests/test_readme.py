@@ -1,5 +1,5 @@
-"""The README's Python API examples run as written: the stages, and a training loop of
-one's own around ``AmpStep``."""
+"""The docs' Python API examples run as written: the stages (docs/get-started.md), and a
+training loop of one's own around ``AmpStep`` (docs/guides/own-loop.md)."""
 import contextlib
 import os
 import re
@@ -13,10 +13,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PAGES = {"api-example": "docs/get-started.md", "loop-example": "docs/guides/own-loop.md"}
+"""The page that shows each example, after a ``<!-- marker -->`` line."""
+
+
 def api_example(marker: str = "api-example") -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / PAGES[marker]).read_text(encoding="utf-8")
     match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S)
-    assert match, f"README has no {marker} block"
+    assert match, f"{PAGES[marker]} has no {marker} block"
     return match.group(1)
 
 

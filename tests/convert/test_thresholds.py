@@ -11,10 +11,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def parity_doc_config() -> str:
-    """The example config of docs/parity.md, as the document shows it."""
-    text = (ROOT / "docs" / "parity.md").read_text(encoding="utf-8")
+    """The example config of docs/guides/parity-ci.md, as the document shows it."""
+    text = (ROOT / "docs" / "guides" / "parity-ci.md").read_text(encoding="utf-8")
     block = re.search(r"```toml\n(# parity\.toml.*?)```", text, re.DOTALL)
-    assert block, "docs/parity.md has no parity.toml example"
+    assert block, "docs/guides/parity-ci.md has no parity.toml example"
     return block.group(1)
 
 

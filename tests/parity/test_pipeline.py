@@ -38,8 +38,8 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
 
 def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
     """The fp16 MindIR overflows; the fp16 ONNX, computed in fp32 by onnxruntime's CPU
-    provider, is labelled as no fp16 evidence and cannot hide that failure (docs/parity.md's
-    planted fault, ONNX at its default ``auto``, run once per session)."""
+    provider, is labelled as no fp16 evidence and cannot hide that failure (the planted fault
+    of docs/guides/parity-ci.md, ONNX at its default ``auto``, run once per session)."""
     from docruns import DOC_RUNS, cli_run
 
     result = cli_run(shared, DOC_RUNS["trap"])

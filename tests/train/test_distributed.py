@@ -184,7 +184,7 @@ def test_loss_trajectory_matches_one_process_with_the_global_batch(two_workers, 
     a = np.array([r["loss"] for r in two if not r["overflow"]])
     b = np.array([r["loss"] for r in one if not r["overflow"]])
     # fp16 rounding: two half batches averaged vs one whole batch, carried on by Adam;
-    # measured 1.3e-4 of the largest loss, bound ~10 fp16 roundings (docs/distributed.md)
+    # measured 1.3e-4 of the largest loss, bound ~10 fp16 roundings (docs/guides/distributed.md)
     assert np.all(np.isfinite(a)) and np.abs(a - b).max() < 5e-3 * max(1.0, np.abs(b).max())
     assert a[-1] < 0.5 * a[0]
     assert abs(two_workers[1]["val_acc"] - one_process[1].val_acc) <= 0.02
