@@ -4,6 +4,8 @@
   command's docstring, each option's flags, type, default and help);
 - docs/reference/config.md: every config-file key, from the config dataclasses (type,
   default, the field's docstring);
+- docs/reference/thresholds.md: the parity limits' defaults and their reasons, from
+  ``amptool.limits``;
 - docs/reference/exit-codes.md: the exit codes, from ``amptool.errors`` and ``amptool.options``.
 
     python tools/gen_reference.py           # rewrite the pages
@@ -260,6 +262,52 @@ def config_page() -> str:
     return "\n\n".join(parts) + "\n"
 
 
+# -- thresholds ------------------------------------------------------------------------------
+
+def thresholds_page() -> str:
+    from amptool import limits
+
+    fp16 = limits.FP16_VS_FP32
+    fp32 = limits.SAME_PRECISION
+    docs = field_docs(limits.Thresholds)
+    parity = {p.name for p in root_command().commands["parity"].params}
+    rows = []
+    for f in dataclasses.fields(limits.Thresholds):
+        low = _limit_value(getattr(fp16, f.name))
+        if f.name in limits.NOT_LOGITS_BOUNDS:
+            low = f"{low} ({_limit_value(limits.NOT_LOGITS_BOUNDS[f.name])} on an output " \
+                  "that is no class logits)"
+        flag = code("--" + f.name.replace("_", "-")) if f.name in parity else ""
+        rows.append([code(f.name), flag, cell(low), cell(_limit_value(getattr(fp32, f.name))),
+                     cell(docs.get(f.name, ""))])
+    reasons = [(name, inspect.cleandoc(_attribute_doc(limits, name)))
+               for name in ("FP16_VS_FP32", "SAME_PRECISION", "FP16_UNIT",
+                            "NOT_LOGITS_MAX_ABS_SCALED", "NOT_LOGITS_MAX_P999_ABS_SCALED")]
+    return "\n\n".join([
+        GENERATED, "# Thresholds",
+        "A parity candidate passes when it meets every limit below; a breach of any limit "
+        "fails the check (exit 1, no warn-only mode). Defaults depend on the pair compared: "
+        "a low-precision (or unknown) candidate against fp32, or fp32 against fp32 across "
+        "formats. `off` disables a limit. How to set them: the `[thresholds]` tables of a "
+        "[parity config file](config.md#thresholds) and the flags of "
+        "[`amptool parity`](cli.md#amptool-parity); how they are used: "
+        "[Parity gates in CI](../guides/parity-ci.md#thresholds).",
+        "## Defaults",
+        table(["Limit", "Flag", "fp16 vs fp32", "fp32 vs fp32", "What it bounds"], rows),
+        "## Why these defaults",
+        "\n".join(f"- `limits.{name}`: {' '.join(text.split())}" for name, text in reasons),
+        "## Where a limit comes from",
+        " ".join(inspect.cleandoc(limits.__doc__).split("\n\n")[1].split()).replace(
+            "``", "`"),
+    ]) + "\n"
+
+
+def _limit_value(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "off" if value is None else format(value, "g")
+
+
 # -- exit codes ------------------------------------------------------------------------------
 
 def exit_codes() -> dict:
@@ -322,6 +370,7 @@ def exit_codes_page() -> str:
 def pages() -> dict:
     """Each generated page's path (relative to the repository) -> its text."""
     return {REFERENCE / "cli.md": cli_page(), REFERENCE / "config.md": config_page(),
+            REFERENCE / "thresholds.md": thresholds_page(),
             REFERENCE / "exit-codes.md": exit_codes_page()}
 
 
