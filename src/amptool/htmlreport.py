@@ -1,0 +1,389 @@
+"""``report.html``: one self-contained page a person can read offline (a CI artifact) for
+``amptool train``, ``parity`` and ``run``.
+
+The verdict and the line that explains it come first; then the artefacts with their
+verdicts and the interval on the accuracy drop, the per-layer error along the depth (with
+``--per-layer``), the training curves, every output's checks, the cells kept in fp32 and
+the deployment settings, sizes and timings, and the environment. The page is built from
+the stages' own records (parity.json's content, the run folder's run.json and
+metrics.jsonl); every name in it is escaped, and it refers to nothing outside itself.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import htmlpage as hp
+from . import svgchart as sc
+from .htmltraining import TrainingRecord, policy_reasons, read_training, training_cards
+from .htmltraining import training_section
+
+BLUE, ORANGE, RED, GREY, PURPLE = "#1f6feb", "#bc4c00", "#cf222e", "#8c959f", "#8250df"
+DROPS = ("acc_drop_clear", "top1_agree_clear")
+"""The checked accuracy figures whose 95 % interval the artefact table shows, in order."""
+
+
+@dataclass(frozen=True)
+class ReportPage:
+    """What one report shows."""
+
+    command: str
+    """train, parity or run."""
+    passed: bool
+    line: str
+    """The one line that explains the verdict (parity's failure line when it failed)."""
+    fix: Optional[str] = None
+    run_folder: Optional[str] = None
+    """A training run folder (run.json, metrics.jsonl), or None."""
+    parity: Optional[dict] = None
+    """The parity report, as parity.json holds it, or None."""
+    seconds: dict = field(default_factory=dict)
+    """Stage -> wall seconds."""
+
+
+def write_report(path, page: ReportPage) -> None:
+    """Render ``page`` and write it to ``path`` all at once."""
+    from .fileio import write_text
+
+    write_text(path, render(page))
+
+
+def render(page: ReportPage) -> str:
+    """The whole HTML document of ``page``."""
+    rec = read_training(page.run_folder) if page.run_folder else None
+    report = page.parity
+    body = [_topline(page, rec), hp.verdict_banner(page.passed, page.line, page.fix),
+            hp.cards(_cards(rec, report))]
+    if report:
+        body.append(artefacts_section(report))
+        layered = sorted((c for c in report["candidates"] if c.get("per_layer")),
+                         key=lambda c: c["passed"])  # failed ones first
+        if layered:
+            body.append(hp.section("Per-layer error along the depth",
+                                   [layer_part(c) for c in layered], "per-layer"))
+    if rec is not None:
+        body.append(training_section(rec))
+    if report:
+        body.append(outputs_section(report))
+    body.append(kept_section(rec, report))
+    body.append(timings_section(page, rec, report))
+    body.append(environment_section(rec, report))
+    body.append(f"<footer>Written by amptool {hp.h(_version())} on "
+                f"{hp.h(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))}; one file, "
+                "no network needed.</footer>")
+    return hp.page(f"amptool {page.command}: {'PASS' if page.passed else 'FAIL'}", body)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _topline(page: ReportPage, rec: Optional[TrainingRecord]) -> str:
+    what = [f"amptool {page.command}"]
+    if rec is not None:
+        what.append(str((rec.info.get("model") or {}).get("spec") or ""))
+    if page.parity:
+        what.append(f"reference {_base(page.parity['reference']['path'] or 'golden outputs')}")
+    return f'<div class="topline">{hp.h(" · ".join(w for w in what if w))}</div>'
+
+
+def _cards(rec: Optional[TrainingRecord], report: Optional[dict]) -> list:
+    items = training_cards(rec) if rec is not None else []
+    if report:
+        cands = report["candidates"]
+        items += [("candidates passing", f"{sum(c['passed'] for c in cands)}/{len(cands)}"),
+                  ("parity samples", hp.number(report["inputs"]["samples"]))]
+    return items
+
+
+def _base(path: str) -> str:
+    return str(path).replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _size(path) -> Optional[int]:
+    from .artefact.files import total_size
+
+    try:
+        return total_size(path) if path and Path(path).exists() else None
+    except OSError:
+        return None
+
+
+def first_metric(cand: dict, name: str):
+    """``name`` from the first output whose metrics hold it (None when none does)."""
+    return next((o["metrics"][name] for o in cand.get("outputs", [])
+                 if o["metrics"].get(name) is not None), None)
+
+
+def drop_text(cand: dict) -> str:
+    """The checked accuracy drop (else top-1 agreement) with its 95 % interval."""
+    for name in DROPS:
+        value = first_metric(cand, name)
+        if value is not None:
+            ci = first_metric(cand, name + "_ci")
+            label = "" if name.startswith("acc") else "top-1 agreement "
+            return f"{label}{hp.number(value)} [{hp.ci_text(ci)}]"
+    return "-"
+
+
+def lowest_cosine(cand: dict):
+    values = [hp.as_float(o["metrics"].get("cosine")) for o in cand.get("outputs", [])]
+    values = [v for v in values if v is not None]
+    return next((v for v in values if v != v), min(values)) if values else None
+
+
+def artefacts_section(report: dict) -> str:
+    """The reference and each candidate: size, accuracy, drop with its interval, verdict."""
+    ref = report["reference"]
+    ref_size = _size(ref.get("path"))
+    ref_acc = next((first_metric(c, "ref_acc") for c in report["candidates"]
+                    if first_metric(c, "ref_acc") is not None), None)
+    rows = [[hp.Cell(f"<code>{hp.h(_base(ref.get('path') or 'golden outputs'))}</code>"),
+             ref.get("format"), ref.get("precision"), hp.size_text(ref_size), "-",
+             hp.number(ref_acc), "-", "-", hp.Cell(hp.badge("reference", "info"))]]
+    bad = [False]
+    for cand in report["candidates"]:
+        size = _size(cand["path"])
+        ratio = f"{size / ref_size:.3f}" if size and ref_size else "-"
+        rows.append([hp.Cell(f"<code>{hp.h(_base(cand['path']))}</code>"), cand.get("format"),
+                     cand.get("precision"), hp.size_text(size), ratio,
+                     hp.number(first_metric(cand, "cand_acc")), drop_text(cand),
+                     hp.number(lowest_cosine(cand), 8),
+                     hp.Cell(hp.verdict_badge(cand["passed"], bool(cand.get("caveat"))))])
+        bad.append(not cand["passed"])
+    notes = [hp.note(f"{_base(c['path'])}: {c['caveat']}", warn=True)
+             for c in report["candidates"] if c.get("caveat")]
+    notes += [hp.note(f"culprit in {_base(c['path'])}: {c['culprit'].get('message')}"
+                      + (f"; fix: {c['culprit']['fix']}" if c["culprit"].get("fix") else ""))
+              for c in report["candidates"] if c.get("culprit")]
+    inputs = report["inputs"]
+    head = hp.note(f"Inputs: {inputs.get('description')}"
+                   + ("" if inputs.get("labels") else ", no labels")
+                   + ". Drop: reference accuracy minus the candidate's on the samples both "
+                   "classify clearly, with its 95 % confidence interval.")
+    table = hp.table(["artefact", "format", "precision", "size", "vs ref", "accuracy",
+                      "accuracy drop [95% CI]", "cosine", "verdict"], rows,
+                     ["path", "", "", "num", "num", "num", "num", "num", ""], bad)
+    return hp.section("Artefacts and verdicts", [head, table] + notes, "artefacts")
+
+
+def outputs_section(report: dict) -> str:
+    """Every check of every output of each candidate (failed candidates shown open)."""
+    parts = []
+    for cand in report["candidates"]:
+        groups = list(cand.get("outputs", [])) + ([cand["task"]] if cand.get("task") else [])
+        rows, bad = [], []
+        for group in groups:
+            for row in group.get("checks", []):
+                ci = group["metrics"].get(row["metric"] + "_ci") or row.get("ci")
+                rows.append([group.get("name", "task"), row["metric"],
+                             hp.number(row.get("value"), 7), row.get("limit"), hp.ci_text(ci),
+                             hp.Cell(hp.verdict_badge(row.get("passed")))])
+                bad.append(row.get("passed") is False)
+        verdict = "PASS" if cand["passed"] else "FAIL"
+        notes = [hp.note(f["message"] + (f"; {f['fix']}" if f.get("fix") else ""),
+                         warn=f.get("kind") == "under_resolved")
+                 for f in cand.get("findings", [])]
+        parts.append(f'<details{" open" if not cand["passed"] else ""}><summary>'
+                     f'{hp.h(_base(cand["path"]))} ({hp.h(cand.get("format"))} '
+                     f'{hp.h(cand.get("precision"))}): {verdict}</summary>'
+                     + hp.table(["output", "metric", "value", "limit", "95% CI", "result"],
+                                rows, ["", "", "num", "", "num", ""], bad)
+                     + "".join(notes) + "</details>")
+    return hp.section("Checks of every output", parts, "outputs")
+
+
+def layer_part(cand: dict) -> str:
+    """One candidate's per-layer chart (1 - cosine of each cell's input and output, the
+    limit, the culprit marked) and its table."""
+    layer = cand["per_layer"]
+    rows = layer["rows"]
+    names = tuple(r["path"] for r in rows)
+    first = layer.get("first_flagged")
+    out_err = [_one_minus(r.get("cosine")) for r in rows]
+    # the network's own rows ((input), (output)) have no cell input of their own
+    in_err = [None if r.get("type") in ("input", "network") else _one_minus(r.get("in_cosine"))
+              for r in rows]
+    positive = [v for v in out_err + in_err if sc.finite(v) and v > 0]
+    limit = 1.0 - float(layer["min_cosine"])
+    floor = min(positive + [limit] + [1e-3]) / 10
+    shown = lambda v: v if not sc.finite(v) else max(v, floor)  # noqa: E731
+    origins = [_origin(r, first) for r in rows]
+    series = [sc.Series("error of the cell's input", tuple(
+        (i, shown(v)) if v is not None else (i, float("nan")) for i, v in enumerate(in_err)),
+        GREY)]
+    for name, color in (("within the limit", BLUE), ("born here", RED),
+                        ("inherited", ORANGE)):
+        pts = tuple((i, shown(out_err[i])) for i, o in enumerate(origins) if o == name)
+        if pts:
+            series.append(sc.Series(name, pts, color, "points"))
+    marks = ()
+    if first is not None and first in names:
+        marks = (sc.Rule(names.index(first), f"culprit: {first} ({layer.get('origin')})"),)
+    chart = sc.Chart("cell, in execution order", "1 - cosine vs fp32 (log)", tuple(series),
+                     log_y=True, limits=(sc.Rule(limit, f"limit: cosine {layer['min_cosine']}",
+                                                 PURPLE),),
+                     marks=marks, labels=names, height=340)
+    caption = (f"{_base(cand['path'])}: each cell's output error against fp32 ({layer['policy']}"
+               f" vs fp32, {layer['samples']} samples); grey: the error its input already had. "
+               "Born: the cell's output breaks the limit while its input is within it; "
+               "inherited: the error came in with its input."
+               + (f" Zero is drawn at {floor:.1g}." if any(v == 0 for v in out_err) else ""))
+    verdict = hp.verdict_badge(cand["passed"], bool(cand.get("caveat")))
+    return (f"<h3>{hp.h(_base(cand['path']))} {verdict}</h3>"
+            + hp.figure(f"per-layer {_base(cand['path'])}", sc.render(chart), caption)
+            + f"<details><summary>Cells of {hp.h(_base(cand['path']))}</summary>"
+            + layer_table(layer) + "</details>")
+
+
+def _origin(row: dict, first: Optional[str]) -> str:
+    """How a cell's error is drawn: within the limit, born here or inherited (the network's
+    output row inherits when a cell before it is the culprit)."""
+    if not row.get("flagged"):
+        return "within the limit"
+    if row.get("origin") == "inherited" or (row.get("type") == "network" and first
+                                             and first != row["path"]):
+        return "inherited"
+    return "born here"
+
+
+def _one_minus(value):
+    value = hp.as_float(value)
+    return None if value is None else 1.0 - value
+
+
+def layer_table(layer: dict) -> str:
+    rows, bad = [], []
+    for i, r in enumerate(layer["rows"]):
+        note = r.get("origin") or ""
+        if r["path"] == layer.get("first_flagged"):
+            note = f"first below the limit ({r.get('origin')})"
+        if r.get("fp16_risk") == "overflow":
+            note = f"{note}; fp32 reaches {hp.number(r.get('ref_absmax'))}".lstrip("; ")
+        elif r.get("fp16_risk") == "subnormal":
+            note = f"{note}; fp16-subnormal outputs".lstrip("; ")
+        if r.get("nonfinite"):
+            note = f"{note}; {r['nonfinite']} NaN/Inf".lstrip("; ")
+        rows.append([i, hp.Cell(f"<code>{hp.h(r['path'])}</code>"), r.get("type"),
+                     r.get("dtype"), hp.number(r.get("cosine"), 7),
+                     hp.number(r.get("rel_l2"), 4), note])
+        bad.append(bool(r.get("flagged")))
+    return hp.table(["#", "cell", "type", "dtype", "cosine", "rel L2", "note"], rows,
+                    ["num", "path", "", "", "num", "num", ""], bad)
+
+
+def kept_section(rec: Optional[TrainingRecord], report: Optional[dict]) -> str:
+    """The cells kept in fp32 (and why), and each fp16 artefact's deployment settings."""
+    auto = policy_reasons(rec)
+    parts = []
+    cands = [c for c in (report or {}).get("candidates", []) if c.get("deployment")]
+    for cand in cands:
+        parts.append(_deployment_part(cand, auto))
+    if not cands and rec is not None:
+        parts.append(_policy_part(rec.info.get("policy") or {}, auto))
+    if not parts:
+        parts.append(hp.note("No candidate records deployment settings (fp16 candidates of "
+                             "amptool's export do)."))
+    return hp.section("Cells kept in fp32 and deployment settings", parts, "kept")
+
+
+def kept_reason(cell: dict, policy: dict, auto: dict) -> str:
+    """Why ``cell`` ({path, type}) stays fp32 under ``policy`` (``auto``: the range pass's)."""
+    path, kind = cell.get("path"), cell.get("type")
+    if path in auto:
+        return auto[path]
+    if path in (policy.get("fp32_cells") or []):
+        return "policy: listed in fp32_cells"
+    if kind in (policy.get("fp32_types") or []):
+        return f"policy: fp32_types names {kind}"
+    if path == "":
+        return "the whole network: every cell in it is kept"
+    return (f"level {policy.get('level', '?')}: MindSpore keeps {kind} in fp32 (its black "
+            "list), or every cell it holds is kept")
+
+
+def _deployment_part(cand: dict, auto: dict) -> str:
+    from .artefact.manifest import read_manifest
+
+    dep = cand["deployment"]
+    settings = dep.get("settings") or {}
+    try:
+        policy = (read_manifest(cand["path"]) or {}).get("policy") or {}
+    except Exception:  # noqa: BLE001 - a manifest that cannot be read: no reasons shown
+        policy = {}
+    kept = settings.get("kept_fp32") or dep.get("kept_fp32") or []
+    head = f"<h3>{hp.h(_base(cand['path']))} ({hp.h(cand.get('precision'))})</h3>"
+    if not kept:
+        return head + hp.note(settings.get("why") or dep.get("message") or "no cell is kept "
+                              "in fp32")
+    rows = [[hp.Cell(f"<code>{hp.h(c.get('path') or '(network)')}</code>"), c.get("type"),
+             kept_reason(c, policy, auto)] for c in kept]
+    files = ", ".join(f.get("name", "?") for f in settings.get("files", [])) or "none written"
+    modes = settings.get("precision_mode") or {}
+    lines = [hp.note(f"Deploy with: {files} (MindSpore Lite precision_mode="
+                     f"{modes.get('mindspore_lite', '-')}, ATC/ACL --precision_mode="
+                     f"{modes.get('acl', '-')})."),
+             hp.note(settings.get("why") or "")]
+    if dep.get("message"):
+        lines.append(hp.note(dep["message"] + (" (informational)" if dep.get("emulated")
+                                                else ""), warn=bool(dep.get("depends"))))
+    return head + hp.table(["cell", "type", "why it stays fp32"], rows,
+                           ["path", "", ""]) + "".join(lines)
+
+
+def _policy_part(policy: dict, auto: dict) -> str:
+    rows = [[hp.Cell(f"<code>{hp.h(p)}</code>"), "cell",
+             auto.get(p, "policy: listed in fp32_cells")] for p in policy.get("fp32_cells", [])]
+    rows += [[t, "type", "policy: fp32_types"] for t in policy.get("fp32_types", [])]
+    level = policy.get("level")
+    if level == "O2":
+        rows.append(["BatchNorm, LayerNorm", "types",
+                     "level O2: MindSpore's black list keeps them in fp32"])
+    head = hp.note(f"Training policy {level}/{policy.get('dtype')}: the export writes the "
+                   "deployment settings (beside each fp16 artefact) that keep these in fp32.")
+    if not rows:
+        return head + hp.note("No cell is kept in fp32.")
+    return head + hp.table(["cell or type", "kind", "why it stays fp32"], rows,
+                           ["path", "", ""])
+
+
+def timings_section(page: ReportPage, rec: Optional[TrainingRecord],
+                    report: Optional[dict]) -> str:
+    rows = [[stage, f"{hp.as_float(s) or 0:.2f}"] for stage, s in page.seconds.items()]
+    if rec is not None and rec.summary.get("samples_per_s") is not None:
+        rows.append(["training throughput (samples/s)",
+                     f"{hp.as_float(rec.summary['samples_per_s']) or 0:.0f}"])
+    if report and "parity" not in page.seconds and report.get("seconds") is not None:
+        rows.append(["parity", f"{hp.as_float(report['seconds']) or 0:.2f}"])
+    return hp.section("Sizes and timings", [
+        hp.note("Artefact sizes are in the artefact table (vs ref: the candidate's size over "
+                "the reference's).") if report else "",
+        hp.table(["stage", "seconds"], rows, ["", "num"])], "timings")
+
+
+def environment_section(rec: Optional[TrainingRecord], report: Optional[dict]) -> str:
+    versions = dict((rec.info.get("versions") or {}) if rec is not None else {})
+    versions.setdefault("amptool", _version())
+    versions.setdefault("mindspore", _installed("mindspore"))
+    versions.setdefault("numpy", _installed("numpy"))
+    versions.setdefault("python", platform.python_version())
+    device = (rec.info.get("device") if rec is not None else None) or \
+        (report or {}).get("device")
+    rows = [["amptool", versions["amptool"]], ["MindSpore", versions["mindspore"]],
+            ["Python", versions["python"]], ["NumPy", versions["numpy"]],
+            ["device", device or "-"], ["platform", platform.platform()]]
+    return hp.section("Environment", [hp.table(["", "version"], rows)], "environment")
+
+
+def _installed(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
