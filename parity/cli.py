@@ -82,6 +82,8 @@ def parity_command(
     json_out: Optional[Path] = typer.Option(None, "--json-out",
                                             help="Write the full report as JSON to this file."),
     junit: Optional[Path] = typer.Option(None, help="Write a JUnit XML report."),
+    report: opt.noted(opt.ReportOption, "Without it: beside --json-out, named after it with "
+                                        ".html (no report without --json-out).") = None,
     plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs "
                                                    "matplotlib; implies --per-layer)."),
     device: opt.defaulted(opt.DeviceOption, ParityConfig, "device") = None,
@@ -95,6 +97,7 @@ def parity_command(
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
+    html = opt.report_file(report, beside(json_out))
     thresholds = flag_overrides(**limits, max_abs_scaled=max_abs_scaled,
                                 max_metric_drop=max_metric_drop,
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
@@ -110,9 +113,9 @@ def parity_command(
     from amptool.parity.compare import parity
 
     opt.consent(trust_model)
-    report = parity(cfg)
-    emit_report(report.to_dict(), json_out, junit, plot,
-                "json" if as_json else "quiet" if quiet else "")
+    result = parity(cfg)
+    emit_report(result.to_dict(), json_out, junit, plot,
+                "json" if as_json else "quiet" if quiet else "", html)
 
 
 def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
@@ -136,9 +139,19 @@ def _s(path) -> Optional[str]:
     return str(path) if path is not None else None
 
 
-def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
-    """Write the requested files, print the table (only its verdict line with mode "quiet",
-    the report as JSON with mode "json"), then exit 1 if parity failed."""
+def beside(json_out: Optional[Path]) -> Optional[Path]:
+    """Where the HTML report goes by default: beside ``json_out``, named after it with .html
+    (None without it)."""
+    if json_out is None:
+        return None
+    html = Path(json_out).with_suffix(".html")
+    return html if html != Path(json_out) else Path(f"{json_out}.html")
+
+
+def emit_report(report: dict, json_out, junit, plot, mode: str = "", html=None) -> None:
+    """Write the requested files (``html``: the HTML report), print the table (only its
+    verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
+    parity failed."""
     from amptool.errors import CheckFailed
     from amptool.parity.report import (
         failure_fix,
@@ -157,6 +170,14 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "") -> None:
         from amptool.parity.plot import write_plot
 
         write_plot(str(plot), report)
+    if html is not None:
+        from amptool.htmlreport import ReportPage, write_report
+
+        passed = report["passed"]
+        write_report(html, ReportPage(
+            "parity", passed, format_table(report).splitlines()[-1] if passed
+            else failure_line(report), None if passed else failure_fix(report), parity=report,
+            seconds={"parity": report["seconds"]}))
     if mode == "json":
         opt.print_json(report)
     else:

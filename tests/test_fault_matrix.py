@@ -713,7 +713,7 @@ def test_two_writers_at_once(kit, tmp_path):
     assert first.returncode == 0 and stdout.startswith("done:"), stderr
     assert _steps(out / "metrics.jsonl") == [1, 10, 20, 22, 22]
     assert sorted(p.name for p in out.iterdir()) == ["best.ckpt", "last.ckpt", "metrics.jsonl",
-                                                    "model", "run.json"]
+                                                    "model", "report.html", "run.json"]
 
 
 def test_a_killed_holder_holds_nobody_up(kit, tmp_path):

@@ -1,6 +1,7 @@
 """``amptool train``: flags and config file into a TrainConfig, then ``run_training``."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -56,6 +57,7 @@ def train_command(
                                    help="Replace the trained run --out holds (refused without this "
                                         "or --resume)."),
     config: opt.ConfigOption = None,
+    report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
     workers: Optional[int] = _option("workers", "Data-parallel workers on this host, launched "
                                                 "with msrun."),
     sink_size: Optional[int] = _option("sink_size", "Steps per host call through MindSpore's "
@@ -108,21 +110,44 @@ def train_command(
     quiet = launch.quiet or as_json
     explicit = {k.replace("-", "_") for k in in_file} \
         | {k for k, v in flags.items() if v is not None}
+    html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
     opt.consent(trust_model)
     reporter = _Reporter(quiet)
+    from amptool.errors import CheckFailed
     from amptool.train.run import run_training
 
     with reporter:
-        summary = run_training(cfg, on_event=reporter.on_event, explicit=explicit,
-                               launch=replace(launch, quiet=quiet))
+        try:
+            summary = run_training(cfg, on_event=reporter.on_event, explicit=explicit,
+                                   launch=replace(launch, quiet=quiet))
+        except CheckFailed as exc:  # a diverged run: its report shows it up to there
+            if html is not None and Path(cfg.out).is_dir():
+                _write_report(html, cfg.out, False, exc.problem, exc.fix)
+            raise
+    if html is not None:
+        _write_report(html, summary.out, True, summary_line(summary.to_dict()),
+                      seconds={"train": summary.seconds})
     _print_summary(summary.to_dict(), as_json)
+
+
+def _write_report(path: Path, out: str, passed: bool, line: str, fix: Optional[str] = None,
+                  seconds: Optional[dict] = None) -> None:
+    from amptool.htmlreport import ReportPage, write_report
+
+    write_report(path, ReportPage("train", passed, line, fix, run_folder=str(out),
+                                  seconds=seconds or {}))
 
 
 def _print_summary(summary: dict, as_json: bool) -> None:
     if as_json:
         opt.print_json(summary)
         return
-    typer.echo(
+    typer.echo(summary_line(summary))
+
+
+def summary_line(summary: dict) -> str:
+    """The one line a finished run is summed up in."""
+    return (
         f"{'already finished' if summary.get('already_finished') else 'done'}: "
         f"{summary['model']} {summary['policy']} on {summary['device']}"
         f" x{summary['workers']} | {score_text(summary)}"

@@ -61,6 +61,7 @@ def run_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "
                                                               "holds (refused without it)."),
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
+    report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
@@ -78,7 +79,10 @@ def run_command(
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None, overwrite=overwrite or None)
     cfg = PipelineConfig.from_file(config, **flags)
+    html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
     result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    if html is not None:
+        _write_report(html, result, cfg)
     if quiet or as_json:  # progress lines were off: still say what was skipped
         for message in result.warnings:
             _stage_printer({"kind": "warning", "message": message})
@@ -92,6 +96,20 @@ def run_command(
         report = result.parity.to_dict()
         raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
                           f"{Path(cfg.out) / 'parity.json'}")
+
+
+def _write_report(path: Path, result, cfg: PipelineConfig) -> None:
+    """``amptool run``'s HTML report: the parity verdict, the training run, every stage."""
+    from amptool.parity.report import failure_fix, failure_line
+
+    from .htmlreport import ReportPage, write_report
+    from .pipeline import format_summary
+
+    report, passed = result.parity.to_dict(), result.passed
+    line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
+    seconds = {**result.summary["seconds_by_stage"], "total": result.summary["seconds"]}
+    write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
+                                  str(Path(cfg.out) / "train"), report, seconds))
 
 
 def _s(path) -> Optional[str]:

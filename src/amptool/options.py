@@ -142,6 +142,9 @@ TrustModelOption = Annotated[Optional[List[Path]], typer.Option(
     "--trust-model", metavar="FOLDER", help="Trust the model code FOLDER keeps (FOLDER/model/"
     "*.py, in a run or artefact folder made elsewhere): remembered by sha256 in your trust "
     "store, so a record naming it runs. Repeatable.")]
+ReportOption = Annotated[Optional[str], typer.Option(
+    "--report", metavar="PATH|off", help="Write the HTML report to PATH: one self-contained "
+    "file, readable offline (verdict, charts, tables); 'off' writes none.")]
 
 
 def consent(folders: Optional[List[Path]]) -> None:
@@ -296,6 +299,21 @@ def check_output_path(path: Optional[Path], what: str) -> None:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {what} {path}: folder {parent} is not writable",
                          f"give {what} a path in a writable folder")
+
+
+def report_file(value: Optional[str], default: Optional[Path],
+                out: Optional[Path] = None) -> Optional[Path]:
+    """The file ``--report`` names: None for 'off', ``default`` when not given (None: no
+    report). Refused now, like any output path, when it cannot be written, unless its folder
+    is ``out``, the output folder the command is yet to create."""
+    if value is not None and value.strip().lower() == "off":
+        return None
+    path = Path(value) if value is not None else default
+    if path is None:
+        return None
+    if out is None or path.parent.is_dir() or path.parent.resolve() != Path(out).resolve():
+        check_output_path(path, "--report")
+    return path
 
 
 def usage_line(exc: cli_errors.UsageError, command: str = "amptool") -> str:
