@@ -174,6 +174,40 @@ def unknown_flags(pieces) -> list:
     return bad
 
 
+OTHER_TOOLS = {"python", "python3", "pytest", "pip", "msrun", "atc", "converter_lite",
+               "benchmark"}
+"""Programs whose command lines the docs show with their own flags."""
+OTHER_FLAGS = {"--optimize": "converter_lite"}
+"""Flags of other programs, in amptool's style, the docs name on their own, and whose."""
+OWN_FLAGS_DOCS = {"docs/bench.md": "python -m bench's own flags"}
+"""Pages whose bare flags belong to another program."""
+BARE = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?![\w-])")
+"""A flag in amptool's style (``--max-abs-scaled``; ``--precision_mode`` is another tool's)."""
+
+
+def stray_flags(pieces, root=None) -> list:
+    """Flags shown outside an ``amptool`` command line that no amptool command has (a flag
+    renamed in the code and left in the prose)."""
+    known = set(OTHER_FLAGS)
+    for command in _commands(root or command_tree()):
+        known |= _flags(command)
+    bad = []
+    for where, code in pieces:
+        words = _words(code)
+        if str(where).split(":")[0] in OWN_FLAGS_DOCS or "amptool" in words or (
+                words and Path(words[0]).name in OTHER_TOOLS):
+            continue
+        bad += [f"{where}: {flag} is no option of any amptool command"
+                for flag in BARE.findall(code) if flag not in known]
+    return bad
+
+
+def _commands(command) -> Iterator:
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _commands(sub)
+
+
 # -- the checks -------------------------------------------------------------------------------
 
 PIECES = list(doc_pieces())
@@ -194,6 +228,11 @@ def test_every_flag_in_the_docs_is_an_option_of_its_command():
     assert not bad, "flags the docs show that the commands lack:\n" + "\n".join(bad)
 
 
+def test_every_flag_named_alone_is_an_amptool_option():
+    bad = stray_flags(PIECES)
+    assert not bad, "flags the docs name that no command has:\n" + "\n".join(bad)
+
+
 PLANTED = """# A page
 
 Load it with `amptool.convert.ckpt.load_converted(path)`; `amptool.limits.Thresholds` and
@@ -207,6 +246,7 @@ amptool convrt ckpt a b
 ```
 
 Then `amptool parity REF CAND --per-layers`, `pip install amptool --user`, `.amptool.lock`.
+Add `--per-layer` or `--perlayer`; `pytest --durations=5` is pytest's.
 
 ```toml
 # amptool precision policy
@@ -221,11 +261,12 @@ from amptool import TrainConfig, trian
 def test_the_checks_catch_planted_names_and_flags():
     pieces = list(code_pieces(PLANTED))
     assert sorted(unresolved_names(pieces)) == [
-        "20: amptool.trian does not resolve",
+        "21: amptool.trian does not resolve",
         "3: amptool.convert.ckpt.load_converted does not resolve"]
     assert unknown_flags(pieces) == ["7: `amptool train` has no option --epoch",
                                      "10: `amptool convrt` is no command",
                                      "13: `amptool parity` has no option --per-layers"]
+    assert stray_flags(pieces) == ["14: --perlayer is no option of any amptool command"]
 
 
 @pytest.mark.parametrize("name, ok", [("amptool.errors.UsageError", True),
