@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Optional
 
 from amptool.checkpoint import FORMATS, is_float, write_checkpoint
 from amptool.ckptstream import iter_checkpoint
 from amptool.config import decided_later
 from amptool.errors import UsageError
-from amptool.ranges import FP16_MAX
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TARGETS = ("fp16", "fp32")
 
@@ -82,6 +82,7 @@ class CkptReport:
 
 def _as_float32(value) -> np.ndarray:
     import mindspore as ms
+    import numpy as np
 
     if value.dtype == ms.bfloat16:
         return value.astype(ms.float32).asnumpy()
@@ -217,6 +218,8 @@ def _entries(cfg: CkptConfig, target, kept: set, weights, report: CkptReport):
 def _stream_ckpt(cfg: CkptConfig, target, kept: set, weights, report: CkptReport) -> None:
     """Each entry written as it is converted (the texts last, as ``save_checkpoint`` writes
     its ``append_dict``): one entry in memory at a time, never the whole output."""
+    import numpy as np
+
     from amptool.ckptstream import write_entry
     from amptool.fileio import atomic_path
 
@@ -251,6 +254,7 @@ def _write_whole(cfg: CkptConfig, target, kept: set, weights, report: CkptReport
 
 def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
     import mindspore as ms
+    import numpy as np
 
     if not is_float(value):
         report.untouched.append(name)
@@ -287,6 +291,10 @@ def _chunks(*arrays):
 
 def _beyond_fp16(arr: np.ndarray) -> bool:
     """Whether a finite value of ``arr`` lies beyond fp16's range."""
+    import numpy as np
+
+    from amptool.ranges import FP16_MAX
+
     for (part,) in _chunks(arr):
         magnitude = np.abs(part)
         magnitude[~np.isfinite(magnitude)] = 0

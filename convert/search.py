@@ -29,10 +29,19 @@ from amptool.limits import Thresholds
 from amptool.precision import within
 
 from .bisection import bisect_cells, in_order, sub_units
-from .judge import TaskCheck, as_outputs, judge, search_thresholds
 
-__all__ = ["SearchConfig", "SearchResult", "TaskCheck", "Trials", "judge", "search_policy",
-           "search_thresholds"]
+__all__ = ["SearchConfig", "SearchResult", "Trials", "search_policy"]
+_FROM_JUDGE = ("TaskCheck", "as_outputs", "judge", "search_thresholds")
+"""Names of ``convert.judge`` (numpy) this module still gives, imported on first use so
+that ``amptool --help``, which reads ``SearchConfig``'s defaults, stays light."""
+
+
+def __getattr__(name: str):
+    if name in _FROM_JUDGE:
+        from . import judge as judging
+
+        return getattr(judging, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 Callback = Optional[Callable[[dict], None]]
 
@@ -161,6 +170,8 @@ class Trials:
     def evaluate(self, kept, phase: str) -> bool:
         from amptool.precision import set_precision
 
+        from .judge import as_outputs, judge
+
         closed = self.closed(kept)
         key = frozenset(closed)
         if key in self.cache:
@@ -231,6 +242,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     from amptool.precision import cell_origins, resolve_fp32_cells, within
     from amptool.ranges import why_kept
 
+    from .judge import TaskCheck, as_outputs, search_thresholds
     from .trace import leaf_paths, record_execution
 
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
@@ -326,6 +338,8 @@ def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
     """CheckFailed unless the all-fp32 trial computes the fp32 reference (see ``EXACT``)."""
     import numpy as np
 
+    from .judge import as_outputs
+
     limit = EXACT * max([1.0] + [float(np.abs(r).max()) for r in as_outputs(ref) if r.size])
     if max_abs <= limit:
         return
@@ -353,6 +367,8 @@ def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
     from amptool.checkpoint import build_with_weights
     from amptool.device import execution_mode
     from amptool.precision import apply_policy
+
+    from .judge import as_outputs, judge
 
     net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
     try:
