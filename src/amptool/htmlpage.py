@@ -4,6 +4,7 @@ page refers to nothing outside itself (no script, stylesheet, font or image by a
 from __future__ import annotations
 
 import math
+import re
 from html import escape
 from typing import Iterable, Optional
 
@@ -57,6 +58,9 @@ summary { cursor: pointer; font-weight: 600; overflow-wrap: anywhere; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px;
   background: var(--soft); padding: 0 4px; border-radius: 4px; overflow-wrap: anywhere; }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
+nav.contents { font-size: 13px; color: var(--muted); margin: 4px 0 0; }
+nav.contents a { color: #0969da; text-decoration: none; }
+nav.contents a:hover { text-decoration: underline; }
 """
 
 
@@ -130,6 +134,13 @@ def figure(name: str, svg: str, caption: str) -> str:
     """A chart (its SVG text, from ``svgchart.render``) with an escaped caption."""
     return (f'<figure class="chart" data-chart="{h(name)}">{svg}'
             f"<figcaption>{h(caption)}</figcaption></figure>")
+
+
+def contents(sections: list) -> str:
+    """Links to the ``sections`` (made by ``section`` with an id), in their order."""
+    found = [re.match(r'<section id="([^"]+)"><h2>(.*?)</h2>', s) for s in sections]
+    links = [f'<a href="#{m.group(1)}">{m.group(2)}</a>' for m in found if m]
+    return f'<nav class="contents">{" · ".join(links)}</nav>' if links else ""
 
 
 def section(title: str, parts: Iterable[str], ident: str = "") -> str:

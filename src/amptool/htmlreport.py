@@ -18,8 +18,8 @@ from typing import Optional
 
 from . import htmlpage as hp
 from . import svgchart as sc
-from .htmltraining import TrainingRecord, policy_reasons, read_training, training_cards
-from .htmltraining import training_section
+from .htmltraining import TrainingRecord, policy_part, policy_reasons, read_training
+from .htmltraining import training_cards, training_section
 
 BLUE, ORANGE, RED, GREY, PURPLE = "#1f6feb", "#bc4c00", "#cf222e", "#8c959f", "#8250df"
 DROPS = ("acc_drop_clear", "top1_agree_clear")
@@ -55,22 +55,23 @@ def render(page: ReportPage) -> str:
     """The whole HTML document of ``page``."""
     rec = read_training(page.run_folder) if page.run_folder else None
     report = page.parity
-    body = [_topline(page, rec), hp.verdict_banner(page.passed, page.line, page.fix),
-            hp.cards(_cards(rec, report))]
+    sections = []
     if report:
-        body.append(artefacts_section(report))
+        sections.append(artefacts_section(report))
         layered = sorted((c for c in report["candidates"] if c.get("per_layer")),
                          key=lambda c: c["passed"])  # failed ones first
         if layered:
-            body.append(hp.section("Per-layer error along the depth",
-                                   [layer_part(c) for c in layered], "per-layer"))
+            sections.append(hp.section("Per-layer error along the depth",
+                                       [layer_part(c, labels(report)[c["path"]])
+                                        for c in layered], "per-layer"))
     if rec is not None:
-        body.append(training_section(rec))
+        sections.append(training_section(rec))
     if report:
-        body.append(outputs_section(report))
-    body.append(kept_section(rec, report))
-    body.append(timings_section(page, rec, report))
-    body.append(environment_section(rec, report))
+        sections.append(outputs_section(report))
+    sections += [kept_section(rec, report), timings_section(page, rec, report),
+                 environment_section(rec, report)]
+    body = [_topline(page, rec), hp.verdict_banner(page.passed, page.line, page.fix),
+            hp.cards(_cards(rec, report)), hp.contents(sections)] + sections
     body.append(f"<footer>Written by amptool {hp.h(_version())} on "
                 f"{hp.h(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))}; one file, "
                 "no network needed.</footer>")
@@ -103,6 +104,15 @@ def _cards(rec: Optional[TrainingRecord], report: Optional[dict]) -> list:
 
 def _base(path: str) -> str:
     return str(path).replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def labels(report: dict) -> dict:
+    """Path -> how the page names each artefact: its file name, or its whole path where two
+    artefacts share a file name."""
+    paths = [report["reference"].get("path") or "golden outputs"] + \
+        [c["path"] for c in report["candidates"]]
+    names = [_base(p) for p in paths]
+    return {p: n if names.count(n) == 1 else p for p, n in zip(paths, names)}
 
 
 def _size(path) -> Optional[int]:
@@ -143,14 +153,15 @@ def artefacts_section(report: dict) -> str:
     ref_size = _size(ref.get("path"))
     ref_acc = next((first_metric(c, "ref_acc") for c in report["candidates"]
                     if first_metric(c, "ref_acc") is not None), None)
-    rows = [[hp.Cell(f"<code>{hp.h(_base(ref.get('path') or 'golden outputs'))}</code>"),
+    named = labels(report)
+    rows = [[hp.Cell(f"<code>{hp.h(named[ref.get('path') or 'golden outputs'])}</code>"),
              ref.get("format"), ref.get("precision"), hp.size_text(ref_size), "-",
              hp.number(ref_acc), "-", "-", hp.Cell(hp.badge("reference", "info"))]]
     bad = [False]
     for cand in report["candidates"]:
         size = _size(cand["path"])
         ratio = f"{size / ref_size:.3f}" if size and ref_size else "-"
-        rows.append([hp.Cell(f"<code>{hp.h(_base(cand['path']))}</code>"), cand.get("format"),
+        rows.append([hp.Cell(f"<code>{hp.h(named[cand['path']])}</code>"), cand.get("format"),
                      cand.get("precision"), hp.size_text(size), ratio,
                      hp.number(first_metric(cand, "cand_acc")), drop_text(cand),
                      hp.number(lowest_cosine(cand), 8),
@@ -174,7 +185,7 @@ def artefacts_section(report: dict) -> str:
 
 def outputs_section(report: dict) -> str:
     """Every check of every output of each candidate (failed candidates shown open)."""
-    parts = []
+    parts, named = [], labels(report)
     for cand in report["candidates"]:
         groups = list(cand.get("outputs", [])) + ([cand["task"]] if cand.get("task") else [])
         rows, bad = [], []
@@ -190,7 +201,7 @@ def outputs_section(report: dict) -> str:
                          warn=f.get("kind") == "under_resolved")
                  for f in cand.get("findings", [])]
         parts.append(f'<details{" open" if not cand["passed"] else ""}><summary>'
-                     f'{hp.h(_base(cand["path"]))} ({hp.h(cand.get("format"))} '
+                     f'{hp.h(named[cand["path"]])} ({hp.h(cand.get("format"))} '
                      f'{hp.h(cand.get("precision"))}): {verdict}</summary>'
                      + hp.table(["output", "metric", "value", "limit", "95% CI", "result"],
                                 rows, ["", "", "num", "", "num", ""], bad)
@@ -198,7 +209,7 @@ def outputs_section(report: dict) -> str:
     return hp.section("Checks of every output", parts, "outputs")
 
 
-def layer_part(cand: dict) -> str:
+def layer_part(cand: dict, name: str) -> str:
     """One candidate's per-layer chart (1 - cosine of each cell's input and output, the
     limit, the culprit marked) and its table."""
     layer = cand["per_layer"]
@@ -217,11 +228,11 @@ def layer_part(cand: dict) -> str:
     series = [sc.Series("error of the cell's input", tuple(
         (i, shown(v)) if v is not None else (i, float("nan")) for i, v in enumerate(in_err)),
         GREY)]
-    for name, color in (("within the limit", BLUE), ("born here", RED),
-                        ("inherited", ORANGE)):
-        pts = tuple((i, shown(out_err[i])) for i, o in enumerate(origins) if o == name)
+    for group, color in (("within the limit", BLUE), ("born here", RED),
+                         ("inherited", ORANGE)):
+        pts = tuple((i, shown(out_err[i])) for i, o in enumerate(origins) if o == group)
         if pts:
-            series.append(sc.Series(name, pts, color, "points"))
+            series.append(sc.Series(group, pts, color, "points"))
     marks = ()
     if first is not None and first in names:
         marks = (sc.Rule(names.index(first), f"culprit: {first} ({layer.get('origin')})"),)
@@ -229,15 +240,15 @@ def layer_part(cand: dict) -> str:
                      log_y=True, limits=(sc.Rule(limit, f"limit: cosine {layer['min_cosine']}",
                                                  PURPLE),),
                      marks=marks, labels=names, height=340)
-    caption = (f"{_base(cand['path'])}: each cell's output error against fp32 ({layer['policy']}"
+    caption = (f"{name}: each cell's output error against fp32 ({layer['policy']}"
                f" vs fp32, {layer['samples']} samples); grey: the error its input already had. "
                "Born: the cell's output breaks the limit while its input is within it; "
                "inherited: the error came in with its input."
                + (f" Zero is drawn at {floor:.1g}." if any(v == 0 for v in out_err) else ""))
     verdict = hp.verdict_badge(cand["passed"], bool(cand.get("caveat")))
-    return (f"<h3>{hp.h(_base(cand['path']))} {verdict}</h3>"
-            + hp.figure(f"per-layer {_base(cand['path'])}", sc.render(chart), caption)
-            + f"<details><summary>Cells of {hp.h(_base(cand['path']))}</summary>"
+    return (f"<h3>{hp.h(name)} {verdict}</h3>"
+            + hp.figure(f"per-layer {name}", sc.render(chart), caption)
+            + f"<details><summary>Cells of {hp.h(name)}</summary>"
             + layer_table(layer) + "</details>")
 
 
@@ -285,7 +296,7 @@ def kept_section(rec: Optional[TrainingRecord], report: Optional[dict]) -> str:
     for cand in cands:
         parts.append(_deployment_part(cand, auto))
     if not cands and rec is not None:
-        parts.append(_policy_part(rec.info.get("policy") or {}, auto))
+        parts.append(policy_part(rec.info.get("policy") or {}, auto))
     if not parts:
         parts.append(hp.note("No candidate records deployment settings (fp16 candidates of "
                              "amptool's export do)."))
@@ -323,33 +334,19 @@ def _deployment_part(cand: dict, auto: dict) -> str:
                               "in fp32")
     rows = [[hp.Cell(f"<code>{hp.h(c.get('path') or '(network)')}</code>"), c.get("type"),
              kept_reason(c, policy, auto)] for c in kept]
-    files = ", ".join(f.get("name", "?") for f in settings.get("files", [])) or "none written"
+    files = ", ".join(f"<code>{hp.h(f.get('name', '?'))}</code>"
+                      for f in settings.get("files", [])) or "none written"
     modes = settings.get("precision_mode") or {}
-    lines = [hp.note(f"Deploy with: {files} (MindSpore Lite precision_mode="
-                     f"{modes.get('mindspore_lite', '-')}, ATC/ACL --precision_mode="
-                     f"{modes.get('acl', '-')})."),
-             hp.note(settings.get("why") or "")]
+    lines = [f'<p class="note">Deploy with {files} (MindSpore Lite <code>precision_mode='
+             f"{hp.h(modes.get('mindspore_lite', '-'))}</code>; ATC/ACL <code>--precision_mode="
+             f"{hp.h(modes.get('acl', '-'))}</code>).</p>",
+             f"<details><summary>Why these settings</summary>{hp.note(settings.get('why') or '')}"
+             "</details>"]
     if dep.get("message"):
         lines.append(hp.note(dep["message"] + (" (informational)" if dep.get("emulated")
                                                 else ""), warn=bool(dep.get("depends"))))
     return head + hp.table(["cell", "type", "why it stays fp32"], rows,
                            ["path", "", ""]) + "".join(lines)
-
-
-def _policy_part(policy: dict, auto: dict) -> str:
-    rows = [[hp.Cell(f"<code>{hp.h(p)}</code>"), "cell",
-             auto.get(p, "policy: listed in fp32_cells")] for p in policy.get("fp32_cells", [])]
-    rows += [[t, "type", "policy: fp32_types"] for t in policy.get("fp32_types", [])]
-    level = policy.get("level")
-    if level == "O2":
-        rows.append(["BatchNorm, LayerNorm", "types",
-                     "level O2: MindSpore's black list keeps them in fp32"])
-    head = hp.note(f"Training policy {level}/{policy.get('dtype')}: the export writes the "
-                   "deployment settings (beside each fp16 artefact) that keep these in fp32.")
-    if not rows:
-        return head + hp.note("No cell is kept in fp32.")
-    return head + hp.table(["cell or type", "kind", "why it stays fp32"], rows,
-                           ["path", "", ""])
 
 
 def timings_section(page: ReportPage, rec: Optional[TrainingRecord],

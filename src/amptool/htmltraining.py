@@ -74,7 +74,7 @@ def training_cards(rec: TrainingRecord) -> list:
     name = "val acc" if "val_acc" in last or s.get("val_acc") is not None else "val score"
     items = [(name, hp.number(score)), ("steps", hp.number(s.get("steps"))),
              ("overflow steps skipped", hp.number(s.get("overflow_steps"))),
-             ("final loss scale", hp.number(s.get("loss_scale")))]
+             ("final loss scale", hp.number(s.get("loss_scale")) if _scaled(rec) else "none")]
     if s.get("samples_per_s") is not None:
         items.append(("samples/s", f"{hp.as_float(s['samples_per_s']) or 0:.0f}"))
     return items
@@ -140,11 +140,18 @@ def scale_figure(rec: TrainingRecord) -> str:
     chart = sc.Chart("step", "loss scale (log)" if positive else "loss scale", tuple(series),
                      log_y=positive, whole_x=True)
     values = [y for _, y in points]
+    how = ("dynamic scaling lowers it when a gradient overflows (that step is skipped) and "
+           "raises it after a window of clean steps" if _scaled(rec, "dynamic")
+           else "a fixed scale" if _scaled(rec) else "no loss scaling (--loss-scale none)")
     return hp.figure("loss-scale", sc.render(chart),
                      f"Loss scale at each logged step, from {hp.number(values[0])} to "
-                     f"{hp.number(values[-1])}: dynamic scaling lowers it when a gradient "
-                     "overflows (that step is skipped) and raises it after a window of clean "
-                     "steps.")
+                     f"{hp.number(values[-1])}: {how}.")
+
+
+def _scaled(rec: TrainingRecord, kind: str = "") -> bool:
+    """Whether the run scaled its loss (``kind``: in that way)."""
+    found = (rec.info.get("loss_scale") or {}).get("kind")
+    return found == kind if kind else found not in (None, "none")
 
 
 def skipped_figure(rec: TrainingRecord) -> str:
@@ -187,7 +194,8 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
     from .ranges import why_kept
 
     info = rec.info
-    safety = (info.get("config") or {}).get("range_safety") or 0.5
+    safety = (info.get("policy_auto") or {}).get("safety") \
+        or (info.get("config") or {}).get("range_safety") or 0.5
     reasons = {}
     for row in (info.get("policy_auto") or {}).get("kept", []):
         try:
@@ -195,3 +203,21 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
         except (KeyError, TypeError, ValueError):
             reasons[row.get("path", "?")] = "range pass"
     return reasons
+
+
+def policy_part(policy: dict, auto: dict) -> str:
+    """The cells and types a training policy keeps in fp32 (``auto``: the range pass's
+    reasons)."""
+    rows = [[hp.Cell(f"<code>{hp.h(p)}</code>"), "cell",
+             auto.get(p, "policy: listed in fp32_cells")] for p in policy.get("fp32_cells", [])]
+    rows += [[t, "type", "policy: fp32_types"] for t in policy.get("fp32_types", [])]
+    level = policy.get("level")
+    if level == "O2":
+        rows.append(["BatchNorm, LayerNorm", "types",
+                     "level O2: MindSpore's black list keeps them in fp32"])
+    head = hp.note(f"Training policy {level}/{policy.get('dtype')}: the export writes the "
+                   "deployment settings (beside each fp16 artefact) that keep these in fp32.")
+    if not rows:
+        return head + hp.note("No cell is kept in fp32.")
+    return head + hp.table(["cell or type", "kind", "why it stays fp32"], rows,
+                           ["path", "", ""])
