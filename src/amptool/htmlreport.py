@@ -169,6 +169,9 @@ def artefacts_section(report: dict) -> str:
         bad.append(not cand["passed"])
     notes = [hp.note(f"{_base(c['path'])}: {c['caveat']}", warn=True)
              for c in report["candidates"] if c.get("caveat")]
+    notes += [hp.note(f"{_base(c['path'])}: {f['message']}; {f.get('fix', '')}", warn=True)
+              for c in report["candidates"] for f in c.get("findings", [])
+              if f.get("kind") == "under_resolved"]
     notes += [hp.note(f"culprit in {_base(c['path'])}: {c['culprit'].get('message')}"
                       + (f"; fix: {c['culprit']['fix']}" if c["culprit"].get("fix") else ""))
               for c in report["candidates"] if c.get("culprit")]
@@ -360,7 +363,8 @@ def timings_section(page: ReportPage, rec: Optional[TrainingRecord],
     return hp.section("Sizes and timings", [
         hp.note("Artefact sizes are in the artefact table (vs ref: the candidate's size over "
                 "the reference's).") if report else "",
-        hp.table(["stage", "seconds"], rows, ["", "num"])], "timings")
+        hp.table(["stage", "seconds"], rows, ["", "num"]) if rows
+        else hp.note("No stage finished.")], "timings")
 
 
 def environment_section(rec: Optional[TrainingRecord], report: Optional[dict]) -> str:

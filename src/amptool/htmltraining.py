@@ -67,14 +67,19 @@ def epoch_score(row: dict):
 
 
 def training_cards(rec: TrainingRecord) -> list:
-    """Key figures: the held-out score, steps, skipped steps, last loss scale, throughput."""
+    """Key figures: the held-out score, steps, skipped steps, last loss scale, throughput
+    (from metrics.jsonl where run.json has no summary: a run that stopped)."""
     s = rec.summary
     last = rec.epochs[-1] if rec.epochs else {}
+    step = rec.steps[-1] if rec.steps else {}
     score = epoch_score(last) if last else s.get("val_acc", s.get("val_score"))
     name = "val acc" if "val_acc" in last or s.get("val_acc") is not None else "val score"
-    items = [(name, hp.number(score)), ("steps", hp.number(s.get("steps"))),
-             ("overflow steps skipped", hp.number(s.get("overflow_steps"))),
-             ("final loss scale", hp.number(s.get("loss_scale")) if _scaled(rec) else "none")]
+    skipped = sum(int(r.get("skipped") or 0) for r in rec.steps) if rec.steps else None
+    scale = s.get("loss_scale", step.get("loss_scale"))
+    items = [(name, hp.number(score))] if score is not None else []
+    items += [("steps", hp.number(s.get("steps", step.get("step")))),
+              ("overflow steps skipped", hp.number(s.get("overflow_steps", skipped))),
+              ("final loss scale", hp.number(scale) if _scaled(rec) else "none")]
     if s.get("samples_per_s") is not None:
         items.append(("samples/s", f"{hp.as_float(s['samples_per_s']) or 0:.0f}"))
     return items
