@@ -174,3 +174,16 @@ def test_rendered_help_shows_the_brackets():
     assert result.exit_code == 0
     assert "Total training epochs. A resumed run continues up to it. [default: 5]" in result.output
     assert "\\[default" not in result.output
+
+
+def test_reading_the_defaults_keeps_help_light():
+    """The stages' config modules the help reads its defaults from import no numpy (nor
+    MindSpore) at module level."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from amptool.cli import app; from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['convert', 'search', '--help']); "
+            "assert r.exit_code == 0, r.output; "
+            "heavy = {'numpy', 'mindspore'} & set(sys.modules); assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
