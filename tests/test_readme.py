@@ -58,3 +58,29 @@ def test_loop_example_runs(tmp_path):
     losses = [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("epoch ")]
     assert len(losses) == 5 and losses[-1] < 0.5 * losses[0], lines
     assert lines[-1] == "0 step(s) skipped, loss scale 65536", lines
+
+
+def _anchors(page: Path) -> set:
+    """The heading anchors of a Markdown page, as the docs site's table of contents makes
+    them (lower case, punctuation dropped, spaces to hyphens)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", h.replace("`", "")).strip().lower())
+            for h in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_readme_is_a_landing_page_whose_links_resolve():
+    """A short page (the site holds the rest), and every link it gives reaches a file and,
+    where it names one, a heading of that file (the site's strict build checks the docs'
+    own links, not the README's)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        if re.match(r"[a-z]+://", link):
+            continue
+        target, _, anchor = link.partition("#")
+        path = ROOT / target
+        assert path.is_file(), f"README links {link}: no such file"
+        if anchor:
+            assert anchor in _anchors(path), f"README links {link}: no such heading"
