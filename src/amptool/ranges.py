@@ -12,9 +12,10 @@ the output's magnitude cannot, an intermediate value inside the cell's own const
 of squares) or an input fp16 cannot hold.
 Probing each construct once makes all probes together about one fp16 forward pass, however
 deep the network. A block whose inner cells' errors add up to ``LOCAL_ERROR`` is run whole
-in fp16 instead (on PROBE_ROWS rows), so its error is its cells' compounded; a cell that
-hands on its input unchanged (an identity, dropout in inference) computes nothing: 0, and
-neither does a cell the level keeps in fp32 (its probe would compute in fp32 again): 0.
+in fp16 instead (on ``cellprobe.PROBE_ROWS`` rows), so its error is its cells' compounded;
+a cell that hands on its input unchanged (an identity, dropout in inference) computes
+nothing: 0, and neither does a cell the level keeps in fp32 (its probe would compute in
+fp32 again): 0.
 A leaf cell (one that holds no other) of the user's own (not a MindSpore layer) is also
 differentiated there, in fp16 and, when that gradient is not finite, in fp32:
 ``grad_overflow`` is a backward that fp16 cannot hold while the forward can (the
@@ -36,14 +37,13 @@ statistics).
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
-from amptool.eager import (Hooks, all_finite, computing_in, eager, flat64, floats, replaying,
-                           tensors)
+from amptool.cellprobe import LOCAL_ERROR, Fp16Probe, is_chain, own_leaf, relative_error
+from amptool.eager import Hooks, eager, flat64, tensors
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -53,13 +53,6 @@ SAFETY = 0.5
 """Default share of FP16_MAX an fp32 output may reach before its cell is kept in fp32."""
 SUBNORMAL_SHARE = 0.5
 """Default share of nonzero outputs below FP16_TINY that makes a cell a candidate."""
-LOCAL_ERROR = 0.1
-"""Relative L2 error of a cell computing in fp16 on fp32 inputs that makes it a candidate.
-fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
-no longer computes the same thing."""
-PROBE_ROWS = 4
-"""Rows of the first batch a block run whole in fp16 is probed on, where all its tensor
-inputs share the batch's leading dimension (else it is probed on its whole inputs)."""
 
 
 def magnitudes(values) -> tuple:
@@ -120,27 +113,6 @@ class CellRange:
         return asdict(self)
 
 
-def _chain(cell) -> bool:
-    """True for a cell whose construct only calls its sub-cells one after another
-    (``nn.SequentialCell``): it makes no value of its own."""
-    from mindspore import nn
-
-    return (type(cell).construct is nn.SequentialCell.construct
-            and bool(getattr(cell, "_cells", None)))
-
-
-def relative_error(low: np.ndarray, ref: np.ndarray) -> float:
-    """||low - ref|| / ||ref|| in float64; inf when ``low`` is not finite where ``ref`` is."""
-    low, ref = np.asarray(low, np.float64), np.asarray(ref, np.float64)
-    if low.shape != ref.shape or not np.all(np.isfinite(low)):
-        return float("inf")
-    scale = float(np.linalg.norm(ref))
-    diff = float(np.linalg.norm(low - ref))
-    if scale == 0.0:
-        return 0.0 if diff == 0.0 else float("inf")
-    return diff / scale
-
-
 class _Frame:
     """One cell call under way in the fp32 pass: the calls its construct made (cell, output)
     and the paths of every cell called inside it."""
@@ -150,6 +122,136 @@ class _Frame:
     def __init__(self):
         self.calls: list = []
         self.inner: set = set()
+
+
+class _Tally:
+    """One cell's sums over the pass: largest |output| and |first input|, its nonzero
+    outputs and those below FP16_TINY."""
+
+    __slots__ = ("out_max", "in_max", "tiny", "nonzero")
+
+    def __init__(self):
+        self.out_max, self.in_max, self.tiny, self.nonzero = 0.0, None, 0, 0
+
+
+class _RangePass:
+    """The pass's hooks and what they record, cell path by cell path."""
+
+    def __init__(self, probe: bool, fp32_kept: tuple):
+        self.probe = probe
+        self.fp16 = Fp16Probe(fp32_kept)
+        self.tallies: dict = {}
+        self.types: dict = {}
+        self.errors: dict = {}
+        self.chains: dict = {}
+        self.ids: dict = {}
+        self.overflowing: set = set()
+        self.frames: list = []
+        self.recent: list = []  # (tensor, array, magnitudes) of the last tensors on the host
+        self.rows = 0
+
+    def run(self, net, batches: list, batch_stats: bool) -> list:
+        """Run ``net`` over ``batches`` with the hooks on: its ``CellRange`` rows."""
+        import mindspore as ms
+
+        first = batches[0] if batches else None
+        self.rows = len(first[0]) if first and np.ndim(first[0]) else 0
+        hooks = Hooks(net, self.record, self.enter)
+        try:
+            with eager(net, batch_stats):
+                for batch in batches:
+                    self.frames.clear()
+                    net(*[ms.Tensor(a) for a in batch])
+                    self.recent.clear()
+        finally:
+            hooks.close()
+        return [CellRange(path, self.types[path], t.out_max, t.in_max,
+                          t.tiny / t.nonzero if t.nonzero else 0.0, self.errors.get(path),
+                          self.chains[path], self.ids[path] in self.overflowing)
+                for path, t in self.tallies.items()]
+
+    def host(self, tensor) -> tuple:
+        """``tensor`` on the host and its magnitudes (None when not floating); a cell's
+        input is mostly an output just copied, and an identity's output is its input."""
+        for held, array, mags in self.recent:
+            if held is tensor:
+                return array, mags
+        array = tensor.asnumpy()
+        mags = magnitudes(array) if np.issubdtype(array.dtype, np.floating) else None
+        self.recent.append((tensor, array, mags))
+        if len(self.recent) > 8:
+            self.recent.pop(0)
+        return array, mags
+
+    def how_probed(self, cell, inputs, output, frame) -> str:
+        """'identity' (a cell that hands on its input), 'whole' (a block whose inner cells'
+        errors add up to LOCAL_ERROR), 'kept' (a cell of ``fp32_kept``: its probe would
+        compute in fp32 what it just computed, error 0) or 'own' (``own_output``)."""
+        ins = tensors(inputs)
+        if not frame.calls and ins and output is ins[0]:
+            return "identity"
+        inner = sum(self.errors[p] for p in frame.inner if self.errors.get(p) is not None)
+        if frame.calls and inner >= LOCAL_ERROR and not is_chain(cell):
+            return "whole"
+        return "kept" if id(cell) in self.fp16.kept_ids else "own"
+
+    def local_error(self, cell, inputs, outs, how, low):
+        """The cell's relative error computing in fp16 (``low``: its ``own_output``)."""
+        if how == "identity":
+            return 0.0  # it hands on its input: nothing of its own computes
+        if how == "whole":
+            return self.fp16.whole_error(cell, inputs, outs, self.rows)
+        if how == "kept":
+            error = 0.0
+        else:
+            error = None if low is None else relative_error(low, flat64(outs))
+        if error is not None and np.isfinite(error) and own_leaf(cell):
+            if self.fp16.grad_overflow(cell, inputs):
+                self.overflowing.add(id(cell))
+        return error
+
+    def enter(self, path, cell, inputs):
+        if not self.fp16.active:
+            self.frames.append(_Frame())
+
+    def record(self, path, cell, inputs, output):
+        if self.fp16.active:  # a cell inside the one being probed
+            return
+        frame = self.frames.pop()
+        if self.frames:
+            self.frames[-1].calls.append((cell, output))
+            self.frames[-1].inner |= frame.inner
+            self.frames[-1].inner.add(path)
+        how = low = None
+        if self.probe and path and path not in self.errors:
+            how = self.how_probed(cell, inputs, output, frame)
+            if how == "own":  # before the copies below, which then wait for both at once
+                low = self.fp16.own_output(cell, inputs, frame.calls)
+        hosted = [h for h in map(self.host, tensors(output)) if h[1] is not None]
+        if not hosted:
+            return
+        top = self.tally(path, cell, inputs, hosted)
+        if how is not None and np.isfinite(top):
+            outs = [array for array, _ in hosted]
+            self.errors[path] = self.local_error(cell, inputs, outs, how, low)
+
+    def tally(self, path, cell, inputs, hosted) -> float:
+        """Add the cell's call (its outputs ``hosted``) to its sums; the call's largest
+        |output|."""
+        tops = [mags[0] for _, mags in hosted]
+        top = float("inf") if float("inf") in tops else max(tops, default=0.0)
+        row = self.tallies.setdefault(path, _Tally())
+        row.out_max = max(row.out_max, top)
+        first_in = tensors(inputs)[:1]
+        array, mags = self.host(first_in[0]) if first_in else (None, None)
+        if mags is not None and array.size:
+            row.in_max = mags[0] if row.in_max is None else max(row.in_max, mags[0])
+        row.tiny += sum(mags[1] for _, mags in hosted)
+        row.nonzero += sum(mags[2] for _, mags in hosted)
+        self.types[path] = type(cell).__name__
+        self.chains[path] = is_chain(cell)
+        self.ids[path] = id(cell)
+        return top
 
 
 def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = False,
@@ -163,201 +265,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     in fp16 instead (its error compounded, on the first PROBE_ROWS rows). The cells of
     ``fp32_kept`` (those a policy keeps) stay in fp32 inside a probe. ``batch_stats``: batch
     normalizations as a training step runs them (``eager``); else as inference does."""
-    import mindspore as ms
-
-    kept_ids = {id(c) for c in fp32_kept}
-    kept_all = frozenset(id(c) for k in fp32_kept for _, c in k.cells_and_names())
-
-    stats: dict = {}
-    types: dict = {}
-    errors: dict = {}
-    chains: dict = {}
-    probing: list = []
-    overflowing: set = set()
-    ids: dict = {}
-    frames: list = []
-    recent: list = []  # (tensor, array, magnitudes) of the last tensors copied to the host
-
-    def host(tensor) -> tuple:
-        """``tensor`` on the host and its magnitudes (None when not floating); a cell's
-        input is mostly an output just copied, and an identity's output is its input."""
-        for held, array, mags in recent:
-            if held is tensor:
-                return array, mags
-        array = tensor.asnumpy()
-        mags = magnitudes(array) if np.issubdtype(array.dtype, np.floating) else None
-        recent.append((tensor, array, mags))
-        if len(recent) > 8:
-            recent.pop(0)
-        return array, mags
-
-    @contextlib.contextmanager
-    def in_fp16(cell):
-        """``cell`` computing in fp16, the kept cells inside it in fp32."""
-        with computing_in(cell, ms.float16):
-            for _, inner in cell.cells_and_names():
-                if id(inner) in kept_ids:
-                    inner.to_float(ms.float32)
-            yield
-
-    def own_output(cell, inputs, calls):
-        """The cell computing in fp16 on its fp32 inputs, the cells its construct calls
-        handing on their recorded fp32 outputs: its output (float64, flat), or None."""
-        keep = kept_all if id(cell) not in kept_all else frozenset(id(c) for c, _ in calls)
-        given: list = []
-        probing.append(cell)
-        try:
-            try:  # the calls hand on their outputs unchecked, what they were given checked after
-                with in_fp16(cell), replaying(calls, ms.float16, keep, given):
-                    low = floats(cell(*inputs))
-                checked = all_finite(given)
-            except (RuntimeError, TypeError, ValueError):
-                checked = False
-            if not checked:  # a call was given what fp16 cannot hold: it computes there
-                with in_fp16(cell), replaying(calls, ms.float16, keep):
-                    low = floats(cell(*inputs))
-        except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
-            return None
-        finally:
-            probing.pop()
-        return low
-
-    def whole_error(cell, inputs, outs, rows):
-        """The cell computing whole in fp16 on (the first PROBE_ROWS rows of) its inputs.
-        The fp32 side is the rows of the output already at hand; a cell that mixes rows
-        would differ there, so a flagging error is confirmed against the cell run in fp32
-        on the same rows."""
-        cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in tensors(inputs))
-        probing.append(cell)
-        try:
-            if cut:
-                inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v for v in inputs)
-            with in_fp16(cell):
-                low = floats(cell(*inputs))
-            if low is None:
-                return None
-            ref = flat64([a[:PROBE_ROWS] if cut else a for a in outs])
-            if cut and not all(a.shape and a.shape[0] == rows for a in outs):
-                ref = None
-            error = None if ref is None else relative_error(low, ref)
-            if error is None or error >= LOCAL_ERROR:
-                error = relative_error(low, floats(cell(*inputs)))
-        except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
-            return None
-        finally:
-            probing.pop()
-        return error
-
-    def how_probed(cell, inputs, output, frame) -> str:
-        """'identity' (a cell that hands on its input), 'whole' (a block whose inner cells'
-        errors add up to LOCAL_ERROR), 'kept' (a cell of ``fp32_kept``: its probe would
-        compute in fp32 what it just computed, error 0) or 'own' (``own_output``)."""
-        ins = tensors(inputs)
-        if not frame.calls and ins and output is ins[0]:
-            return "identity"
-        inner = sum(errors[p] for p in frame.inner if errors.get(p) is not None)
-        if frame.calls and inner >= LOCAL_ERROR and not _chain(cell):
-            return "whole"
-        return "kept" if id(cell) in kept_ids else "own"
-
-    def local_error(cell, inputs, outs, how, low):
-        """The cell's relative error computing in fp16 (``low``: its ``own_output``)."""
-        if how == "identity":
-            return 0.0  # it hands on its input: nothing of its own computes
-        if how == "whole":
-            return whole_error(cell, inputs, outs, rows)
-        if how == "kept":
-            error = 0.0
-        else:
-            error = None if low is None else relative_error(low, flat64(outs))
-        if error is not None and np.isfinite(error) and _own_leaf(cell):
-            probing.append(cell)  # its gradient's forward is no cell to record
-            try:
-                if _grad_overflows(cell, inputs):
-                    overflowing.add(id(cell))
-            except (RuntimeError, TypeError, ValueError):  # no fp16 kernel, dtype rules
-                pass
-            finally:
-                probing.pop()
-        return error
-
-    def enter(path, cell, inputs):
-        if not probing:
-            frames.append(_Frame())
-
-    def record(path, cell, inputs, output):
-        if probing:  # a cell inside the one being probed
-            return
-        frame = frames.pop()
-        if frames:
-            frames[-1].calls.append((cell, output))
-            frames[-1].inner |= frame.inner
-            frames[-1].inner.add(path)
-        how = low = None
-        if probe and path and path not in errors:
-            how = how_probed(cell, inputs, output, frame)
-            if how == "own":  # before the copies below, which then wait for both at once
-                low = own_output(cell, inputs, frame.calls)
-        hosted = [h for h in map(host, tensors(output)) if h[1] is not None]
-        if not hosted:
-            return
-        outs = [array for array, _ in hosted]
-        tops = [mags[0] for _, mags in hosted]
-        top = float("inf") if float("inf") in tops else max(tops, default=0.0)
-        row = stats.setdefault(path, [0.0, None, 0, 0])
-        row[0] = max(row[0], top)
-        first_in = tensors(inputs)[:1]
-        array, mags = host(first_in[0]) if first_in else (None, None)
-        if mags is not None and array.size:
-            row[1] = mags[0] if row[1] is None else max(row[1], mags[0])
-        row[2] += sum(mags[1] for _, mags in hosted)
-        row[3] += sum(mags[2] for _, mags in hosted)
-        types[path] = type(cell).__name__
-        chains[path] = _chain(cell)
-        ids[path] = id(cell)
-        if how is not None and np.isfinite(top):
-            errors[path] = local_error(cell, inputs, outs, how, low)
-
-    rows = len(batches[0][0]) if batches and batches[0] and np.ndim(batches[0][0]) else 0
-    hooks = Hooks(net, record, enter)
-    try:
-        with eager(net, batch_stats):
-            for batch in batches:
-                frames.clear()
-                net(*[ms.Tensor(a) for a in batch])
-                recent.clear()
-    finally:
-        hooks.close()
-    return [CellRange(path, types[path], row[0], row[1], row[2] / row[3] if row[3] else 0.0,
-                      errors.get(path), chains[path], ids[path] in overflowing)
-            for path, row in stats.items()]
-
-
-def _own_leaf(cell) -> bool:
-    """A cell holding no other whose class is not MindSpore's own: arithmetic written by
-    hand (MindSpore's layers are either white-listed or kept in fp32 by the levels)."""
-    return not cell._cells and not type(cell).__module__.startswith("mindspore.")
-
-
-def _grad_overflows(cell, inputs) -> bool:
-    """Whether the gradient of ``cell``'s outputs (summed) with respect to its float tensor
-    inputs is not finite computing in fp16 but finite in fp32 (``cell`` computes in fp32)."""
-    import mindspore as ms
-
-    where = tuple(i for i, v in enumerate(inputs)
-                  if isinstance(v, ms.Tensor) and v.dtype in (ms.float32, ms.float16))
-    if not where:
-        return False
-
-    def finite() -> bool:
-        grads = ms.grad(cell, grad_position=where)(*inputs)
-        grads = grads if isinstance(grads, tuple) else (grads,)
-        return all(np.isfinite(g.asnumpy()).all() for g in grads)
-
-    with computing_in(cell, ms.float16):
-        if finite():
-            return False
-    return finite()
+    return _RangePass(probe, fp32_kept).run(net, batches, batch_stats)
 
 
 def _inside(path: str, outer: str) -> bool:
