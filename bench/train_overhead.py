@@ -57,19 +57,20 @@ def _loop(model: str, level: str, out: Path, loss_scale=None):
     val_fraction = MODELS[model][0]
     from amptool.train.cli import _Reporter
     from amptool.train.config import TrainConfig
-    from amptool.train.loop import _TrainingRun
+    from amptool.train.loop import start_run
 
     cfg = TrainConfig(model=model, amp_level=level, loss_scale=loss_scale, batch_size=BATCH,
                       lr=LR, optimizer=OPTIMIZER, out=str(out), scale_init=SCALE[0],
                       scale_factor=SCALE[1], scale_window=SCALE[2], val_fraction=val_fraction)
-    return _TrainingRun(cfg, _Reporter(quiet=False).on_event, 0, 1)
+    return start_run(cfg, _Reporter(quiet=False).on_event, 0, 1, not out.exists())
 
 
 def _in_memory(run) -> tuple:
     """The run's training split read once into memory: (input arrays, labels)."""
     import numpy as np
 
-    return run.data.train_inputs(np.arange(len(run.data.train_idx))), run.data.train_y
+    data = run.parts.data
+    return data.train_inputs(np.arange(len(data.train_idx))), data.train_y
 
 
 class _MemoryStream:
@@ -99,13 +100,13 @@ def amptool_train(model: str, level: str, out: Path, stack, streaming: bool = Tr
     arrays read into memory beforehand."""
     run = _loop(model, level, out, loss_scale)
     if not streaming:
-        run.data.train_stream = _MemoryStream.maker(*_in_memory(run))
+        run.parts.data.train_stream = _MemoryStream.maker(*_in_memory(run))
     metrics = open(run.out / "metrics.jsonl", "w", buffering=1, encoding="utf-8")  # noqa: SIM115
     stack.callback(metrics.close)  # opened as the loop opens it, closed after the rounds
 
     def prepare(epoch: int):
         return lambda: run.train_epoch(epoch, metrics)
-    return prepare, len(run.data.train_y) // BATCH
+    return prepare, len(run.parts.data.train_y) // BATCH
 
 
 class _Batches:
@@ -152,7 +153,7 @@ def model_train(model: str, level: str, out: Path, stack):
 
     run = _loop(model, level, out)  # the same network, data and seed as the loop's
     ms.set_seed(run.cfg.seed)
-    net = run.spec.build()
+    net = run.parts.spec.build()
     opt = make_optimizer(OPTIMIZER, net.trainable_params(), LR)
     if level == "O0":
         trainer = Model(net, nn.CrossEntropyLoss(), opt)
@@ -186,14 +187,14 @@ def model_train_pipeline(model: str, level: str, out: Path, stack):
 
     run = _loop(model, level, out)
     ms.set_seed(run.cfg.seed)
-    net = run.spec.build()
+    net = run.parts.spec.build()
     opt = make_optimizer(OPTIMIZER, net.trainable_params(), LR)
     scale = None if level == "O0" else FixedLossScaleManager(FIXED_SCALE,
                                                              drop_overflow_update=False)
     trainer = Model(net, nn.CrossEntropyLoss(), opt, amp_level=level, loss_scale_manager=scale)
 
     def prepare(epoch: int):
-        data = run.data.train_pipeline(run.epoch_order(epoch))
+        data = run.parts.data.train_pipeline(run.epoch_order(epoch))
         return lambda: trainer.train(1, data, dataset_sink_mode=False)
     return prepare, len(run.epoch_order(0))
 
@@ -224,7 +225,7 @@ def bare_step(model: str, level: str, out: Path, stack, loss_scale=None, check: 
     from amptool.data import epoch_batches
 
     run = _loop(model, level, out, loss_scale)
-    step = run.trainer.step if check else _no_check_cell(run.trainer.step)
+    step = run.parts.trainer.step if check else _no_check_cell(run.parts.trainer.step)
     arrays, y = _in_memory(run)
 
     def prepare(epoch: int):

@@ -3,7 +3,7 @@
 ``step = AmpStep(net, loss="cross-entropy", optimizer="adam", lr=1e-3, level="O2")``, then
 ``out = step(x, y)`` per batch: one forward and backward under the policy, the loss scaled,
 the update applied only when the gradients are finite (``out.applied``), the scale adjusted.
-The training loop (``loop._TrainingRun``) builds its step with ``AmpStep.assemble``: the
+A training run (``parts.build_step``) builds its step with ``AmpStep.assemble``: the
 same policy application, ``engine.TrainStep`` and compiled ``StepCell`` either way.
 
 ``find_fp32_cells`` (the ``--policy auto`` range pass) and ``find_overflow`` (the

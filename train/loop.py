@@ -6,25 +6,21 @@ The stage's entry, ``run.run_training``, calls it in its own process; each msrun
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import shutil
 import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
-import numpy as np
-
-from amptool.data import augmenting
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir
 from amptool.trust import keep_code_file, keep_model_file
 from amptool.rundir import RunDir
 
 from .config import (
-    AUTO,
     TrainConfig,
     check_config,
     check_resumable,
@@ -33,22 +29,16 @@ from .config import (
 )
 from .metrics_log import loss_at, trim_after
 from .overflow import (
-    auto_policy,
     check_skipped,
     check_updates,
     forward_overflow,
     forward_overflowed,
 )
 from .state import RunState
-from .summary import Evaluator, TrainSummary, versions, weights_digest
+from .parts import RunParts, build_parts
+from .summary import TrainSummary, versions, weights_digest
 
 Callback = Optional[Callable[[dict], None]]
-
-
-def resolve_policy(cfg: TrainConfig):
-    from amptool.policy import policy_for
-
-    return policy_for(None if cfg.policy == AUTO else cfg.policy, cfg.amp_level)
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -63,7 +53,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
     try:
         with output_dir(cfg.out) if world == 1 else contextlib.nullcontext():
             replaced = claim_out_folder(cfg) if world == 1 else []
-            run = _TrainingRun(cfg, emit, rank, world, created)
+            run = start_run(cfg, emit, rank, world, created)
             replace_run(cfg, replaced, emit)
             return run.train()
     finally:  # the run's compiled graphs: ~40 MB a run in a process that trains again
@@ -72,101 +62,47 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
             recycle()
 
 
+def start_run(cfg: TrainConfig, emit, rank: int, world: int, created_out: bool):
+    """The training run of ``cfg`` for process ``rank`` of ``world``, its parts built and its
+    output folder made (last: a mistake found in the parts leaves nothing behind)."""
+    parts = build_parts(cfg, world)
+    out = ensure_out_dir(cfg.out)
+    run_dir = RunDir(out)
+    return _TrainingRun(cfg, parts, emit, rank, world, out, run_dir,
+                        run_dir.checkpoint_path("last", cfg.ckpt_format), created_out)
+
+
+@dataclass
 class _TrainingRun:
-    """One training run: its set-up objects, and its counters in ``state``."""
+    """One training run: its parts, its output folder, and its counters in ``state``."""
 
-    def __init__(self, cfg: TrainConfig, emit, rank: int, world: int, created_out: bool):
-        from amptool.data import load_model_data
-        from amptool.device import import_mindspore, resolve_device, set_device
-        from amptool.feed import check_workers
-        from amptool.models import resolve_model
-        from amptool.losses import resolve_loss
-        from amptool.policy import check_dtype_on_device
-        from amptool.taskmetric import load_metric
+    cfg: TrainConfig
+    parts: RunParts
+    emit: Callable[[dict], None]
+    rank: int
+    world: int
+    out: Path
+    run_dir: RunDir
+    last_path: Path
+    """The ``last`` checkpoint's path."""
+    created_out: bool
+    """The run made its output folder (a failed fresh run removes it)."""
+    state: RunState = field(default_factory=RunState)
+    stream: Any = None
+    """The training data pipeline, read on across epochs."""
+    info: Optional[dict] = None
+    """run.json's content, once written."""
 
-        from .engine import parse_loss_scale
-        from .sink import resolve_sink_size
-
-        ms = import_mindspore()
-        self.cfg, self.emit, self.rank, self.world = cfg, emit, rank, world
-        self.lead = rank == 0
-        self.device = resolve_device(cfg.device)
-        self.sink = resolve_sink_size(cfg.sink_size, self.device, cfg.log_every)
-        self.policy = resolve_policy(cfg)
-        check_dtype_on_device(self.policy, self.device)
-        self.loss_scale = parse_loss_scale(cfg.loss_scale or None, self.policy.level,
-                                           cfg.scale_init, cfg.scale_factor, cfg.scale_window)
-        set_device(self.device)
-        self.spec = resolve_model(cfg.model, cfg.model_args, cfg.input_spec)
-        self.data = load_model_data(cfg.data, self.spec, cfg.val_fraction,
-                                    workers=check_workers(cfg.data_workers),
-                                    loss=resolve_loss(cfg.loss), strict=True)
-        self.loss = self.data.loss
-        if not self.loss.classifier:  # its first output is no class logits, whatever its width
-            self.spec = dataclasses.replace(self.spec, num_classes=None)
-        self.augment = augmenting(cfg.augment, cfg.seed, self.data)
-        ms.set_seed(cfg.seed)
-        self.net = self.spec.build()
-        self.metric = load_metric(cfg.metric) if cfg.metric else None
-        self.loss_cell = self.check_task()
-        self.auto = None  # the range pass's report with --policy auto
-        if cfg.policy == AUTO:
-            self.policy, self.auto = auto_policy(cfg, self.data, self.net, self.policy)
-        self.build_step()
-        self.state = RunState()
-        self.stream = None  # the training data pipeline, read on across epochs
-        self.info = None  # run.json's content, once written
-        # the output folder last: a mistake found above leaves nothing behind
-        self.created_out = created_out
-        self.out = ensure_out_dir(cfg.out)
-        self.run_dir = RunDir(self.out)
-        self.last_path = self.run_dir.checkpoint_path("last", cfg.ckpt_format)
-
-    def check_task(self):
-        """The loss cell, once the loss took the fresh network's outputs on a few training
-        rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
-        either is one line before anything is written."""
-        from amptool.feed import target_columns
-        from amptool.losses import build_loss, probe_loss
-        from amptool.models import run_eager
-
-        spec, data = self.spec, self.data
-        inputs, targets = next(iter(data.train_batches([np.arange(min(4, len(data.train_idx)))])))
-        outputs = run_eager(self.net, inputs, spec.name, spec.inputs)
-        cell = build_loss(self.loss, len(outputs))
-        probe_loss(self.loss, cell, outputs, target_columns(targets), data.target_names)
-        if self.metric is not None:
-            from amptool.taskmetric import evaluate
-
-            val_in, val_y = data.val_inputs(4)
-            evaluate(self.metric, self.cfg.metric, run_eager(self.net, val_in, spec.name,
-                                                             spec.inputs), val_y,
-                     "held-out split")
-        return cell
-
-    def build_step(self) -> None:
-        """The network under the policy, its optimizer, the loss-scaled step, the state a
-        checkpoint holds and the evaluator."""
-        from amptool import checkpoint as ckpt
-
-        from .ampstep import AmpStep
-        from .engine import make_optimizer
-
-        self.optimizer = make_optimizer(self.cfg.optimizer, self.net.trainable_params(),
-                                        self.cfg.lr)
-        # the step a user's own loop gets from amptool.AmpStep, assembled from this run's parts
-        self.amp = AmpStep.assemble(self.net, self.policy, self.loss_cell, self.optimizer,
-                                    self.loss_scale, reducer=self.world if self.world > 1 else None,
-                                    inputs=len(self.spec.inputs))
-        self.trainer = self.amp.trainer
-        self.items = ckpt.state_items(self.net, self.optimizer, self.trainer.scaler_state())
-        self.evaluator = Evaluator(self.amp.amp_net, self.loss_cell, self.loss.classifier,
-                                   self.metric, self.cfg.metric)
+    @property
+    def lead(self) -> bool:
+        """The process that writes the run folder (rank 0)."""
+        return self.rank == 0
 
     def restore(self) -> None:
         from amptool import checkpoint as ckpt
 
-        meta = ckpt.restore_state(self.net, self.optimizer, self.trainer.scaler_state(),
+        parts = self.parts
+        meta = ckpt.restore_state(parts.net, parts.optimizer, parts.trainer.scaler_state(),
                                   ckpt.read_checkpoint(self.last_path),
                                   f"checkpoint {self.last_path}")
         # A checkpoint written before text metadata survived safetensors names no optimizer:
@@ -182,9 +118,9 @@ class _TrainingRun:
             raise UsageError(f"--resume: {self.last_path.name} already holds {state.epoch} "
                              f"epochs, more than --epochs {self.cfg.epochs}",
                              f"pass --epochs {state.epoch} or more (--epochs is the total)")
-        if self.evaluator.score == "accuracy":
+        if self.parts.evaluator.score == "accuracy":
             # accuracies are stored as float32: back to the exact fraction of the split
-            n = len(self.data.val_idx)
+            n = len(self.parts.data.val_idx)
             best, val = float(meta.get("best_acc", -1.0)), float(meta.get("val_acc", 0.0))
             state.best_score = (round(best * n) / n if n and best >= 0 else best) \
                 if best >= 0 else float("-inf")
@@ -195,17 +131,18 @@ class _TrainingRun:
         state.overflow = state.overflow_before = int(meta.get("overflow", 0))
 
     def run_info(self) -> dict:
-        cfg, spec, data = self.cfg, self.spec, self.data
+        cfg, spec, data = self.cfg, self.parts.spec, self.parts.data
         return {"config": cfg.to_dict(), "model": spec.describe(),
                 "data": {"source": data.source, "train_samples": len(data.train_idx),
                          "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
                          "skipped_files": len(data.skipped),
-                         "augment": list(self.augment.kinds) if self.augment else [],
+                         "augment": list(self.parts.augment.kinds) if self.parts.augment else [],
                          "preprocess": data.preprocess.to_dict() if data.preprocess else None},
-                "loss": self.loss.describe(),
+                "loss": self.parts.loss.describe(),
                 "metric": {"name": cfg.metric} if cfg.metric else None,
-                "policy": self.policy.to_dict(), "loss_scale": self.loss_scale.to_dict(),
-                "versions": versions(), "device": self.device, "seed": cfg.seed,
+                "policy": self.parts.policy.to_dict(),
+                "loss_scale": self.parts.loss_scale.to_dict(),
+                "versions": versions(), "device": self.parts.device, "seed": cfg.seed,
                 "workers": self.world}
 
     def train(self) -> TrainSummary:
@@ -215,38 +152,40 @@ class _TrainingRun:
             if self.state.epoch >= cfg.epochs:
                 return self.finished()
         info = self.info = self.run_info()
-        if self.auto is not None:
-            info["policy_auto"] = self.auto
+        if self.parts.auto is not None:
+            info["policy_auto"] = self.parts.auto
         if self.lead:
-            info["model"].update(keep_model_file(self.spec, self.out))
-            if self.loss.file:  # a loss or metric file travels with the run, as the model's
-                info["loss"].update(keep_code_file(self.loss.file, self.out, "loss"))
+            info["model"].update(keep_model_file(self.parts.spec, self.out))
+            if self.parts.loss.file:  # a loss or metric file travels with the run, as the model's
+                info["loss"].update(keep_code_file(self.parts.loss.file, self.out, "loss"))
             if cfg.metric:
                 from amptool.taskmetric import check_metric_spec
 
                 info["metric"].update(keep_code_file(check_metric_spec(cfg.metric)[0],
                                                      self.out, "metric"))
-            if self.auto is not None:
+            if self.parts.auto is not None:
                 from amptool.policy import save_policy
                 from amptool.ranges import why_kept
 
                 notes = {r["path"]: f"{r['where']}; range pass: {why_kept(r, cfg.range_safety)}"
-                         for r in self.auto["kept"]}
-                save_policy(self.policy, self.out / self.auto["file"], force=True, notes=notes)
+                         for r in self.parts.auto["kept"]}
+                save_policy(self.parts.policy, self.out / self.parts.auto["file"], force=True,
+                            notes=notes)
             self.run_dir.write(info)
         if cfg.resume and self.lead:
             trim_after(self.out / "metrics.jsonl", self.state.step)
         metrics = (LineLog(self.out / "metrics.jsonl", append=cfg.resume) if self.lead
                    else None)  # whole lines, each written at once: tail -f works
-        if self.data.skipped:
+        data = self.parts.data
+        if data.skipped:
             from amptool.sources import skipped_note
 
             self.emit({"kind": "warning", "message": skipped_note(
-                self.data.skipped, len(self.data.skipped) + len(self.data.rows))})
+                data.skipped, len(data.skipped) + len(data.rows))})
         self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.state.epoch,
-                   "steps_per_epoch": len(self.data.train_idx) // (cfg.batch_size * self.world),
-                   "device": self.device, "policy": self.policy.describe(),
-                   "loss_scale": self.loss_scale.kind})
+                   "steps_per_epoch": len(data.train_idx) // (cfg.batch_size * self.world),
+                   "device": self.parts.device, "policy": self.parts.policy.describe(),
+                   "loss_scale": self.parts.loss_scale.kind})
         t_start = time.perf_counter()
         try:
             for epoch in range(self.state.epoch, cfg.epochs):
@@ -309,19 +248,19 @@ class _TrainingRun:
 
         from amptool.feed import target_columns
 
-        if self.sink:
+        if self.parts.sink:
             return self.sink_epoch(epoch, metrics)
-        cfg, data, state = self.cfg, self.data, self.state
+        cfg, data, state = self.cfg, self.parts.data, self.state
         if self.stream is None or self.stream.next_epoch != epoch:  # one pipeline a run
             if self.stream is not None:
                 self.stream.close()
-            self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs, self.augment)
+            self.stream = data.train_stream(self.epoch_order, epoch, cfg.epochs, self.parts.augment)
         steps = self.stream.epochs.steps
         state.open_window(time.perf_counter())
         for i, (inputs, labels) in enumerate(self.stream.epoch(epoch)):
             tensors = [ms.Tensor(a) for a in inputs + target_columns(labels)]
-            loss, finite = self.trainer.step(*tensors)
-            if state.step == 0 and self.loss_scale.kind == "dynamic":
+            loss, finite = self.parts.trainer.step(*tensors)
+            if state.step == 0 and self.parts.loss_scale.kind == "dynamic":
                 loss, finite = self.settle_scale(tensors, loss, finite)
             state.advance(1, len(inputs[0]) * self.world)
             if i == 0 or state.step % cfg.log_every == 0 or i == steps - 1:
@@ -333,29 +272,30 @@ class _TrainingRun:
         from .sink import sink_calls
 
         order = self.epoch_order(epoch)
-        pipeline = self.data.train_pipeline(order, self.augment, epoch)
+        pipeline = self.parts.data.train_pipeline(order, self.parts.augment, epoch)
         self.state.open_window(time.perf_counter())
-        for call in sink_calls(self.trainer.step, pipeline, order, self.sink,
+        for call in sink_calls(self.parts.trainer.step, pipeline, order, self.parts.sink,
                                self.cfg.batch_size * self.world):
             self.state.advance(call.steps, call.samples)
-            batch = partial(self.data.train_inputs, call.first, self.augment, epoch)
+            batch = partial(self.parts.data.train_inputs, call.first, self.parts.augment, epoch)
             self.log_step(epoch, call.loss, call.finite, metrics, call.index > 0, batch)
 
     def settle_scale(self, tensors: list, loss, finite) -> tuple:
         """The run's first batch is tried again while its gradients overflow and its loss is
         finite, until it updates the weights, the scale reaches 1 or ``--max-skipped`` tries
         overflowed: ``AmpStep.settle_scale``'s settling, the same code."""
-        loss, finite = self.amp.retry_overflow(tensors, loss, finite, self.loss_scale.init,
-                                               self.cfg.max_skipped)
-        self.state.first_batch_tries = self.amp.settle_tries
+        loss, finite = self.parts.amp.retry_overflow(tensors, loss, finite,
+                                                     self.parts.loss_scale.init,
+                                                     self.cfg.max_skipped)
+        self.state.first_batch_tries = self.parts.amp.settle_tries
         return loss, finite
 
     def epoch_order(self, epoch: int) -> list:
         """This rank's batches of positions in the training split for ``epoch``."""
         from amptool.data import epoch_batches
 
-        return list(epoch_batches(len(self.data.train_idx), self.cfg.batch_size, self.cfg.seed,
-                                  epoch, (self.rank, self.world)))
+        return list(epoch_batches(len(self.parts.data.train_idx), self.cfg.batch_size,
+                                  self.cfg.seed, epoch, (self.rank, self.world)))
 
     def log_step(self, epoch: int, loss, finite, metrics, timed: bool, inputs) -> None:
         """Read the step's results and the device's counters back, write the metrics line,
@@ -364,12 +304,12 @@ class _TrainingRun:
         pipeline's start); ``inputs()`` gives the last batch's inputs for forensics."""
         state = self.state
         state.loss, ok = float(loss.asnumpy()), bool(finite.asnumpy())
-        skipped, state.consecutive, state.forward_bad = self.trainer.counters()
+        skipped, state.consecutive, state.forward_bad = self.parts.trainer.counters()
         samples, dt = state.close_window(time.perf_counter(), timed)
         window_skipped = skipped - (state.overflow - state.overflow_before)
         state.overflow = state.overflow_before + skipped
         record = {"step": state.step, "epoch": epoch + 1, "loss": state.loss,
-                  "loss_scale": self.trainer.scale_value(), "overflow": not ok,
+                  "loss_scale": self.parts.trainer.scale_value(), "overflow": not ok,
                   "skipped": window_skipped, "lr": self.cfg.lr,
                   "samples_per_s": samples / dt if dt > 0 else None}
         if metrics:
@@ -382,12 +322,13 @@ class _TrainingRun:
         counters (``consecutive``, ``forward_bad``) say how many in a row up to it."""
         if forward_overflowed(self.state, self.cfg.max_skipped):
             self.stop_forward_overflow(inputs())
-        check_skipped(self.state, self.loss_scale.kind, self.cfg.max_skipped,
-                      self.trainer.scale_value, skipped, self.kept())
+        check_skipped(self.state, self.parts.loss_scale.kind, self.cfg.max_skipped,
+                      self.parts.trainer.scale_value, skipped, self.kept())
 
     def stop_forward_overflow(self, inputs: list) -> None:
         """The loss itself is not finite: record the forensics in run.json and stop."""
-        forensics, problem, fix = forward_overflow(self.spec.build, self.net, self.policy,
+        parts = self.parts
+        forensics, problem, fix = forward_overflow(parts.spec.build, parts.net, parts.policy,
                                                    inputs, self.state.forward_bad,
                                                    self.state.step)
         if self.lead and self.info is not None:
@@ -405,20 +346,20 @@ class _TrainingRun:
         from amptool import checkpoint as ckpt
 
         cfg, state = self.cfg, self.state
-        check_updates(state, self.loss_scale, self.trainer.scale_value,
+        check_updates(state, self.parts.loss_scale, self.parts.trainer.scale_value,
                       str(self.out) if self.last_path.is_file() else "")
-        score = self.evaluator.evaluate(self.data)
+        score = self.parts.evaluator.evaluate(self.parts.data)
         state.val_score, state.val_loss = score["value"], score.get("val_loss")
         improved = state.val_score > state.best_score
         state.best_score = max(state.best_score, state.val_score)
         scores = self.scores()
         meta = {"epoch": epoch + 1, "step": state.step, **scores, "overflow": state.overflow,
-                "model": self.spec.name, "optimizer": cfg.optimizer}
+                "model": self.parts.spec.name, "optimizer": cfg.optimizer}
         if self.lead:
-            ckpt.write_checkpoint(self.last_path, self.items, meta, cfg.ckpt_format)
+            ckpt.write_checkpoint(self.last_path, self.parts.items, meta, cfg.ckpt_format)
             if improved:
                 ckpt.write_checkpoint(self.run_dir.checkpoint_path("best", cfg.ckpt_format),
-                                      self.items, meta, cfg.ckpt_format)
+                                      self.parts.items, meta, cfg.ckpt_format)
             loss = {} if state.val_loss is None else {"val_loss": state.val_loss}
             metrics.write(json.dumps({"epoch": epoch + 1, **loss, **scores,
                                       "step": state.step}) + "\n")
@@ -430,26 +371,27 @@ class _TrainingRun:
         """The held-out figures a checkpoint, metrics.jsonl and the events carry: val_acc and
         best_acc for accuracy (as before), else the score's name, val_score and best_score."""
         state = self.state
-        if self.evaluator.score == "accuracy":
+        if self.parts.evaluator.score == "accuracy":
             return {"val_acc": state.val_score, "best_acc": state.best_score}
-        return {"score": self.evaluator.score, "val_score": state.val_score,
+        return {"score": self.parts.evaluator.score, "val_score": state.val_score,
                 "best_score": state.best_score}
 
     def summary(self, seconds: float) -> TrainSummary:
         state = self.state
         tries = state.first_batch_tries
-        accuracy = self.evaluator.score == "accuracy"
+        accuracy = self.parts.evaluator.score == "accuracy"
         best = state.best_score if state.best_score > float("-inf") else None
-        task = {} if accuracy else {"score": self.evaluator.score, "val_score": state.val_score,
-                                    "best_score": best, "val_loss": state.val_loss}
+        task = {} if accuracy else {"score": self.parts.evaluator.score,
+                                    "val_score": state.val_score, "best_score": best,
+                                    "val_loss": state.val_loss}
         return TrainSummary(
             val_acc=state.val_score if accuracy else None,
             best_acc=(best if best is not None else -1.0) if accuracy else None,
             steps=state.step,
-            overflow_steps=state.overflow, loss_scale=self.trainer.scale_value(),
+            overflow_steps=state.overflow, loss_scale=self.parts.trainer.scale_value(),
             samples_per_s=state.samples_per_s(), final_loss=state.loss, epochs=self.cfg.epochs,
             workers=self.world, seconds=seconds, out=str(self.out),
-            extra={"model": self.spec.name, "policy": self.policy.describe(),
-                   "device": self.device, "weights_sha256": weights_digest(self.net),
-                   "loss": self.loss.name, **task,
+            extra={"model": self.parts.spec.name, "policy": self.parts.policy.describe(),
+                   "device": self.parts.device, "weights_sha256": weights_digest(self.parts.net),
+                   "loss": self.parts.loss.name, **task,
                    **({"first_batch_tries": tries} if tries is not None else {})})

@@ -1,0 +1,162 @@
+"""``RunParts``: what one training run is made of (device, policy, network, data, loss, the
+loss-scaled step), built and checked by ``build_parts`` before anything is written."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from amptool.data import augmenting
+
+from .config import AUTO, TrainConfig
+from .overflow import auto_policy
+from .summary import Evaluator
+
+
+def _resolve_policy(cfg: TrainConfig):
+    from amptool.policy import policy_for
+
+    return policy_for(None if cfg.policy == AUTO else cfg.policy, cfg.amp_level)
+
+
+@dataclass
+class RunParts:
+    """One training run's set-up objects; none of them changes as the run trains (their
+    weights and scale do, inside MindSpore)."""
+
+    device: str
+    """The device the run trains on."""
+    sink: int
+    """Steps per host call with data sinking (0: no sinking)."""
+    policy: Any
+    """The precision policy the network trains under."""
+    auto: Optional[dict]
+    """The range pass's report with ``--policy auto`` (else None)."""
+    loss_scale: Any
+    """The loss scaling (``engine.LossScale``)."""
+    spec: Any
+    """The model reference (``models.ModelSpec``)."""
+    data: Any
+    """The training and held-out data (``data.ModelData``), its loss with it."""
+    augment: Any
+    """The training-only augmentation (None: none)."""
+    net: Any
+    """The network, cast by the policy."""
+    metric: Any
+    """The loaded ``--metric`` (None: none)."""
+    loss_cell: Any
+    """The loss cell the step computes."""
+    optimizer: Any
+    """The optimizer over the network's trainable parameters."""
+    amp: Any
+    """The loss-scaled step (``ampstep.AmpStep``)."""
+    items: list
+    """The state a checkpoint holds: weights, optimizer, scaler."""
+    evaluator: Evaluator
+    """The held-out evaluation after each epoch."""
+
+    @property
+    def loss(self):
+        """The run's loss (``losses.LossSpec``)."""
+        return self.data.loss
+
+    @property
+    def trainer(self):
+        """The step's trainer (``engine.TrainStep``)."""
+        return self.amp.trainer
+
+
+def build_parts(cfg: TrainConfig, world: int) -> RunParts:
+    """The run's parts for one of ``world`` processes: the network built under the policy
+    (after the range pass with ``--policy auto``), the loss and metric tried on it, the
+    step assembled. A mistake in any of them is raised before anything is written."""
+    from amptool.device import import_mindspore, resolve_device, set_device
+    from amptool.policy import check_dtype_on_device
+
+    from .engine import parse_loss_scale
+    from .sink import resolve_sink_size
+
+    ms = import_mindspore()
+    device = resolve_device(cfg.device)
+    sink = resolve_sink_size(cfg.sink_size, device, cfg.log_every)
+    policy = _resolve_policy(cfg)
+    check_dtype_on_device(policy, device)
+    loss_scale = parse_loss_scale(cfg.loss_scale or None, policy.level, cfg.scale_init,
+                                  cfg.scale_factor, cfg.scale_window)
+    set_device(device)
+    spec, data = _model_and_data(cfg)
+    augment = augmenting(cfg.augment, cfg.seed, data)
+    ms.set_seed(cfg.seed)
+    net = spec.build()
+    metric = _metric(cfg)
+    loss_cell = check_task(cfg, spec, data, net, metric)
+    auto = None
+    if cfg.policy == AUTO:
+        policy, auto = auto_policy(cfg, data, net, policy)
+    optimizer, amp, items, evaluator = build_step(cfg, net, policy, loss_cell, data.loss,
+                                                  metric, loss_scale, len(spec.inputs), world)
+    return RunParts(device, sink, policy, auto, loss_scale, spec, data, augment, net, metric,
+                    loss_cell, optimizer, amp, items, evaluator)
+
+
+def _model_and_data(cfg: TrainConfig) -> tuple:
+    """(model reference, data): a model whose loss is no classifier's has no class count."""
+    from amptool.data import load_model_data
+    from amptool.feed import check_workers
+    from amptool.losses import resolve_loss
+    from amptool.models import resolve_model
+
+    spec = resolve_model(cfg.model, cfg.model_args, cfg.input_spec)
+    data = load_model_data(cfg.data, spec, cfg.val_fraction,
+                           workers=check_workers(cfg.data_workers),
+                           loss=resolve_loss(cfg.loss), strict=True)
+    if not data.loss.classifier:  # its first output is no class logits, whatever its width
+        spec = dataclasses.replace(spec, num_classes=None)
+    return spec, data
+
+
+def _metric(cfg: TrainConfig):
+    from amptool.taskmetric import load_metric
+
+    return load_metric(cfg.metric) if cfg.metric else None
+
+
+def check_task(cfg: TrainConfig, spec, data, net, metric):
+    """The loss cell, once the loss took the fresh network's outputs on a few training
+    rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
+    either is one line before anything is written."""
+    from amptool.feed import target_columns
+    from amptool.losses import build_loss, probe_loss
+    from amptool.models import run_eager
+
+    inputs, targets = next(iter(data.train_batches([np.arange(min(4, len(data.train_idx)))])))
+    outputs = run_eager(net, inputs, spec.name, spec.inputs)
+    cell = build_loss(data.loss, len(outputs))
+    probe_loss(data.loss, cell, outputs, target_columns(targets), data.target_names)
+    if metric is not None:
+        from amptool.taskmetric import evaluate
+
+        val_in, val_y = data.val_inputs(4)
+        evaluate(metric, cfg.metric, run_eager(net, val_in, spec.name, spec.inputs), val_y,
+                 "held-out split")
+    return cell
+
+
+def build_step(cfg: TrainConfig, net, policy, loss_cell, loss, metric, loss_scale,
+               inputs: int, world: int) -> tuple:
+    """(optimizer, the loss-scaled step, the state a checkpoint holds, the evaluator) of the
+    network under the policy."""
+    from amptool import checkpoint as ckpt
+
+    from .ampstep import AmpStep
+    from .engine import make_optimizer
+
+    optimizer = make_optimizer(cfg.optimizer, net.trainable_params(), cfg.lr)
+    # the step a user's own loop gets from amptool.AmpStep, assembled from this run's parts
+    amp = AmpStep.assemble(net, policy, loss_cell, optimizer, loss_scale,
+                           reducer=world if world > 1 else None, inputs=inputs)
+    items = ckpt.state_items(net, optimizer, amp.trainer.scaler_state())
+    evaluator = Evaluator(amp.amp_net, loss_cell, loss.classifier, metric, cfg.metric)
+    return optimizer, amp, items, evaluator
