@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from amptool.artefact.manifest import summarize_params
+from amptool.artefact.manifest import MANIFEST_VERSION, summarize_params
 
 
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,
@@ -17,7 +17,8 @@ def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, sou
     import amptool
 
     return {
-        "format": fmt, "precision": precision, "io_dtype": io_dtype, "policy": policy,
+        "schema_version": MANIFEST_VERSION, "format": fmt, "precision": precision,
+        "io_dtype": io_dtype, "policy": policy,
         "source_policy": source_policy, "inputs": facts["inputs"], "outputs": facts["outputs"],
         "params": summarize_params(facts["weights"]), "file_size": files[0]["size"],
         "sha256": files[0]["sha256"], "files": files, "total_size": sum(f["size"] for f in files),

@@ -6,7 +6,9 @@
   default, the field's docstring);
 - docs/reference/thresholds.md: the parity limits' defaults and their reasons, from
   ``amptool.limits``;
-- docs/reference/exit-codes.md: the exit codes, from ``amptool.errors`` and ``amptool.options``.
+- docs/reference/exit-codes.md: the exit codes, from ``amptool.errors`` and ``amptool.options``;
+- docs/reference/schemas/*.schema.json: the JSON Schema of each JSON document amptool writes,
+  from its types (``amptool.schema``).
 
     python tools/gen_reference.py           # rewrite the pages
     python tools/gen_reference.py --check   # exit 1 naming the pages that are stale
@@ -365,13 +367,29 @@ def exit_codes_page() -> str:
     ]) + "\n"
 
 
+# -- JSON Schemas ----------------------------------------------------------------------------
+
+def schema_documents() -> list:
+    """(file name, type, schema_version, title) of every JSON document with a schema."""
+    from amptool.artefact.manifest import MANIFEST_VERSION, Manifest
+
+    return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest")]
+
+
+def schema_files() -> dict:
+    from amptool.schema import schema_text
+
+    return {REFERENCE / "schemas" / name: schema_text(cls, version, title)
+            for name, cls, version, title in schema_documents()}
+
+
 # -- the pages -------------------------------------------------------------------------------
 
 def pages() -> dict:
     """Each generated page's path (relative to the repository) -> its text."""
     return {REFERENCE / "cli.md": cli_page(), REFERENCE / "config.md": config_page(),
             REFERENCE / "thresholds.md": thresholds_page(),
-            REFERENCE / "exit-codes.md": exit_codes_page()}
+            REFERENCE / "exit-codes.md": exit_codes_page(), **schema_files()}
 
 
 def stale(root: Optional[Path] = None) -> list:

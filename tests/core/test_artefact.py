@@ -79,7 +79,8 @@ def test_read_manifest(tmp_path):
     artefact = tmp_path / "m.onnx"
     assert read_manifest(artefact) is None
     manifest_path(artefact).write_text(json.dumps({"format": "ONNX", "precision": "fp16"}))
-    assert read_manifest(artefact) == {"format": "ONNX", "precision": "fp16"}
+    with pytest.raises(UsageError, match="field 'io_dtype' is missing"):
+        read_manifest(artefact)
 
 
 @pytest.mark.parametrize("text,needle", [("{not json", "cannot be read"),
