@@ -134,14 +134,14 @@ def resolve_loss(name: Optional[str]) -> Optional[LossSpec]:
     where, _, factory_name = name.rpartition(":")
     is_file = where.endswith(".py")
     if is_file:
-        from .models import import_user_file
+        from .usercode import import_user_file
         from .trust import trust_file
 
         if Path(where).is_file():
             trust_file(where, "--loss")
         module = import_user_file(Path(where), "loss", "':factory'")
     else:
-        from .models import import_module
+        from .usercode import import_module
 
         module = import_module(where, "loss")
     factory = getattr(module, factory_name, None)

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import UsageError, first_line
 from .signature import InputSpec, format_signature, image_signature, parse_signature
+from .usercode import call_factory, import_module, import_user_file
 
 
 @dataclass(frozen=True)
@@ -136,7 +134,7 @@ def resolve_model(name, args: Optional[dict] = None, input_spec: Optional[str] =
     if name in SAMPLES and not args and not input_spec:
         return sample_spec(name)
     factory, where, file = _find_factory(name, SAMPLES)
-    net = _call_factory(factory, where, args)
+    net = call_factory(factory, where, args)
     default = sample_spec(name).inputs if name in SAMPLES else None
     inputs = _signature(net, factory, input_spec, name, default, required=signature or probe)
     num_classes = _declared(net, factory, "num_classes")
@@ -144,7 +142,7 @@ def resolve_model(name, args: Optional[dict] = None, input_spec: Optional[str] =
                                     or not isinstance(num_classes, int) or num_classes < 2):
         raise UsageError(f"model {name} declares num_classes {num_classes!r}",
                          "declare a whole number >= 2 (the width of its class logits)")
-    build = functools.partial(_call_factory, factory, where, args)
+    build = functools.partial(call_factory, factory, where, args)
     declared = _declared(net, factory, "class_logits")
     spec = ModelSpec(name, _BuiltOnce(net, build), inputs, num_classes, f"{where}", args,
                      input_spec, file, tuple(declared) if isinstance(declared, list) else declared,
@@ -208,71 +206,8 @@ def _find_factory(name: str, samples: dict) -> tuple:
     return factory, f"{where}:{factory_name}", str(Path(where).resolve()) if is_file else None
 
 
-def import_module(dotted: str, what: str = "model"):
-    """Import the module a ``package.module:factory`` reference names (a ``what``: model,
-    loss); its import errors become one UsageError line."""
-    try:
-        return importlib.import_module(dotted)
-    except Exception as exc:
-        raise UsageError(f"{what} module {dotted} failed to import: {type(exc).__name__}: "
-                         f"{first_line(exc)}",
-                         "install the package or fix the module name") from None
-
-
 def _import_file(path: Path):
     return import_user_file(path, "model", "':factory'")
-
-
-def import_user_file(path: Path, what: str, after: str):
-    """Execute the Python file a user named on the command line (a ``what`` file: model,
-    metric); its import errors become one UsageError line."""
-    if not path.is_file():
-        raise UsageError(f"{what} file {path} does not exist", f"check the path before {after}")
-    module_name = f"amptool_user_{what}_{abs(hash(str(path.resolve())))}"
-    try:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        raise UsageError(f"{what} file {path} failed to import: {type(exc).__name__}: "
-                         f"{first_line(exc)}", "fix the error in that file") from None
-    return module
-
-
-def _call_factory(factory, where, args: dict):
-    import inspect
-
-    from mindspore import nn
-
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
-        signature = None
-    try:
-        if signature is not None:
-            signature.bind(**args)
-    except TypeError as exc:
-        missing = [n for n, p in signature.parameters.items() if p.default is p.empty
-                   and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in args]
-        unknown = sorted(set(args) - set(signature.parameters))
-        if missing:
-            extra = f" (and does not take {', '.join(unknown)})" if unknown else ""
-            raise UsageError(f"{where} needs the model argument(s) {', '.join(missing)}{extra}",
-                             f"pass --model-arg {missing[0]}=VALUE") from None
-        raise UsageError(f"{where} does not take the model argument(s) "
-                         f"{', '.join(sorted(args))} ({exc})",
-                         "pass only --model-arg keys the factory accepts") from None
-    try:
-        cell = factory(**args)
-    except Exception as exc:
-        raise UsageError(f"{where}() raised {type(exc).__name__}: {first_line(exc)}",
-                         "fix the factory or its --model-arg values") from None
-    if not isinstance(cell, nn.Cell):
-        raise UsageError(f"{where}() returned {type(cell).__name__}, not an nn.Cell",
-                         "return a mindspore.nn.Cell from the factory")
-    return cell
 
 
 def _declared(probe, factory, attr: str):

@@ -32,7 +32,7 @@ def check_metric_spec(spec: str) -> tuple:
 
 def load_metric(spec: str) -> Callable:
     """The function named by ``path/file.py:fn``."""
-    from amptool.models import import_user_file
+    from amptool.usercode import import_user_file
 
     path, name = check_metric_spec(spec)
     module = import_user_file(path, "metric", "':fn'")
