@@ -246,7 +246,7 @@ class _TrainingRun:
         host call runs ``sink`` steps on the device and is read back."""
         import mindspore as ms
 
-        from amptool.feed import target_columns
+        from amptool.rows import target_columns
 
         if self.parts.sink:
             return self.sink_epoch(epoch, metrics)

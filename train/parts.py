@@ -127,7 +127,7 @@ def check_task(cfg: TrainConfig, spec, data, net, metric):
     """The loss cell, once the loss took the fresh network's outputs on a few training
     rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
     either is one line before anything is written."""
-    from amptool.feed import target_columns
+    from amptool.rows import target_columns
     from amptool.losses import build_loss, probe_loss
     from amptool.models import run_eager
 

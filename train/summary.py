@@ -90,7 +90,7 @@ class Evaluator:
             return {"value": self.accuracy(data)}
         import mindspore as ms
 
-        from amptool.feed import target_columns
+        from amptool.rows import target_columns
 
         self.net.set_train(False)
         total = count = 0.0

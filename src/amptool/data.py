@@ -15,7 +15,8 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.feed import ImageFiles, Stream, Targets, at_epochs, batches, pipeline
+from amptool.feed import ImageFiles, Stream, at_epochs, batches, pipeline
+from amptool.rows import Targets
 from amptool.sources import SEQUENCE_KINDS, open_arrays, open_images, parse_data_spec
 
 SPLIT_SEED = 0

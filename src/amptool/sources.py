@@ -12,7 +12,8 @@ import numpy as np
 
 from amptool.bundled import boxes_dataset, sequences_dataset, tokens_dataset
 from amptool.errors import UsageError
-from amptool.feed import ArrayRows, ImageFiles
+from amptool.feed import ImageFiles
+from amptool.rows import ArrayRows
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 """What MindSpore's C++ ``Decode`` reads (case-insensitive)."""

@@ -39,7 +39,7 @@ def test_own_loop_logs_the_losses_amptool_train_logs(ms, few_o2_run, few_digits)
     """The same seed, data order, batch size, epochs and lr: every step's loss is the one
     ``amptool train`` wrote to metrics.jsonl (logged at every step there)."""
     from amptool.data import epoch_batches
-    from amptool.feed import target_columns
+    from amptool.rows import target_columns
 
     out, summary = few_o2_run
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
