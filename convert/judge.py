@@ -1,5 +1,7 @@
-"""How a search trial is judged: parity's limits for what each of the network's outputs is
-(class logits, or any other task's scale-aware error bounds), and the user's task metric."""
+"""How a search trial is judged: each of the network's outputs by ``amptool.judge``, the
+rule parity judges by (what the output is: class logits, or any other task's scale-aware
+error bounds; its limits), and the user's task metric; the all-fp32 trial held to the fp32
+reference and the found policy confirmed in graph mode."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,8 +9,22 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.limits import Thresholds, resolve_thresholds
-from amptool.metrics import check_metrics, compute_metrics, labels_fit, passed
+from amptool.errors import CheckFailed
+from amptool.judge import (
+    OutputRole,
+    candidate_limits,
+    drop_within,
+    judge_output,
+    lowest_cosine,
+    output_limits,
+    output_role,
+)
+from amptool.limits import Thresholds
+from amptool.metrics import labels_fit
+
+
+EXACT = 1e-6
+"""All-fp32 trial against the fp32 reference: max |diff| <= EXACT x max(1, max |ref|)."""
 
 
 def as_outputs(out) -> list:
@@ -35,19 +51,17 @@ def judge(ref, out, labels, th, logits: bool = True,
     limits = th if isinstance(th, OutputLimits) else OutputLimits.single(th, logits)
     per = []
     for i, (r, c) in enumerate(zip(refs, outs)):
-        th_i, is_logits = limits.of(i, r)
-        y = _labels_for(labels, r) if is_logits else None
-        metrics = compute_metrics(r, c, y, atol=th_i.atol, rtol=th_i.rtol, logits=is_logits)
-        rows = check_metrics(metrics, th_i)
-        per.append({"name": f"output{i}", "passed": passed(rows), "metrics": metrics,
-                    "failed": [row["metric"] for row in rows if row["passed"] is False]})
+        th_i, role = limits.of(i, r)
+        verdict = judge_output(r, c, _labels_for(labels, r) if role.logits else None, role, th_i)
+        per.append({"name": f"output{i}", "passed": verdict.passed, "metrics": verdict.metrics,
+                    "failed": verdict.failed})
     ok = all(p["passed"] for p in per)
     if len(per) == 1:
         metrics = dict(per[0]["metrics"])
     else:
         logits = next((p["metrics"] for p in per if "top1_agree" in p["metrics"]), {})
         metrics = {**{k: v for k, v in logits.items() if k.startswith(COUNTED_KEYS)},
-                   "cosine": _lowest([p["metrics"]["cosine"] for p in per]),
+                   "cosine": lowest_cosine([p["metrics"]["cosine"] for p in per]),
                    "max_abs": max(p["metrics"]["max_abs"] for p in per),
                    "nonfinite": sum(p["metrics"]["nonfinite"] for p in per),
                    "failed": [f"{p['name']} {m}" for p in per for m in p["failed"]],
@@ -55,17 +69,12 @@ def judge(ref, out, labels, th, logits: bool = True,
                                for p in per]}
     if task is not None:
         metrics.update(task.judge(outs))
-        drop_limit = limits.of(0, refs[0])[0].max_metric_drop
-        ok = ok and (drop_limit is None or metrics["task_drop"] <= drop_limit + 1e-12)
+        ok = ok and drop_within(metrics["task_drop"], limits.drop_limit())
     return ok, metrics
 
 
 COUNTED_KEYS = ("top1_", "near_tie", "tie_tol", "counted", "ref_acc", "cand_acc", "acc_drop")
 """The class-logits output's figures a trial with several outputs reports at its top."""
-
-
-def _lowest(values: list) -> float:
-    return next((v for v in values if v != v), min(values))  # NaN first: it fails
 
 
 def _labels_for(labels, ref: np.ndarray):
@@ -82,30 +91,33 @@ class OutputLimits:
     """What each output of the searched network is, and the limits each is held to."""
 
     resolve: Callable
-    """(index, logits, bound_scaled) -> Thresholds."""
+    """(role, output) -> Thresholds: the limits of one output (``output``: its index and
+    name) in its ``amptool.judge.OutputRole``; ``output`` None: the candidate's own."""
     classifier: bool = True
     """The run's loss is class cross-entropy (a checkpoint alone counts as one)."""
     declared: Optional[tuple] = None
     """The outputs the model declares as class logits; None: undeclared."""
     fixed: Optional[Thresholds] = None
     """Limits given whole (``SearchConfig.thresholds``): every output is held to them."""
+    classes: Optional[int] = None
+    """The model's class count (the width of its class logits), where known."""
 
     @classmethod
     def single(cls, th: Thresholds, logits: bool) -> "OutputLimits":
         return cls(lambda *_: th, logits, None, th)
 
-    def of(self, index: int, ref: np.ndarray) -> tuple[Thresholds, bool]:
-        """(limits, whether output ``index`` is class logits), as parity decides."""
-        two_d = np.ndim(ref) == 2 and np.shape(ref)[1] > 1
-        if self.declared is not None:
-            logits = index in self.declared
-            as_logits = logits
-        else:
-            logits = index == 0 and self.classifier and two_d
-            as_logits = self.classifier
+    def of(self, index: int, ref: np.ndarray) -> tuple[Thresholds, OutputRole]:
+        """(limits, role) of output ``index``, as ``amptool.judge`` decides for parity."""
+        role = output_role(index, ref, self.classifier, self.declared, self.classes)
         if self.fixed is not None:
-            return self.fixed, logits
-        return self.resolve(index, as_logits, not (logits and two_d)), logits
+            return self.fixed, role
+        return self.resolve(role, (index, f"output{index}")), role
+
+    def drop_limit(self) -> Optional[float]:
+        """The task metric's drop budget: the candidate's, as parity's."""
+        if self.fixed is not None:
+            return self.fixed.max_metric_drop
+        return self.resolve(None, None).max_metric_drop
 
     def to_dict(self, refs: list) -> dict:
         """The first output's limits, and each output's (``outputs``) when there are several."""
@@ -138,14 +150,53 @@ class TaskCheck:
                 "task_drop": self.ref_value - value}
 
 
-def search_thresholds(cfg, classifier: bool, declared: Optional[tuple] = None) -> OutputLimits:
+def search_thresholds(cfg, classifier: bool, declared: Optional[tuple] = None,
+                      classes: Optional[int] = None) -> OutputLimits:
     """The limits a search (``cfg``: its ``SearchConfig``) holds each output of its trials
     to: parity's fp16-vs-fp32 defaults for what the output is, then the config's table (its
     general, pair and that output's tables) and flags; ``cfg.thresholds`` given whole holds
     every output."""
-    def resolve(index: int, logits: bool, bound_scaled: bool) -> Thresholds:
-        return resolve_thresholds("fp32", "fp16", cfg.threshold_table, cfg.threshold_flags,
-                                  output=(index, f"output{index}"), logits=logits,
-                                  bound_scaled=bound_scaled)
+    def resolve(role: Optional[OutputRole], output: Optional[tuple]) -> Thresholds:
+        if role is None:
+            return candidate_limits("fp32", "fp16", cfg.threshold_table, cfg.threshold_flags,
+                                    classifier)
+        return output_limits(role, output, "fp32", "fp16", cfg.threshold_table,
+                             cfg.threshold_flags)
 
-    return OutputLimits(resolve, classifier, declared, cfg.thresholds)
+    return OutputLimits(resolve, classifier, declared, cfg.thresholds, classes)
+
+
+def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
+    """CheckFailed unless the all-fp32 trial computes the fp32 reference (see ``EXACT``)."""
+    limit = EXACT * max([1.0] + [float(np.abs(r).max()) for r in as_outputs(ref) if r.size])
+    if max_abs <= limit:
+        return
+    why = "operators outside the candidate cells"
+    if idle:
+        shown = ", ".join(idle[:4]) + (", ..." if len(idle) > 4 else "")
+        why = f"operators in the construct of a cell holding cells never called here ({shown})"
+    raise CheckFailed(f"with all {n} candidate cells in fp32 the network still differs from the "
+                      f"fp32 reference (max |diff| {max_abs:.3g} > {limit:.3g}): {why} still "
+                      "compute in low precision",
+                      "keep the cells holding that computation in fp32 with a base --policy "
+                      "(fp32_cells), then search again")
+
+
+def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
+    """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
+    GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
+    from amptool.checkpoint import build_with_weights
+    from amptool.device import execution_mode
+    from amptool.precision import apply_policy
+
+    net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
+    try:
+        with execution_mode(graph=True):
+            out = as_outputs(net(x))
+    except (RuntimeError, TypeError, ValueError) as exc:
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",
+                          "an operator mixes a kept cell's fp32 output with a float16 value: "
+                          "keep the cells around it in fp32 with a base --policy") from None
+    ok, metrics = judge(ref, out, src.y, th, src.classifier, task)
+    return {"passed": ok, "metrics": metrics, "mode": "graph"}

@@ -30,7 +30,7 @@ from amptool.precision import within
 
 from .bisection import bisect_cells, in_order, sub_units
 
-__all__ = ["SearchConfig", "SearchResult", "Trials", "search_policy"]
+__all__ = ["SearchConfig", "SearchResult", "Trials", "check_config", "search_policy"]
 _FROM_JUDGE = ("TaskCheck", "as_outputs", "judge", "search_thresholds")
 """Names of ``convert.judge`` (numpy) this module still gives, imported on first use so
 that ``amptool --help``, which reads ``SearchConfig``'s defaults, stays light."""
@@ -132,10 +132,6 @@ class SearchResult:
                 **self.extra}
 
 
-EXACT = 1e-6
-"""All-fp32 trial against the fp32 reference: max |diff| <= EXACT x max(1, max |ref|)."""
-
-
 class Trials:
     """Runs and memoizes trials on one eager network whose cells' dtypes are switched."""
 
@@ -209,6 +205,39 @@ def _check_out(cfg: SearchConfig) -> None:
         raise UsageError(f"folder {out.parent} does not exist", "create it or choose another --out")
 
 
+def check_config(cfg: SearchConfig) -> None:
+    """Refuse a config's mistakes before any work, whoever calls: a drop budget without its
+    metric, a metric that is no path/file.py:fn, limits that do not resolve, a chart that
+    cannot be written, a range share outside (0, 1]."""
+    from amptool.limits import resolve_thresholds, validate_file_thresholds
+
+    if "max_metric_drop" in (cfg.threshold_flags or {}) and not cfg.metric:
+        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
+    if cfg.metric:
+        from amptool.taskmetric import check_metric_spec
+
+        check_metric_spec(cfg.metric)
+    if cfg.threshold_table is not None:
+        validate_file_thresholds(cfg.threshold_table, "threshold_table")
+    resolve_thresholds("fp32", "fp16", cfg.threshold_table, cfg.threshold_flags,
+                       output=(0, "output0"))
+    if cfg.plot is not None:
+        from amptool.options import check_output_path
+        from amptool.plotting import pyplot
+
+        check_output_path(Path(cfg.plot), "--plot")
+        pyplot()  # refuse before any work when matplotlib is missing
+    check_range_safety(cfg.range_safety)
+
+
+def check_range_safety(value, shown: Optional[str] = None) -> None:
+    """Refuse a range share outside (0, 1] (``shown``: the value as the user wrote it)."""
+    share = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1
+    if value is not None and not share:
+        raise UsageError(f"--range-safety must be a share in (0, 1] or 'off' (got "
+                         f"{value if shown is None else shown})", "e.g. --range-safety 0.5")
+
+
 def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """Find fp32 cells for the fp16 network to pass parity; write the policy to ``cfg.out``.
 
@@ -221,6 +250,7 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
 
     from .subject import load_subject
 
+    check_config(cfg)
     base = base_policy(cfg)
     _check_out(cfg)
     src = load_subject(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
@@ -242,7 +272,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     from amptool.precision import cell_origins, resolve_fp32_cells, within
     from amptool.ranges import why_kept
 
-    from .judge import TaskCheck, as_outputs, search_thresholds
+    from .judge import TaskCheck, as_outputs, confirm_policy, search_thresholds
     from .trace import leaf_paths, record_execution
 
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
@@ -255,7 +285,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
         base = _final_policy(given, [r["path"] for r in ranged])
     order = [c.path for c in calls if c.path not in base.fp16_cells
              and not any(within(c.path, k) for k in resolve_fp32_cells(net, base))]
-    th = search_thresholds(cfg, src.classifier, src.spec.class_logits)
+    th = search_thresholds(cfg, src.classifier, src.spec.class_logits, src.spec.num_classes)
     task = TaskCheck.load(cfg.metric, ref, src.y) if cfg.metric else None
     trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier, task)
     trials.add_candidates(order)
@@ -316,6 +346,8 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
     units = sub_units(order, "", trials.forced16)
     passes = trials.evaluate(units, "all-fp32")
     if not trials.forced16:  # cells the base forces to low precision stay low in every trial
+        from .judge import check_all_fp32
+
         idle = [p for p in idle if not any(within(p, u) for u in units)]
         check_all_fp32(trials.log[-1]["metrics"]["max_abs"], trials.ref, len(order), idle)
     if not passes and trials.forced16:
@@ -334,53 +366,11 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
     return kept
 
 
-def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
-    """CheckFailed unless the all-fp32 trial computes the fp32 reference (see ``EXACT``)."""
-    import numpy as np
-
-    from .judge import as_outputs
-
-    limit = EXACT * max([1.0] + [float(np.abs(r).max()) for r in as_outputs(ref) if r.size])
-    if max_abs <= limit:
-        return
-    why = "operators outside the candidate cells"
-    if idle:
-        shown = ", ".join(idle[:4]) + (", ..." if len(idle) > 4 else "")
-        why = f"operators in the construct of a cell holding cells never called here ({shown})"
-    raise CheckFailed(f"with all {n} candidate cells in fp32 the network still differs from the "
-                      f"fp32 reference (max |diff| {max_abs:.3g} > {limit:.3g}): {why} still "
-                      "compute in low precision",
-                      "keep the cells holding that computation in fp32 with a base --policy "
-                      "(fp32_cells), then search again")
-
-
 def _final_policy(base, kept: list):
     from amptool.policy import make_policy
 
     cells = list(base.fp32_cells) + [c for c in kept if c not in base.fp32_cells]
     return make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
-
-
-def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
-    """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
-    GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
-    from amptool.checkpoint import build_with_weights
-    from amptool.device import execution_mode
-    from amptool.precision import apply_policy
-
-    from .judge import as_outputs, judge
-
-    net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
-    try:
-        with execution_mode(graph=True):
-            out = as_outputs(net(x))
-    except (RuntimeError, TypeError, ValueError) as exc:
-        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        raise CheckFailed(f"the found policy does not compile in graph mode: {first.strip()}",
-                          "an operator mixes a kept cell's fp32 output with a float16 value: "
-                          "keep the cells around it in fp32 with a base --policy") from None
-    ok, metrics = judge(ref, out, src.y, th, src.classifier, task)
-    return {"passed": ok, "metrics": metrics, "mode": "graph"}
 
 
 def fp16_fractions(src, policy, calls: list) -> tuple[float, float]:

@@ -13,8 +13,9 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.limits import check_output_tables, resolve_thresholds
-from amptool.metrics import check_metrics, compute_metrics, degenerate_reference, passed
+from amptool.judge import candidate_limits, judge_output, output_limits, output_role
+from amptool.limits import check_output_tables
+from amptool.metrics import degenerate_reference
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import (
     DEFAULT_DATA,
@@ -255,8 +256,8 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
 
 def _judge(run: _Baseline, cand: Side) -> dict:
     cfg, ref, inputs = run.cfg, run.ref, run.inputs
-    th = resolve_thresholds(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
-                            logits=_task_of(ref, cand) is not False)
+    th = candidate_limits(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
+                          _task_of(ref, cand))
     fed = inputs.for_preprocess(cand.preprocess)
     with cand.opened() as runner:  # let go before the next side opens
         cand_out = run_batched(runner, fed, cfg.batch_size)
@@ -292,35 +293,18 @@ def _judge(run: _Baseline, cand: Side) -> dict:
 
 
 def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
+    """One output judged as ``amptool.judge`` rules: its role (class logits or not), its
+    limits and its checks. The labels of class logits: the run's integer class labels where
+    the model declares its class-logits outputs, else the inputs' labels."""
     name = run.names[index] if index < len(run.names) else f"output{index}"
-    task = _task_of(run.ref, cand)
-    # class logits are the first output, as wide as the model's classes where those are known;
-    # every other output gets no top-1 and no accuracy ("n/a"), labels or not. A run whose
-    # loss is not class cross-entropy (a regression, a token model...) has no class logits:
-    # its outputs are judged by the error metrics alone, top-1 and accuracy left out.
-    # A model that declares its class-logits outputs (a detector's second) has exactly
-    # those judged as logits, with the run's integer class labels, whatever its loss.
-    # Any output that cannot be class logits (not (N, C)) has its scaled error bounded by
-    # default, whatever the run recorded (an export from a checkpoint records nothing).
     declared = _declared_logits(run.ref, cand)
-    if declared is not None:
-        logits = index in declared
-        labels = run.inputs.class_labels
-        as_logits = logits
-    else:
-        classes = run.ref.num_classes
-        logits = index == 0 and task is not False and (
-            not classes or (np.ndim(r) == 2 and np.shape(r)[1] == classes))
-        labels = run.inputs.labels
-        as_logits = task is not False
-    th = resolve_thresholds(run.ref.precision, cand.precision, run.cfg.file_thresholds,
-                            run.cfg.thresholds, output=(index, name), logits=as_logits,
-                            bound_scaled=not (logits and np.ndim(r) == 2 and np.shape(r)[1] > 1))
-    metrics = compute_metrics(r, c, labels if logits else None, th.atol, th.rtol,
-                              logits=logits)
-    rows = check_metrics(metrics, th)
-    return {"name": name, "metrics": metrics, "checks": rows, "passed": passed(rows),
-            "thresholds": th.to_dict()}
+    role = output_role(index, r, _task_of(run.ref, cand), declared, run.ref.num_classes)
+    labels = run.inputs.class_labels if declared is not None else run.inputs.labels
+    th = output_limits(role, (index, name), run.ref.precision, cand.precision,
+                       run.cfg.file_thresholds, run.cfg.thresholds)
+    verdict = judge_output(r, c, labels, role, th)
+    return {"name": name, "metrics": verdict.metrics, "checks": verdict.checks,
+            "passed": verdict.passed, "thresholds": th.to_dict()}
 
 
 def resolution_findings(groups: list) -> list:

@@ -63,10 +63,9 @@ class CandidateVerdict:
     @property
     def cosine(self) -> Optional[float]:
         """The lowest cosine over the outputs (NaN where an output holds NaN/Inf)."""
-        values = [m.get("cosine") for m in self._all_metrics() if m.get("cosine") is not None]
-        if not values:
-            return None
-        return next((v for v in values if v != v), min(values))
+        from amptool.judge import lowest_cosine
+
+        return lowest_cosine([m.get("cosine") for m in self._all_metrics()])
 
     @property
     def max_abs(self) -> Optional[float]:

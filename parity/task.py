@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from amptool.judge import drop_within
 from amptool.taskmetric import FIX, evaluate, load_metric
 
 __all__ = ["FIX", "evaluate", "judge_task", "load_metric"]
@@ -31,9 +32,9 @@ def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels
         metrics.update(counted=samples, task_drop_ci=drop_interval(*counts, samples))
     checks = []
     if limit is not None:
-        ok = drop == drop and drop <= limit + 1e-12
         checks.append({"metric": "task_drop", "value": drop, "limit": f"<= {limit}",
-                       "passed": bool(ok), **count_resolution("task_drop", limit, metrics)})
+                       "passed": drop_within(drop, limit),
+                       **count_resolution("task_drop", limit, metrics)})
     return {"name": "task", "spec": spec, "metrics": metrics, "checks": checks,
             "passed": all(c["passed"] for c in checks)}
 
