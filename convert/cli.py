@@ -10,7 +10,6 @@ from amptool import options as opt
 from amptool.convert.ckpt import CkptConfig
 from amptool.convert.explain import PolicyConfig
 from amptool.convert.search import SearchConfig
-from amptool.errors import UsageError
 from amptool.limits import default_text as limit_default
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
@@ -185,22 +184,11 @@ def search_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
-    from amptool.convert.search import SearchConfig, search_policy
+    from amptool.convert.search import SearchConfig, check_config, search_policy
     from amptool.models import parse_model_args
 
-    if max_metric_drop is not None and not metric:
-        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
-    if metric:
-        from amptool.taskmetric import check_metric_spec
-
-        check_metric_spec(metric)
     table, flags = _limits(thresholds, dict(limits or {}, max_abs_scaled=max_abs_scaled,
                                             max_metric_drop=max_metric_drop))
-    if plot is not None:
-        from amptool.plotting import pyplot
-
-        opt.check_output_path(plot, "--plot")
-        pyplot()  # refuse before any work when matplotlib is missing
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
                        model=model, model_args=parse_model_args(model_arg) or None,
                        input_spec=input_spec, data=data, samples=samples or None,
@@ -209,6 +197,7 @@ def search_command(
                        threshold_flags=flags, metric=metric, out=str(out),
                        force=force, device=device, range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
+    check_config(cfg)  # every mistake before the consent is recorded
     opt.consent(trust_model)
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
@@ -227,15 +216,15 @@ def search_command(
 
 
 def _range_safety(text: str) -> Optional[float]:
+    from amptool.convert.search import check_range_safety
+
     if text.strip().lower() == "off":
         return None
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 < value <= 1:
-        raise UsageError(f"--range-safety must be a share in (0, 1] or 'off' (got {text})",
-                         "e.g. --range-safety 0.5")
+    check_range_safety(value, text)
     return value
 
 
@@ -252,9 +241,7 @@ def _limits(path: Optional[Path], flags: dict) -> tuple:
         data = read_config_file(path)
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
         validate_file_thresholds(table, f"thresholds file {path}")
-    flags = flag_overrides(**flags)
-    _thresholds_of(table, flags)  # every error now, before any work
-    return table, flags
+    return table, flag_overrides(**flags)
 
 
 def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
