@@ -71,7 +71,7 @@ between a low-precision candidate and fp32: the worst element, 128 u of the outp
 NOT_LOGITS_MAX_P999_ABS_SCALED = 64 * FP16_UNIT
 """Default limit (2^-5 = 0.03125) on ``p999_abs_scaled`` of such an output: all but its
 worst 0.1 % of elements within 64 u of the output's scale. Why these two and not one bound
-on the max: docs/guides/parity-ci.md, "Outputs that are not class logits"."""
+on the max: docs/explanation/parity.md, "Outputs that are not class logits"."""
 NOT_LOGITS_BOUNDS = {"max_abs_scaled": NOT_LOGITS_MAX_ABS_SCALED,
                      "max_p999_abs_scaled": NOT_LOGITS_MAX_P999_ABS_SCALED}
 """The limits a low-precision candidate gets by default on an output that is no class logits."""
