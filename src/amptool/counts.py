@@ -35,11 +35,17 @@ def paired_drop_interval(ref_right, cand_right, z: float = Z95) -> list:
     Statistics in Medicine 17:2635, 1998), built from each side's Wilson interval and the
     correlation of the two sides' right/wrong outcomes."""
     r, c = np.asarray(ref_right, bool), np.asarray(cand_right, bool)
-    n = len(r)
+    return paired_drop_from_counts(int((r & c).sum()), int((r & ~c).sum()),
+                                   int((~r & c).sum()), int((~r & ~c).sum()), z)
+
+
+def paired_drop_from_counts(a: int, b: int, cc: int, d: int, z: float = Z95) -> list:
+    """``paired_drop_interval`` from its 2x2 table alone (all it reads of the samples):
+    ``a`` both sides right, ``b`` only the reference, ``cc`` only the candidate, ``d``
+    neither."""
+    n = a + b + cc + d
     if not n:
         return [-1.0, 1.0]
-    a, b = int((r & c).sum()), int((r & ~c).sum())
-    cc, d = int((~r & c).sum()), int((~r & ~c).sum())
     product = (a + b) * (cc + d) * (a + cc) * (b + d)
     phi = (a * d - b * cc) / math.sqrt(product) if product else 0.0
     return drop_interval(a + b, a + cc, n, phi, z)
