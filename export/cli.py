@@ -60,7 +60,6 @@ def export_command(
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
     from amptool.artefact.keys import resolve_key
     from amptool.export.api import ExportConfig, check_config, export
-    from amptool.export.deploy import summary_line
     from amptool.models import parse_model_args
 
     cfg = ExportConfig(
@@ -78,7 +77,14 @@ def export_command(
 
         cfg = dataclasses.replace(cfg, encrypt_key=key)
     opt.consent(trust_model)
-    report = export(cfg)
+    _print_report(export(cfg), as_json)
+
+
+def _print_report(report: list, as_json: bool) -> None:
+    """The written artefacts: as JSON, or a line each (size, its ratio to the fp32 one,
+    parameter dtypes) and the deployment settings it needs."""
+    from amptool.export.deploy import summary_line
+
     if as_json:
         opt.print_json([r.to_dict() for r in report])
         return

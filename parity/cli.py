@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -21,71 +21,93 @@ def _limit_default(name: str) -> str:
     return opt.shown(limit_default(name))
 
 
+Artefacts = Annotated[List[str], typer.Argument(
+    metavar="REFERENCE CANDIDATE...",
+    help="Reference (artefact, checkpoint or run folder) then candidate artefacts; with "
+         "--load-outputs, candidates only.")]
+SamplesOption = Annotated[Optional[int], typer.Option(
+    help=f"Use the first N held-out samples. {_default('samples')}")]
+InputsOption = Annotated[Optional[Path], typer.Option(
+    help="An .npz of ready inputs (arrays named after the inputs, or x; labels y), fed as "
+         "they are.")]
+SaveOutputsOption = Annotated[Optional[Path], typer.Option(
+    "--save-outputs",
+    help="Store the reference's outputs, inputs and labels (golden data) in this .npz.")]
+LoadOutputsOption = Annotated[Optional[Path], typer.Option(
+    "--load-outputs",
+    help="Compare the candidates against golden outputs stored by --save-outputs.")]
+PerLayerOption = Annotated[bool, typer.Option(
+    "--per-layer",
+    help="Localize the first diverging cell (eager fp32 vs the candidate's policy) and check "
+         "stored weights.")]
+LayerSamplesOption = Annotated[Optional[int], typer.Option(
+    help=f"Samples in the per-layer pass. {_default('layer_samples')}")]
+LayerMinCosineOption = Annotated[Optional[float], typer.Option(
+    help=f"Per-cell cosine limit. {_default('layer_min_cosine')}")]
+EmulateSettingsOption = Annotated[Optional[bool], typer.Option(
+    "--emulate-settings/--no-emulate-settings",
+    help="For each fp16 candidate that keeps cells in fp32, also run it eagerly with those "
+         "cells in fp16 (a runtime ignoring its deployment settings) and report whether "
+         f"the model depends on them; informational. {_default('emulate_settings')}")]
+CkptOption = Annotated[Optional[Path], typer.Option(
+    help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted).")]
+KeyFileOption = Annotated[Optional[Path], typer.Option(
+    "--key-file", help="Decryption key of encrypted MindIR artefacts.")]
+MaxAbsScaledOption = Annotated[Optional[str], typer.Option(
+    "--max-abs-scaled",
+    help="Largest max|c - r| / max(1, max|ref|): absolute error in units of the reference's "
+         f"largest magnitude (a number or 'off'). {_limit_default('max_abs_scaled')}")]
+MetricOption = Annotated[Optional[str], typer.Option(
+    help="Task metric path/file.py:fn; fn(outputs: list of arrays, labels or None) -> float, "
+         "higher is better.")]
+MaxMetricDropOption = Annotated[Optional[str], typer.Option(
+    "--max-metric-drop",
+    help="Largest drop of --metric, reference minus candidate (a number or 'off'). "
+         f"{_limit_default('max_metric_drop')}")]
+AtolOption = Annotated[Optional[str], typer.Option(
+    help=f"Absolute tolerance of --max-outside. {_limit_default('atol')}")]
+RtolOption = Annotated[Optional[str], typer.Option(
+    help=f"Relative tolerance of --max-outside. {_limit_default('rtol')}")]
+AllowNonfiniteOption = Annotated[bool, typer.Option(
+    "--allow-nonfinite", help="Tolerate NaN/Inf in a candidate.")]
+ConfigOption = Annotated[Optional[Path], typer.Option(
+    help="YAML/TOML/JSON file of these options and a \\[thresholds] table; flags override it.")]
+JsonOutOption = Annotated[Optional[Path], typer.Option(
+    "--json-out", help="Write the full report as JSON to this file.")]
+JunitOption = Annotated[Optional[Path], typer.Option(help="Write a JUnit XML report.")]
+PlotOption = Annotated[Optional[Path], typer.Option(
+    help="Write a per-layer error chart (PNG; needs matplotlib; implies --per-layer).")]
+
+
 def parity_command(
-    artefacts: List[str] = typer.Argument(..., metavar="REFERENCE CANDIDATE...",
-                                          help="Reference (artefact, checkpoint or run folder) "
-                                               "then candidate artefacts; with --load-outputs, "
-                                               "candidates only."),
-    data: opt.noted(opt.DataOption, "Real samples (held-out split). "
-                                    f"{_default('data')}") = None,
-    samples: Optional[int] = typer.Option(None, help="Use the first N held-out samples. "
-                                                     f"{_default('samples')}"),
-    inputs: Optional[Path] = typer.Option(None, help="An .npz of ready inputs (arrays named after "
-                                                     "the inputs, or x; labels y), fed as they "
-                                                     "are."),
-    save_outputs: Optional[Path] = typer.Option(None, "--save-outputs",
-                                                help="Store the reference's outputs, inputs and "
-                                                     "labels (golden data) in this .npz."),
-    load_outputs: Optional[Path] = typer.Option(None, "--load-outputs",
-                                                help="Compare the candidates against golden "
-                                                     "outputs stored by --save-outputs."),
-    per_layer: bool = typer.Option(False, "--per-layer",
-                                   help="Localize the first diverging cell (eager fp32 vs the "
-                                        "candidate's policy) and check stored weights."),
-    layer_samples: Optional[int] = typer.Option(None, help="Samples in the per-layer pass. "
-                                                           f"{_default('layer_samples')}"),
-    layer_min_cosine: Optional[float] = typer.Option(None, help="Per-cell cosine limit. "
-                                                     f"{_default('layer_min_cosine')}"),
-    emulate_settings: Optional[bool] = typer.Option(
-        None, "--emulate-settings/--no-emulate-settings",
-        help="For each fp16 candidate that keeps cells in fp32, also run it eagerly with those "
-             "cells in fp16 (a runtime ignoring its deployment settings) and report whether "
-             f"the model depends on them; informational. {_default('emulate_settings')}"),
+    artefacts: Artefacts,
+    data: opt.noted(opt.DataOption, f"Real samples (held-out split). {_default('data')}") = None,
+    samples: SamplesOption = None,
+    inputs: InputsOption = None,
+    save_outputs: SaveOutputsOption = None,
+    load_outputs: LoadOutputsOption = None,
+    per_layer: PerLayerOption = False,
+    layer_samples: LayerSamplesOption = None,
+    layer_min_cosine: LayerMinCosineOption = None,
+    emulate_settings: EmulateSettingsOption = None,
     model: opt.noted(opt.ModelOption, "For --per-layer when no manifest names one.") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
     trust_model: opt.TrustModelOption = None,
-    ckpt: Optional[Path] = typer.Option(None, help="Checkpoint for --per-layer when an artefact's "
-                                                   "weights cannot be read (encrypted)."),
-    key_file: Optional[Path] = typer.Option(None, "--key-file",
-                                            help="Decryption key of encrypted MindIR artefacts."),
-    max_abs_scaled: Optional[str] = typer.Option(None, "--max-abs-scaled",
-                                                 help="Largest max|c - r| / max(1, max|ref|): "
-                                                      "absolute error in units of the reference's "
-                                                      "largest magnitude (a number or 'off'). "
-                                                      f"{_limit_default('max_abs_scaled')}"),
-    metric: Optional[str] = typer.Option(None, help="Task metric path/file.py:fn; fn(outputs: list "
-                                                    "of arrays, labels or None) -> float, higher "
-                                                    "is better."),
-    max_metric_drop: Optional[str] = typer.Option(None, "--max-metric-drop",
-                                                  help="Largest drop of --metric, reference minus "
-                                                       "candidate (a number or 'off'). "
-                                                       f"{_limit_default('max_metric_drop')}"),
-    atol: Optional[str] = typer.Option(None, help="Absolute tolerance of --max-outside. "
-                                                  f"{_limit_default('atol')}"),
-    rtol: Optional[str] = typer.Option(None, help="Relative tolerance of --max-outside. "
-                                                  f"{_limit_default('rtol')}"),
-    allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite",
-                                         help="Tolerate NaN/Inf in a candidate."),
-    config: Optional[Path] = typer.Option(None, help="YAML/TOML/JSON file of these options and a "
-                                                     "\\[thresholds] table; flags override it."),
-    json_out: Optional[Path] = typer.Option(None, "--json-out",
-                                            help="Write the full report as JSON to this file."),
-    junit: Optional[Path] = typer.Option(None, help="Write a JUnit XML report."),
+    ckpt: CkptOption = None,
+    key_file: KeyFileOption = None,
+    max_abs_scaled: MaxAbsScaledOption = None,
+    metric: MetricOption = None,
+    max_metric_drop: MaxMetricDropOption = None,
+    atol: AtolOption = None,
+    rtol: RtolOption = None,
+    allow_nonfinite: AllowNonfiniteOption = False,
+    config: ConfigOption = None,
+    json_out: JsonOutOption = None,
+    junit: JunitOption = None,
     report: opt.noted(opt.ReportOption, "Without it: beside --json-out, named after it with "
                                         ".html (no report without --json-out).") = None,
-    plot: Optional[Path] = typer.Option(None, help="Write a per-layer error chart (PNG; needs "
-                                                   "matplotlib; implies --per-layer)."),
+    plot: PlotOption = None,
     device: opt.defaulted(opt.DeviceOption, ParityConfig, "device") = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -16,9 +16,46 @@ def _default(name: str) -> str:
     return opt.default_of(config, name)
 
 
-def _option(name: str, text: str) -> Optional[object]:
-    """A None-defaulted option (a config file may set it) whose help ends in its default."""
-    return typer.Option(None, help=f"{text} {_default(name)}")
+def _typed(kind: type, name: str, text: str) -> Any:
+    """A None-defaulted option of type ``kind`` (a config file may set it) whose help ends
+    in its default."""
+    return Annotated[Optional[kind], typer.Option(help=f"{text} {_default(name)}")]
+
+
+LossScaleOption = _typed(str, "loss_scale", "dynamic, static:VALUE or none.")
+ScaleInitOption = _typed(float, "scale_init", "Initial dynamic loss scale.")
+ScaleFactorOption = _typed(int, "scale_factor", "Dynamic loss scale factor.")
+ScaleWindowOption = _typed(int, "scale_window", "Clean steps before the scale grows.")
+MaxSkippedOption = _typed(int, "max_skipped", "Consecutive overflow steps that stop the run as "
+                                              "diverged.")
+LogEveryOption = _typed(int, "log_every", "Steps between read-backs of the loss and skip counts "
+                                          "(one metrics.jsonl line each; the first and last "
+                                          "step of an epoch too).")
+LrOption = _typed(float, "lr", "Learning rate.")
+OptimizerOption = _typed(str, "optimizer", "adam, sgd or momentum.")
+ValFractionOption = _typed(float, "val_fraction", "Held-out validation fraction.")
+CkptFormatOption = _typed(str, "ckpt_format", "ckpt or safetensors.")
+ResumeOption = Annotated[bool, typer.Option(
+    "--resume", help="Continue from the 'last' checkpoint in --out.")]
+OverwriteOption = Annotated[bool, typer.Option(
+    "--overwrite",
+    help="Replace the trained run --out holds (refused without this or --resume).")]
+WorkersOption = _typed(int, "workers", "Data-parallel workers on this host, launched with "
+                                       "msrun.")
+SinkSizeOption = _typed(int, "sink_size", "Steps per host call through MindSpore's data "
+                                          "sinking (Ascend and GPU only; refused on CPU).")
+DataWorkersOption = _typed(int, "data_workers", "Parallel workers reading, decoding and "
+                                                "resizing the data ahead of the step.")
+AugmentOption = _typed(str, "augment", "Training-only image augmentation: crop, flip or "
+                                       "crop,flip (each image's draws fixed by seed, epoch and "
+                                       "row).")
+NodesOption = _typed(int, "nodes", "Hosts taking part (msrun); --workers is per host.")
+NodeRankOption = _typed(int, "node_rank", "This host's rank among --nodes.")
+MasterAddrOption = _typed(str, "master_addr", "Address of the rank-0 host (msrun).")
+MasterPortOption = _typed(int, "master_port", "msrun's port; 0 picks a free one.")
+StartTimeoutOption = _typed(float, "start_timeout", "Seconds every rank has to start and the "
+                                                    "cluster to form before the job is "
+                                                    "stopped.")
 
 
 def train_command(
@@ -32,61 +69,42 @@ def train_command(
     amp_level: opt.defaulted(opt.AmpLevelOption, TrainConfig, "amp_level") = None,
     policy: opt.PolicyFileOption = None,
     range_safety: opt.defaulted(opt.RangeSafetyOption, TrainConfig, "range_safety") = None,
-    loss_scale: Optional[str] = _option("loss_scale", "dynamic, static:VALUE or none."),
-    scale_init: Optional[float] = _option("scale_init", "Initial dynamic loss scale."),
-    scale_factor: Optional[int] = _option("scale_factor", "Dynamic loss scale factor."),
-    scale_window: Optional[int] = _option("scale_window", "Clean steps before the scale grows."),
-    max_skipped: Optional[int] = _option("max_skipped", "Consecutive overflow steps that stop the "
-                                                        "run as diverged."),
-    log_every: Optional[int] = _option("log_every", "Steps between read-backs of the loss and "
-                                                    "skip counts (one metrics.jsonl line each; "
-                                                    "the first and last step of an epoch too)."),
+    loss_scale: LossScaleOption = None,
+    scale_init: ScaleInitOption = None,
+    scale_factor: ScaleFactorOption = None,
+    scale_window: ScaleWindowOption = None,
+    max_skipped: MaxSkippedOption = None,
+    log_every: LogEveryOption = None,
     epochs: opt.noted(opt.EpochsOption, "A resumed run continues up to it. "
                                         f"{_default('epochs')}") = None,
     batch_size: opt.defaulted(opt.BatchSizeOption, TrainConfig, "batch_size") = None,
-    lr: Optional[float] = _option("lr", "Learning rate."),
-    optimizer: Optional[str] = _option("optimizer", "adam, sgd or momentum."),
+    lr: LrOption = None,
+    optimizer: OptimizerOption = None,
     seed: opt.defaulted(opt.SeedOption, TrainConfig, "seed") = None,
     device: opt.defaulted(opt.DeviceOption, TrainConfig, "device") = None,
     out: opt.defaulted(opt.OutOption, TrainConfig, "out") = None,
-    val_fraction: Optional[float] = _option("val_fraction", "Held-out validation fraction."),
-    ckpt_format: Optional[str] = _option("ckpt_format", "ckpt or safetensors."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the 'last' checkpoint in "
-                                                        "--out."),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Replace the trained run --out holds (refused without this "
-                                        "or --resume)."),
+    val_fraction: ValFractionOption = None,
+    ckpt_format: CkptFormatOption = None,
+    resume: ResumeOption = False,
+    overwrite: OverwriteOption = False,
     config: opt.ConfigOption = None,
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
-    workers: Optional[int] = _option("workers", "Data-parallel workers on this host, launched "
-                                                "with msrun."),
-    sink_size: Optional[int] = _option("sink_size", "Steps per host call through MindSpore's "
-                                                    "data sinking (Ascend and GPU only; refused "
-                                                    "on CPU)."),
-    data_workers: Optional[int] = _option("data_workers", "Parallel workers reading, decoding "
-                                                          "and resizing the data ahead of the "
-                                                          "step."),
-    augment: Optional[str] = _option("augment", "Training-only image augmentation: crop, flip "
-                                                "or crop,flip (each image's draws fixed by "
-                                                "seed, epoch and row)."),
-    nodes: Optional[int] = _option("nodes", "Hosts taking part (msrun); --workers is per host."),
-    node_rank: Optional[int] = _option("node_rank", "This host's rank among --nodes."),
-    master_addr: Optional[str] = _option("master_addr", "Address of the rank-0 host (msrun)."),
-    master_port: Optional[int] = _option("master_port", "msrun's port; 0 picks a free one."),
-    start_timeout: Optional[float] = _option("start_timeout", "Seconds every rank has to start "
-                                                              "and the cluster to form before "
-                                                              "the job is stopped."),
+    workers: WorkersOption = None,
+    sink_size: SinkSizeOption = None,
+    data_workers: DataWorkersOption = None,
+    augment: AugmentOption = None,
+    nodes: NodesOption = None,
+    node_rank: NodeRankOption = None,
+    master_addr: MasterAddrOption = None,
+    master_port: MasterPortOption = None,
+    start_timeout: StartTimeoutOption = None,
     quiet: opt.about(opt.QuietOption, "the final summary") = False,
     as_json: opt.JsonOption = False,
 ) -> None:
     """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics.
 
     A --config file may set every option (snake_case keys); flags override it."""
-    from dataclasses import replace
-
-    from amptool.config import layered
     from amptool.models import parse_model_args
-    from amptool.train.config import build_command_config
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
@@ -103,23 +121,40 @@ def train_command(
     command_flags = dict(nodes=nodes, node_rank=node_rank, master_addr=master_addr,
                          master_port=master_port, start_timeout=start_timeout,
                          quiet=quiet or None, json=as_json or None)
+    cfg, launch, as_json, explicit = _configs(config, flags, command_flags)
+    html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
+    opt.consent(trust_model)
+    _train(cfg, launch, explicit, html, as_json)
+
+
+def _configs(config: Optional[Path], flags: dict, command_flags: dict) -> tuple:
+    """(TrainConfig, LaunchOptions (quiet also with JSON output), JSON output, the settings
+    given explicitly: in the ``--config`` file or as ``flags``)."""
+    from dataclasses import replace
+
+    from amptool.config import layered
+    from amptool.train.config import build_command_config
+
     def build(file_values, given, source):
         return build_command_config(file_values, given, source), set(file_values)
 
     (cfg, launch, as_json), in_file = layered(build, config, {**flags, **command_flags})
-    quiet = launch.quiet or as_json
     explicit = {k.replace("-", "_") for k in in_file} \
         | {k for k, v in flags.items() if v is not None}
-    html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
-    opt.consent(trust_model)
-    reporter = _Reporter(quiet)
+    return cfg, replace(launch, quiet=launch.quiet or as_json), as_json, explicit
+
+
+def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optional[Path],
+           as_json: bool) -> None:
+    """Run the training with progress as ``launch`` asks; write the report (a diverged run's
+    too) and print the summary."""
     from amptool.errors import CheckFailed
     from amptool.train.run import run_training
 
-    with reporter:
+    with _Reporter(launch.quiet) as reporter:
         try:
             summary = run_training(cfg, on_event=reporter.on_event, explicit=explicit,
-                                   launch=replace(launch, quiet=quiet))
+                                   launch=launch)
         except CheckFailed as exc:  # a diverged run: its report shows it up to there
             if html is not None and Path(cfg.out).is_dir():
                 _write_report(html, cfg.out, False, exc.problem, exc.fix)
