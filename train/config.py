@@ -101,89 +101,6 @@ class TrainConfig:
         return asdict(self)
 
 
-def check_config(cfg: TrainConfig) -> None:
-    from amptool.data import parse_augment
-
-    if cfg.amp_level not in ("O0", "O1", "O2", "O3"):
-        raise UsageError(f"unknown AMP level '{cfg.amp_level}'", "use O0, O1, O2 or O3")
-    if cfg.policy == AUTO and cfg.amp_level in ("O0", "O1"):
-        raise UsageError(f"--policy auto has nothing to keep in fp32 at {cfg.amp_level} (it keeps "
-                         "cells of an O2 or O3 network)", "use --amp-level O2 or O3 with it")
-    problems = []
-    if not 0 < cfg.range_safety <= 1:
-        problems.append(f"range safety must be a share in (0, 1] (got {cfg.range_safety})")
-    if cfg.epochs < 1:
-        problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
-    if cfg.batch_size < 1:
-        problems.append(f"batch size must be >= 1 (got {cfg.batch_size})")
-    if not cfg.lr > 0:
-        problems.append(f"learning rate must be > 0 (got {cfg.lr})")
-    if cfg.max_skipped < 1:
-        problems.append(f"max skipped steps must be >= 1 (got {cfg.max_skipped})")
-    if cfg.log_every < 1:
-        problems.append(f"log every must be >= 1 step (got {cfg.log_every})")
-    if cfg.ckpt_format not in ("ckpt", "safetensors"):
-        problems.append(f"unknown checkpoint format '{cfg.ckpt_format}' (use ckpt or safetensors)")
-    if cfg.workers < 1:
-        problems.append(f"workers must be >= 1 (got {cfg.workers})")
-    if cfg.data_workers is not None and cfg.data_workers < 1:
-        problems.append(f"data workers must be >= 1 (got {cfg.data_workers})")
-    try:
-        parse_augment(cfg.augment)
-    except UsageError as exc:
-        problems.append(exc.problem)
-    if cfg.resume and cfg.overwrite:
-        problems.append("resume continues the run in the output folder and overwrite replaces "
-                        "it: pass one of them")
-    problems += _task_problems(cfg)
-    if cfg.model_args is not None and not isinstance(cfg.model_args, dict):
-        problems.append("model_args must be a mapping of keyword arguments "
-                        f"(got {cfg.model_args!r})")
-    if problems:
-        raise UsageError("; ".join(problems), "fix the options or config file")
-    check_references(cfg)
-
-
-def check_references(cfg: TrainConfig) -> None:
-    """What the options name (the model, its signature, the data) checked as far as it can
-    be without MindSpore, so that such a mistake is refused before the framework loads."""
-    from amptool.models import check_reference
-    from amptool.signature import parse_signature
-    from amptool.sources import parse_data_spec
-
-    from .sink import check_sink_size
-
-    check_sink_size(cfg.sink_size)
-    check_reference(cfg.model)
-    if cfg.input_spec:
-        parse_signature(cfg.input_spec, "--input-spec")
-    if isinstance(cfg.data, str) and cfg.data:
-        parse_data_spec(cfg.data)
-
-
-def _task_problems(cfg: TrainConfig) -> list:
-    """What is wrong with ``loss`` and ``metric`` as written (their code is not run here)."""
-    from amptool.losses import FIX, parse_builtin
-    from amptool.taskmetric import check_metric_spec
-
-    problems = []
-    if cfg.loss is not None:
-        try:
-            known = isinstance(cfg.loss, str) and (parse_builtin(cfg.loss) is not None
-                                                   or ":" in cfg.loss)
-        except UsageError as exc:
-            problems.append(exc.problem)
-            known = True
-        if not known:
-            problems.append(f"unknown loss {cfg.loss!r} ({FIX})")
-    if cfg.metric is not None:
-        try:
-            check_metric_spec(cfg.metric)
-        except UsageError as exc:
-            problems.append(exc.problem)
-    return problems
-
-
 @dataclass(frozen=True)
 class LaunchOptions:
     """How a data-parallel job is laid out across hosts (msrun); one host by default."""
@@ -272,17 +189,6 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
             changes[what] = vet_recorded_code(changes[what], kept if isinstance(kept, dict)
                                               else None, run_dir.info_path, run_dir.path, what)
     return replace(cfg, **changes) if changes else cfg
-
-
-def check_resumable(cfg: TrainConfig) -> None:
-    """With ``cfg.resume``, the folder must hold the run's ``last`` checkpoint (in the run's
-    checkpoint format): one check for one process and for msrun workers alike."""
-    from amptool.rundir import RunDir
-
-    last = RunDir(cfg.out).checkpoint_path("last", cfg.ckpt_format)
-    if cfg.resume and not last.is_file():
-        raise UsageError(f"--resume: no checkpoint {last.name} in {cfg.out}",
-                         "train without --resume first, or point --out at an earlier run")
 
 
 def claim_out_folder(cfg: TrainConfig) -> list:

@@ -140,11 +140,10 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     dies or does not join in time; the job is stopped first, nothing it started survives.
     A rank's own amptool error (bad data, diverged run) is raised as that error.
     """
-    from .config import check_config, check_resumable
+    from .checks import validate
 
-    check_config(cfg)
+    validate(cfg)
     check_layout(cfg, nodes, node_rank, master_port)
-    check_resumable(cfg)
     if start_timeout is None:
         start_timeout = 120.0 if nodes == 1 else 600.0
     if not start_timeout > 0:

@@ -16,17 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import LineLog, check_out_dir, ensure_out_dir, output_dir
+from amptool.fileio import LineLog, ensure_out_dir, output_dir
 from amptool.trust import keep_code_file, keep_model_file
 from amptool.rundir import RunDir
 
-from .config import (
-    TrainConfig,
-    check_config,
-    check_resumable,
-    claim_out_folder,
-    replace_run,
-)
+from .checks import validate
+from .config import TrainConfig, claim_out_folder, replace_run
 from .metrics_log import loss_at, trim_after
 from .overflow import (
     check_skipped,
@@ -45,9 +40,7 @@ def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
                 world: int = 1) -> TrainSummary:
     """Train ``cfg.model`` on ``cfg.data`` under the AMP policy; write outputs to ``cfg.out``,
     held as this process's for the run (one worker of several: its launcher holds it)."""
-    check_config(cfg)
-    check_out_dir(cfg.out)  # before the model, the data and a range pass take their time
-    check_resumable(cfg)
+    validate(cfg)  # before the model, the data and a range pass take their time
     emit = on_event or (lambda event: None)
     created = not Path(cfg.out).exists()
     try:

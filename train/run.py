@@ -22,10 +22,11 @@ def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable
     if cfg.workers > 1 or launch.nodes > 1:
         from amptool.fileio import output_dir
 
-        from .config import check_config, claim_out_folder, replace_run
+        from .checks import validate
+        from .config import claim_out_folder, replace_run
         from .launch import launch_workers
 
-        check_config(cfg)
+        validate(cfg)
         with output_dir(cfg.out):  # the launcher holds the folder for its workers
             replace_run(cfg, claim_out_folder(cfg), on_event or (lambda event: None))
             summary = launch_workers(cfg, nodes=launch.nodes, node_rank=launch.node_rank,

@@ -116,9 +116,9 @@ def check_config(cfg: PipelineConfig) -> tuple:
     if cfg.onnx == "on" and not onnx_installed():
         raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
                          "pip install 'amptool[onnx]', or pass --onnx off")
-    from amptool.train.config import check_config as check_train_config
+    from amptool.train.checks import validate
 
-    check_train_config(cfg.train_config())
+    validate(cfg.train_config(), folder=False)
     if cfg.samples is not None and (isinstance(cfg.samples, bool)
                                     or not isinstance(cfg.samples, int) or cfg.samples < 1):
         raise UsageError(f"samples must be a whole number >= 1 (got {cfg.samples!r})",
