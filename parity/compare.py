@@ -74,6 +74,7 @@ def parity(cfg: ParityConfig) -> ParityReport:
     check_config(cfg)
     t0 = time.perf_counter()
     from amptool.device import execution_mode, resolve_device, set_device
+    from amptool.records import PARITY_REPORT_VERSION
 
     device = resolve_device(cfg.device)
     with execution_mode(graph=False):
@@ -81,6 +82,7 @@ def parity(cfg: ParityConfig) -> ParityReport:
         report = _compare_all(cfg, device)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
+    report["schema_version"] = PARITY_REPORT_VERSION
     return ParityReport.from_dict(report)
 
 

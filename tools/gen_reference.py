@@ -371,9 +371,15 @@ def exit_codes_page() -> str:
 
 def schema_documents() -> list:
     """(file name, type, schema_version, title) of every JSON document with a schema."""
+    from amptool import records
     from amptool.artefact.manifest import MANIFEST_VERSION, Manifest
 
-    return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest")]
+    return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest"),
+            ("parity-report.schema.json", records.ParityReportRecord,
+             records.PARITY_REPORT_VERSION, "amptool parity report"),
+            ("run.schema.json", records.RunRecord, records.RUN_VERSION, "amptool run.json"),
+            ("summary.schema.json", records.SummaryRecord, records.SUMMARY_VERSION,
+             "amptool run summary.json")]
 
 
 def schema_files() -> dict:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import LineLog, ensure_out_dir, output_dir
 from amptool.trust import keep_code_file, keep_model_file
+from amptool.records import RUN_VERSION
 from amptool.rundir import RunDir
 
 from .checks import validate
@@ -125,7 +126,7 @@ class _TrainingRun:
 
     def run_info(self) -> dict:
         cfg, spec, data = self.cfg, self.parts.spec, self.parts.data
-        return {"config": cfg.to_dict(), "model": spec.describe(),
+        return {"schema_version": RUN_VERSION, "config": cfg.to_dict(), "model": spec.describe(),
                 "data": {"source": data.source, "train_samples": len(data.train_idx),
                          "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
                          "skipped_files": len(data.skipped),

@@ -234,7 +234,10 @@ def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
     for cand in cands:
         rows.append(_row(cand, report.verdict(cand.path), sizes.get((cand.format, "fp32"))))
     rows[0]["accuracy"] = report.reference_accuracy
-    return {"passed": report.passed, "config": cfg.to_dict(), "out": cfg.out,
+    from amptool.records import SUMMARY_VERSION
+
+    return {"schema_version": SUMMARY_VERSION, "passed": report.passed, "config": cfg.to_dict(),
+            "out": cfg.out,
             "train": {"val_acc": train.val_acc, "best_acc": train.best_acc,
                       **{k: train.extra[k] for k in ("loss", "score", "val_score", "best_score",
                                                       "val_loss") if k in train.extra},

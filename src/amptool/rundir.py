@@ -40,18 +40,19 @@ class RunDir:
         return self
 
     def read(self) -> dict:
-        """run.json, validated: a mapping with config.model, policy and data.preprocess
-        (a mapping for image models, null for inputs fed as they are)."""
+        """run.json, held to ``records.RunRecord`` (a UsageError names the file and the field
+        that does not fit): config.model, policy and data.preprocess (a mapping for image
+        models, null for inputs fed as they are) at least."""
+        from .records import RUN_DOOR, RunRecord
+        from .schema import check_document
+
         self.require()
         try:
             info = json.loads(self.info_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise UsageError(f"{self.info_path} cannot be read ({type(exc).__name__})",
-                             "train again into that folder to rewrite it") from None
-        problem = _problem(info)
-        if problem:
-            raise UsageError(f"{self.info_path} is malformed ({problem})",
-                             "train again into that folder to rewrite it")
+                             RUN_DOOR.fix) from None
+        check_document(info, RunRecord, RUN_DOOR, self.info_path)
         return info
 
     def read_optional(self) -> dict:
@@ -105,21 +106,6 @@ class RunDir:
                              for s in CKPT_SUFFIXES)
         raise UsageError(f"{self.path} holds no checkpoint ({wanted})",
                          "train into that folder first, or pass --ckpt FILE")
-
-
-def _problem(info) -> str:
-    if not isinstance(info, dict):
-        return "not a JSON object"
-    config, data = info.get("config"), info.get("data")
-    if not isinstance(config, dict) or not isinstance(config.get("model"), str):
-        return "no config.model"
-    if not isinstance(info.get("policy"), dict):
-        return "no policy"
-    if not isinstance(data, dict) or "preprocess" not in data:
-        return "no data.preprocess"
-    if data["preprocess"] is not None and not isinstance(data["preprocess"], dict):
-        return "data.preprocess is not a mapping"
-    return ""
 
 
 def is_checkpoint_file(path: str | os.PathLike) -> bool:

@@ -239,16 +239,20 @@ def type_schema(kind, defs: dict) -> dict:
 
 
 def field_docs(cls: type) -> dict:
-    """Field name -> the docstring written under it in the class body, on one line."""
+    """Field name -> the docstring written under it in the class body (or a base class's),
+    on one line."""
     import ast
     import inspect
     import textwrap
 
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
-    return {node.target.id: " ".join(after.value.value.split()).replace("``", "`")
-            for node, after in zip(body, body[1:])
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)}
+    docs: dict = {}
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        docs.update({node.target.id: " ".join(after.value.value.split()).replace("``", "`")
+                     for node, after in zip(body, body[1:])
+                     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                     and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)})
+    return docs
 
 
 def schema_text(cls: type, version: int, title: str) -> str:

@@ -46,19 +46,27 @@ def test_read_non_utf8(tmp_path):
 
 
 @pytest.mark.parametrize("content,problem", [
-    ([1, 2], "not a JSON object"),
-    ({}, "no config.model"),
-    ({"config": {"model": 3}}, "no config.model"),
-    ({"config": {"model": "lenet5"}}, "no policy"),
-    ({"config": {"model": "lenet5"}, "policy": "O2"}, "no policy"),
-    ({"config": {"model": "lenet5"}, "policy": POLICY}, "no data.preprocess"),
+    ([1, 2], "run.json is not a JSON object"),
+    ({}, "run.json: field 'config' is missing"),
+    ({"config": {"model": 3}}, "run.json: field 'config.model' should be a string, got 3"),
+    ({"config": {"model": "lenet5"}}, "run.json: field 'policy' is missing"),
+    ({"config": {"model": "lenet5"}, "policy": "O2"},
+     "run.json: field 'policy' should be an object, got 'O2'"),
+    ({"config": {"model": "lenet5"}, "policy": POLICY}, "run.json: field 'data' is missing"),
+    ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {}},
+     "run.json: field 'data.preprocess' is missing"),
     ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {"preprocess": [1]}},
-     "data.preprocess is not a mapping"),
+     "run.json: field 'data.preprocess' should be an object or null, got a list"),
+    ({**_info(model="lenet5"), "schema_version": 2},
+     "run.json: field 'schema_version' is 2, newer than"),
+    ({**_info(model="lenet5"), "schema_version": 1}, "run.json: field 'data.source' is missing"),
 ])
 def test_read_malformed(tmp_path, content, problem):
     (tmp_path / "run.json").write_text(json.dumps(content))
     text = _usage_line(RunDir(tmp_path).read)
-    assert f"is malformed ({problem})" in text and "train again" in text
+    assert problem in text and text.startswith(f"run record {tmp_path / 'run.json'}"), text
+    assert text.endswith("; upgrade amptool" if "newer" in problem else
+                         "; train again into that folder to rewrite it"), text
 
 
 def test_write_then_read(tmp_path):

@@ -4,9 +4,10 @@ Keys are never part of it.
 
 ``schema_version`` is ``MANIFEST_VERSION``. A manifest without one was written before it
 existed and is read as version 0: the keys added since (``added()`` fields: ``files``,
-``total_size``, ``deployment``, ``task``, the model's ``args``, ``input_spec`` and ``inputs``)
-may be missing from it. A newer version is refused (upgrade amptool); keys no type names are
-ignored, so a release may add keys without a new version.
+``total_size``, ``deployment``, ``task``, the model's ``spec``, ``args``, ``input_spec`` and
+``inputs``; ``ModelRecord`` is run.json's too) may be missing from it. A newer version is
+refused (upgrade amptool); keys no type names are ignored, so a release may add keys without
+a new version.
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class ModelRecord:
 
     name: str
     """The sample's name, or the factory reference."""
-    spec: str
+    spec: str = added()
     """The reference ``--model`` takes to rebuild it."""
     input_shape: Optional[List[int]]
     """(C, H, W) of an image model; null for other inputs."""
