@@ -1,6 +1,6 @@
 """Overflow in a training run: the ``--policy auto`` range pass, the rules that stop a run
 as diverged, and forward-overflow forensics. Each function returns what it found or raises;
-the run (``loop._TrainingRun``) applies it."""
+the run applies it (``parts.build_parts`` the auto policy, ``loop._TrainingRun`` the rest)."""
 from __future__ import annotations
 
 import math
