@@ -230,7 +230,10 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
     """Reference outputs, the inputs fed to make them, raw images and labels, in one .npz."""
     from amptool.fileio import atomic_path
 
-    meta = {"reference": ref.path, "format": ref.format, "precision": ref.precision,
+    from amptool.records import GOLDEN_VERSION
+
+    meta = {"schema_version": GOLDEN_VERSION, "reference": ref.path, "format": ref.format,
+            "precision": ref.precision,
             "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
             "num_classes": ref.num_classes, "task": ref.task, "class_logits": ref.class_logits,
             "inputs_meta": ref.inputs,
@@ -253,18 +256,23 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 def load_golden(path: str):
     """(Side standing for the stored reference, its InputSet, its outputs)."""
     from amptool.parity.sides import Side, _indices
+    from amptool.records import GOLDEN_DOOR, GoldenMeta
+    from amptool.schema import check_document
 
-    fix = "make it with 'amptool parity REFERENCE --save-outputs FILE'"
+    fix = GOLDEN_DOOR.fix
     bad = f"--load-outputs {path} is not a golden outputs file"
     arrays = _read_npz(path, "--load-outputs", fix, bad)
     try:
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    except Exception:  # no meta, or not JSON
+        raise UsageError(bad, fix) from None
+    if not isinstance(meta, dict):
+        raise UsageError(bad, fix)
+    check_document(meta, GoldenMeta, GOLDEN_DOOR, path)
+    try:
         fed = [arrays[f"input_{i}"] for i in range(len(meta["inputs_meta"]))]
         outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]
-        if any(k not in meta for k in ("reference", "format", "precision", "preprocess",
-                                       "description")):
-            raise KeyError("meta")
-    except Exception:  # not JSON, not a mapping, or a key or array missing
+    except KeyError:  # an array the meta names is missing
         raise UsageError(bad, fix) from None
     from amptool.losses import task_record
     from amptool.trust import recorded_reference

@@ -379,7 +379,9 @@ def schema_documents() -> list:
              records.PARITY_REPORT_VERSION, "amptool parity report"),
             ("run.schema.json", records.RunRecord, records.RUN_VERSION, "amptool run.json"),
             ("summary.schema.json", records.SummaryRecord, records.SUMMARY_VERSION,
-             "amptool run summary.json")]
+             "amptool run summary.json"),
+            ("golden-meta.schema.json", records.GoldenMeta, records.GOLDEN_VERSION,
+             "amptool golden outputs file: its meta entry")]
 
 
 def schema_files() -> dict:

@@ -2,7 +2,9 @@
 ``amptool.schema``): the training run's ``run.json`` (``RunRecord``, read by export, parity
 and convert through ``RunDir``), the parity report (``ParityReportRecord``: ``amptool parity
 --json``/``--json-out``, ``parity.json``) and ``amptool run``'s ``summary.json``
-(``SummaryRecord``). The manifest's types are in ``amptool.artefact.manifest``.
+(``SummaryRecord``), and the meta of a golden outputs file (``GoldenMeta``: ``amptool parity
+--save-outputs``, read back by ``--load-outputs``). The manifest's types are in
+``amptool.artefact.manifest``.
 
 Each carries ``schema_version``; a record without one was written before it existed (version
 0), and may lack the ``added()`` keys. Nested sections whose keys vary with the check (a
@@ -22,7 +24,11 @@ PARITY_REPORT_VERSION = 1
 """The ``schema_version`` of the parity report this release writes."""
 SUMMARY_VERSION = 1
 """The ``schema_version`` of summary.json this release writes."""
+GOLDEN_VERSION = 1
+"""The ``schema_version`` of a golden outputs file's meta this release writes and reads."""
 RUN_DOOR = Door("run record", "train again into that folder to rewrite it", RUN_VERSION)
+GOLDEN_DOOR = Door("golden outputs file",
+                   "make it with 'amptool parity REFERENCE --save-outputs FILE'", GOLDEN_VERSION)
 
 
 # -- run.json --------------------------------------------------------------------------------
@@ -329,3 +335,39 @@ class SummaryRecord:
     """What was skipped on the way, one line each."""
     seconds: Real = added()
     """Time of the whole run."""
+
+
+# -- golden outputs --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GoldenMeta:
+    """The ``meta`` entry of a golden outputs file (.npz): what the stored reference was."""
+
+    schema_version: int = added()
+    """The version of this layout; absent from files written before it existed."""
+    reference: str
+    """The reference's file."""
+    format: str
+    """Its format."""
+    precision: Optional[str]
+    """Its precision; null when unknown."""
+    preprocess: Optional[Dict[str, Any]]
+    """How the stored inputs were prepared; null for inputs fed as they are."""
+    description: str
+    """Where the inputs came from."""
+    inputs_meta: List[Dict[str, Any]]
+    """The reference's inputs (name, shape, dtype); one stored array ``input_<i>`` each."""
+    outputs_meta: List[Dict[str, Any]]
+    """The reference's outputs; one stored array ``output_<i>`` each."""
+    model: Any = added()
+    """The model reference, where known (vetted before any of its code runs)."""
+    num_classes: Optional[int] = added()
+    """Classes of a classifier; null when unknown."""
+    task: Optional[Dict[str, Any]] = added()
+    """The training run's loss; null when unknown."""
+    class_logits: Optional[List[int]] = added()
+    """The outputs the model declares as class logits; null without a declaration."""
+    target_names: List[str] = added()
+    """Names of the stored target arrays ``target_<i>``."""
+    labels_from: Optional[str] = added()
+    """The target the labels were taken from; null without labels."""

@@ -15,7 +15,8 @@ from amptool.artefact.manifest import Manifest
 from amptool.cli import app
 from amptool.schema import field_docs, misfit
 
-RECORDS = (records.RunRecord, records.ParityReportRecord, records.SummaryRecord)
+RECORDS = (records.RunRecord, records.ParityReportRecord, records.SummaryRecord,
+           records.GoldenMeta)
 
 
 def _nested(cls: type, seen: dict) -> dict:
@@ -74,10 +75,56 @@ def test_parity_json_carries_the_version(simplecnn_export):
     _fits(report, records.ParityReportRecord, records.PARITY_REPORT_VERSION, "--json")
 
 
+def _golden_meta(path: Path) -> dict:
+    import numpy as np
+
+    with np.load(path) as z:
+        return json.loads(z["meta"].tobytes().decode("utf-8"))
+
+
+def _rewrite_meta(src: Path, dst: Path, meta: dict) -> Path:
+    import numpy as np
+
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    np.savez(dst, **arrays)
+    return dst
+
+
+@pytest.mark.slow  # exports a real network (once per session)
+def test_a_golden_file_fits_and_a_hand_edited_one_is_refused(simplecnn_export, tmp_path):
+    ref, cand = simplecnn_export[("MINDIR", "fp32")], simplecnn_export[("MINDIR", "fp16")]
+    golden = tmp_path / "golden.npz"
+    cli = CliRunner()
+    saved = cli.invoke(app, ["parity", ref, cand, "--samples", "32", "--save-outputs",
+                             str(golden), "-q"])
+    assert saved.exit_code == 0, saved.output
+    meta = _golden_meta(golden)
+    _fits(meta, records.GoldenMeta, records.GOLDEN_VERSION, "golden meta")
+    old = {k: v for k, v in meta.items() if k not in ("schema_version", "target_names",
+                                                       "labels_from", "task")}
+    read = cli.invoke(app, ["parity", "--load-outputs",
+                            str(_rewrite_meta(golden, tmp_path / "old.npz", old)), cand, "-q"])
+    assert read.exit_code == 0, read.output
+    for edit, said, fix in [
+            ({"format": None}, "field 'format' should be a string, got null", "make it with"),
+            ({"schema_version": 9}, "field 'schema_version' is 9, newer than",
+             "upgrade amptool")]:
+        bad = _rewrite_meta(golden, tmp_path / "bad.npz", {**meta, **edit})
+        result = cli.invoke(app, ["parity", "--load-outputs", str(bad), cand])
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1, result.output
+        assert lines[0].startswith(f"amptool: error: golden outputs file {bad}: {said}")
+        assert f"; {fix}" in lines[0], lines[0]
+
+
 def test_the_committed_schemas_name_the_versions():
     folder = Path(__file__).resolve().parents[2] / "docs" / "reference" / "schemas"
     for name, version in [("run", records.RUN_VERSION),
                           ("parity-report", records.PARITY_REPORT_VERSION),
-                          ("summary", records.SUMMARY_VERSION)]:
+                          ("summary", records.SUMMARY_VERSION),
+                          ("golden-meta", records.GOLDEN_VERSION)]:
         schema = json.loads((folder / f"{name}.schema.json").read_text())
         assert schema["properties"]["schema_version"]["const"] == version, name
