@@ -45,6 +45,7 @@ def test_api_example_runs(tmp_path, capsys):
     assert (tmp_path / "runs" / "api" / "run.json").is_file()
 
 
+@pytest.mark.slow  # trains the README's own loop for 5 epochs in a fresh interpreter
 def test_loop_example_runs(tmp_path):
     """The custom loop trains (its last epoch's loss well under the first's) without a
     skipped step, as a user runs it: a fresh interpreter, MindSpore's default mode."""

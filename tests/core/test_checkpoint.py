@@ -138,6 +138,7 @@ def _run_python(code: str, env_extra: dict | None = None):
                           env=env, timeout=300, check=False)
 
 
+@pytest.mark.slow  # a fresh interpreter imports onnx, onnxruntime and MindSpore
 def test_checkpoint_reads_the_same_after_onnx_is_imported(files):
     """The reported order: the ONNX export path imports onnx and onnxruntime (which load
     protobuf) before MindSpore. protobuf then kept its upb parser, which cannot take a
@@ -156,6 +157,7 @@ print(protobuf_implementation(), sorted(k for k in params))
     assert done.stdout.split()[0] == "python", done.stdout
 
 
+@pytest.mark.slow  # a fresh interpreter imports MindSpore
 def test_a_parser_that_cannot_take_the_file_is_named_not_corruption(tmp_path):
     """Past 2 GiB under a parser with that limit (a process that chose upb itself): one
     line naming the parser and the fix, not 'truncated or corrupt'. The file is sparse:
@@ -264,6 +266,7 @@ def test_a_factory_computing_on_its_fresh_weights_is_built_as_usual():
     assert np.array_equal(net.doubled.asnumpy(), 2 * net.fc.weight.asnumpy())
 
 
+@pytest.mark.slow  # builds the planted network 200 times
 def test_a_failed_uninitialized_build_leaves_nothing_behind():
     """``tests/planted_branches.py:build`` scales its weights through ``set_data``: built
     uninitialized it fails, and the failed product, still running, used to be reported

@@ -5,12 +5,14 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 
 def _workers() -> list:
     return [t for t in threading.enumerate() if t.name.startswith("GeneratorWorkerThread")]
 
 
+@pytest.mark.slow  # waits a second for the pipeline's workers to block
 def test_a_reader_stopped_early_ends_its_workers_without_waiting_for_them():
     """The pipeline's worker threads have filled their result queues and sit in a blocked
     put; MindSpore's own stop joins them only after that put's 5 s timeout (a run that

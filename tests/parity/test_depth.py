@@ -3,11 +3,13 @@ per-layer pass and the range pass of ``--policy auto`` each name exactly that ce
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 PLANTED = f"{Path(__file__).resolve().parent.parent / 'planted_branches.py'}:deep"
 CULPRIT = "blocks.6.mlp.act"
 
 
+@pytest.mark.slow  # a 150-cell transformer probed layer by layer, in fp32 and fp16
 def test_per_layer_and_the_range_pass_name_the_cell_deep_in_the_stack():
     import mindspore as ms
 

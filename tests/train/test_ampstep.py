@@ -65,6 +65,7 @@ def test_own_loop_logs_the_losses_amptool_train_logs(ms, few_o2_run, few_digits)
     assert step.skipped == summary.overflow_steps == 0
 
 
+@pytest.mark.slow  # trains simplecnn until the scale backs off to a step that applies
 def test_an_overflowing_batch_is_skipped(ms):
     """A scale of 2**40 overflows fp16 gradients: the weights and the optimizer state stay
     bit-identical, the scale halves, and the next steps back off until one applies."""
@@ -93,6 +94,7 @@ def test_an_overflowing_batch_is_skipped(ms):
 
 
 
+@pytest.mark.slow  # compiles and trains two training steps until one applies
 def test_settle_scale_tries_the_first_batch_until_it_applies(ms):
     """From 2**32 the first batch overflows: ``settle_scale`` tries it again at each halved
     scale, as ``amptool train`` does, and ends where plain steps on that batch end (same
@@ -124,6 +126,7 @@ def test_settle_scale_tries_the_first_batch_until_it_applies(ms):
     assert all(np.array_equal(v, _snapshot(nets[1])[k]) for k, v in _snapshot(nets[0]).items())
 
 
+@pytest.mark.slow  # the range pass compiles trapmlp and a training step trains it
 def test_range_pass_names_trapmlp_norm_and_auto_keeps_it(ms):
     spec, data = _digits("trapmlp")
     batches = [data.train_inputs(np.arange(i * 32, (i + 1) * 32)) for i in range(2)]
@@ -183,6 +186,7 @@ def test_mistakes_are_one_line(ms):
                                      "1 output(s) and the loss 1 target(s)")
 
 
+@pytest.mark.slow  # trains simplecnn three times, 3 steps each
 def test_a_loss_cell_or_function_trains_as_the_named_loss(ms):
     """``loss=nn.CrossEntropyLoss()`` and a plain function computing it give the losses the
     name ``cross-entropy`` gives, step for step."""

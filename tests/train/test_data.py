@@ -260,7 +260,8 @@ def test_a_bad_value_found_by_a_pipeline_worker_is_one_usage_error(tmp_path):
         load_model_data(f"npz:{tmp_path / 'nan.npz'}", _model((1, 8, 8), 10), workers=2)
 
 
-@pytest.mark.parametrize("source", ["imagefolder", "digits"])
+@pytest.mark.parametrize("source", ["imagefolder",  # the bundled digits: 450 batches an epoch
+                                    pytest.param("digits", marks=pytest.mark.slow)])
 def test_one_stream_over_the_epochs_gives_each_epochs_batches(tmp_path, source):
     """A run reads through one pipeline across epochs: epoch by epoch it gives exactly the
     batches a pipeline of that epoch alone gives, in order."""
@@ -359,7 +360,8 @@ def test_augment_crops_and_flips_each_image_by_seed_epoch_and_row():
         parse_augment(True)
 
 
-@pytest.mark.parametrize("source", ["imagefolder", "digits"])
+@pytest.mark.parametrize("source", ["imagefolder",  # the bundled digits: 450 batches an epoch
+                                    pytest.param("digits", marks=pytest.mark.slow)])
 def test_augmented_streams_resume_exactly(tmp_path, source):
     """A stream started at epoch 1 (a resumed run) gives the augmented batches the stream
     from epoch 0 gives there: the unaugmented stream's rows, each changed as ``Augment``

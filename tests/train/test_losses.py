@@ -254,6 +254,7 @@ def test_task_mistakes_are_one_line_and_write_nothing(task, tmp_path, args, frag
     assert not out.exists()
 
 
+@pytest.mark.slow  # trains the regression network until its scale fits
 def test_overflow_skipping_works_with_a_regression_loss(task):
     """A 2**40 scale overflows the fp16 backward pass of an mse step: skipped, weights kept,
     scale halved; once the scale fits the step updates."""
