@@ -203,14 +203,14 @@ def search_command(
     if as_json:
         opt.print_json(result.to_dict())
         return
-    where = result.extra.get("kept_where", {})
+    where = result.kept_where
     kept = ", ".join(f"{k} [{where[k]}]" if k in where else k for k in result.kept) \
         if result.kept else "none"
     typer.echo(f"kept in fp32 (beyond the base): {kept}")
     typer.echo(f"policy {result.policy.describe()}")
     typer.echo(f"fp16 share: {result.params_fp16:.1%} of parameters, "
                f"{result.flops_fp16:.1%} of FLOPs"
-               f" | confirmed on a fresh network: cosine {result.confirm['metrics']['cosine']:.6f}")
+               f" | confirmed on a fresh network: cosine {result.confirm.metrics['cosine']:.6f}")
     typer.echo(f"{result.n_trials} trials (brute force: {len(result.candidates)}) in "
                f"{result.seconds:.1f} s | wrote {result.out}")
 

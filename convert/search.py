@@ -19,18 +19,21 @@ no fp16 policy and fails too.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
 from amptool.config import decided_later
 from amptool.errors import CheckFailed, UsageError
+from amptool.jsontypes import to_json
 from amptool.limits import Thresholds
 from amptool.precision import within
 
 from .bisection import bisect_cells, in_order, sub_units
+from .result import Confirmation, SearchResult, Trial
 
-__all__ = ["SearchConfig", "SearchResult", "Trials", "check_config", "search_policy"]
+__all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "check_config",
+           "search_policy"]
 _FROM_JUDGE = ("TaskCheck", "as_outputs", "judge", "search_thresholds")
 """Names of ``convert.judge`` (numpy) this module still gives, imported on first use so
 that ``amptool --help``, which reads ``SearchConfig``'s defaults, stays light."""
@@ -97,41 +100,6 @@ class SearchConfig:
     """Write the range pass's chart here (PNG; needs matplotlib)."""
 
 
-@dataclass
-class SearchResult:
-    """What a search found and what it cost."""
-
-    policy: object
-    kept: list
-    base_kept: list
-    candidates: list
-    trials: list
-    params_fp16: float
-    flops_fp16: float
-    confirm: dict
-    seconds: float
-    out: str
-    model: str
-    samples: int
-    extra: dict = field(default_factory=dict)
-    ranged: list = field(default_factory=list)
-    """The range pass's cells (kept before any trial), with their fp32 magnitudes."""
-
-    @property
-    def n_trials(self) -> int:
-        return len(self.trials)
-
-    def to_dict(self) -> dict:
-        return {"policy": self.policy.to_dict(), "kept": self.kept, "base_kept": self.base_kept,
-                "candidates": self.candidates, "trials": self.trials, "n_trials": self.n_trials,
-                "brute_force_trials": len(self.candidates), "params_fp16": self.params_fp16,
-                "flops_fp16": self.flops_fp16, "confirm": self.confirm, "seconds": self.seconds,
-                "out": self.out, "model": self.model, "samples": self.samples,
-                "range_kept": [r["path"] for r in self.ranged], "ranges": self.ranged,
-                "trials_saved": len(self.candidates) - self.n_trials,
-                **self.extra}
-
-
 class Trials:
     """Runs and memoizes trials on one eager network whose cells' dtypes are switched."""
 
@@ -176,11 +144,9 @@ class Trials:
         out = as_outputs(self.amp_net(self.x))
         ok, metrics = judge(self.ref, out, self.labels, self.th, self.logits, self.task)
         self.cache[key] = ok
-        record = {"trial": len(self.log) + 1, "phase": phase,
-                  "fp32": in_order(self.candidates, kept), "metrics": metrics,
-                  "passed": ok}
+        record = Trial(len(self.log) + 1, phase, in_order(self.candidates, kept), metrics, ok)
         self.log.append(record)
-        self.emit({"kind": "trial", **record})
+        self.emit({"kind": "trial", **to_json(record)})
         return ok
 
 
@@ -260,8 +226,7 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     with execution_mode(graph=False):
         set_device(device, graph=False)
         result = _search(cfg, src, base, device, emit)
-    result.seconds = time.perf_counter() - t0
-    return result
+    return replace(result, seconds=time.perf_counter() - t0)
 
 
 def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
@@ -296,11 +261,11 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
-    confirm = confirm_policy(src, policy, x, ref, th, task)
-    if not confirm["passed"]:
+    confirm = Confirmation(**confirm_policy(src, policy, x, ref, th, task))
+    if not confirm.passed:
         raise CheckFailed(f"the found policy fails parity on a fresh network compiled in graph "
                           f"mode, as train and export run it (cosine "
-                          f"{confirm['metrics']['cosine']:.6f})",
+                          f"{confirm.metrics['cosine']:.6f})",
                           "keep the cells holding the kept ones in fp32 with a base --policy, "
                           "or loosen the thresholds")
     where = cell_origins(net, kept)
@@ -314,12 +279,11 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
         write_range_plot(cfg.plot, measured, [r["path"] for r in ranged], cfg.range_safety)
     save_policy(policy, cfg.out, force=cfg.force, notes=notes)
     params16, flops16 = fp16_fractions(src, policy, calls)
-    return SearchResult(policy, kept, base_kept, order, trials.log, params16, flops16, confirm,
-                        0.0, str(cfg.out), src.spec.name, len(src.x),
-                        extra={"device": device, "ckpt": src.ckpt, "base": given.describe(),
-                               "kept_where": where, "classifier": src.classifier,
-                               "thresholds": th.to_dict(as_outputs(ref)), "metric": cfg.metric},
-                        ranged=ranged)
+    return SearchResult(policy, kept, base_kept, order, tuple(trials.log), params16, flops16,
+                        confirm, 0.0, str(cfg.out), src.spec.name, len(src.x), ranged,
+                        device=device, ckpt=src.ckpt, base=given.describe(), kept_where=where,
+                        classifier=src.classifier, thresholds=th.to_dict(as_outputs(ref)),
+                        metric=cfg.metric)
 
 
 def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) -> tuple:
@@ -349,7 +313,7 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
         from .judge import check_all_fp32
 
         idle = [p for p in idle if not any(within(p, u) for u in units)]
-        check_all_fp32(trials.log[-1]["metrics"]["max_abs"], trials.ref, len(order), idle)
+        check_all_fp32(trials.log[-1].metrics["max_abs"], trials.ref, len(order), idle)
     if not passes and trials.forced16:
         raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
                           "fp32 the network (its base forces cells to low precision) fails the "

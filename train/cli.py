@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from amptool import options as opt
 from amptool.train.config import LaunchOptions, TrainConfig
+
+if TYPE_CHECKING:
+    from amptool.train.summary import TrainSummary
 
 
 def _default(name: str) -> str:
@@ -160,9 +163,9 @@ def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optiona
                 _write_report(html, cfg.out, False, exc.problem, exc.fix)
             raise
     if html is not None:
-        _write_report(html, summary.out, True, summary_line(summary.to_dict()),
+        _write_report(html, summary.out, True, summary_line(summary),
                       seconds={"train": summary.seconds})
-    _print_summary(summary.to_dict(), as_json)
+    _print_summary(summary, as_json)
 
 
 def _write_report(path: Path, out: str, passed: bool, line: str, fix: Optional[str] = None,
@@ -173,22 +176,22 @@ def _write_report(path: Path, out: str, passed: bool, line: str, fix: Optional[s
                                   seconds=seconds or {}))
 
 
-def _print_summary(summary: dict, as_json: bool) -> None:
+def _print_summary(summary: TrainSummary, as_json: bool) -> None:
     if as_json:
-        opt.print_json(summary)
+        opt.print_json(summary.to_dict())
         return
     typer.echo(summary_line(summary))
 
 
-def summary_line(summary: dict) -> str:
+def summary_line(summary: TrainSummary) -> str:
     """The one line a finished run is summed up in."""
     return (
-        f"{'already finished' if summary.get('already_finished') else 'done'}: "
-        f"{summary['model']} {summary['policy']} on {summary['device']}"
-        f" x{summary['workers']} | {score_text(summary)}"
-        f" | {summary['steps']} steps, {summary['overflow_steps']} overflow steps skipped"
-        f" | loss scale {summary['loss_scale']:g} | {summary['samples_per_s']:.0f} samples/s"
-        f" | {summary['out']}")
+        f"{'already finished' if summary.already_finished else 'done'}: "
+        f"{summary.model} {summary.policy} on {summary.device}"
+        f" x{summary.workers} | {score_text(summary.to_dict())}"
+        f" | {summary.steps} steps, {summary.overflow_steps} overflow steps skipped"
+        f" | loss scale {summary.loss_scale:g} | {summary.samples_per_s:.0f} samples/s"
+        f" | {summary.out}")
 
 
 def score_text(figures: dict) -> str:

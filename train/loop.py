@@ -6,6 +6,7 @@ The stage's entry, ``run.run_training``, calls it in its own process; each msrun
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import sys
@@ -215,11 +216,11 @@ class _TrainingRun:
         self.state.loss = loss_at(self.out / "metrics.jsonl", self.state.step)
         summary = self.summary(0.0)
         previous = (self.run_dir.read_optional().get("summary") if self.lead else None) or {}
+        kept = {}
         if previous.get("steps") == self.state.step:
-            for name in ("final_loss", "samples_per_s", "seconds"):
-                if isinstance(previous.get(name), (int, float)):
-                    setattr(summary, name, previous[name])
-        summary.extra["already_finished"] = True
+            kept = {name: previous[name] for name in ("final_loss", "samples_per_s", "seconds")
+                    if isinstance(previous.get(name), (int, float))}
+        summary = dataclasses.replace(summary, already_finished=True, **kept)
         self.emit({"kind": "finished", "epochs": self.state.epoch, "out": str(self.out)})
         self.emit({"kind": "end", "summary": summary.to_dict()})
         return summary
@@ -378,6 +379,7 @@ class _TrainingRun:
         task = {} if accuracy else {"score": self.parts.evaluator.score,
                                     "val_score": state.val_score, "best_score": best,
                                     "val_loss": state.val_loss}
+        model, policy = self.parts.spec.name, self.parts.policy.describe()
         return TrainSummary(
             val_acc=state.val_score if accuracy else None,
             best_acc=(best if best is not None else -1.0) if accuracy else None,
@@ -385,7 +387,6 @@ class _TrainingRun:
             overflow_steps=state.overflow, loss_scale=self.parts.trainer.scale_value(),
             samples_per_s=state.samples_per_s(), final_loss=state.loss, epochs=self.cfg.epochs,
             workers=self.world, seconds=seconds, out=str(self.out),
-            extra={"model": self.parts.spec.name, "policy": self.parts.policy.describe(),
-                   "device": self.parts.device, "weights_sha256": weights_digest(self.parts.net),
-                   "loss": self.parts.loss.name, **task,
-                   **({"first_batch_tries": tries} if tries is not None else {})})
+            model=model, policy=policy, device=self.parts.device,
+            weights_sha256=weights_digest(self.parts.net), loss=self.parts.loss.name,
+            first_batch_tries=tries, **task)

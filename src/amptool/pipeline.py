@@ -239,8 +239,8 @@ def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
     return {"schema_version": SUMMARY_VERSION, "passed": report.passed, "config": cfg.to_dict(),
             "out": cfg.out,
             "train": {"val_acc": train.val_acc, "best_acc": train.best_acc,
-                      **{k: train.extra[k] for k in ("loss", "score", "val_score", "best_score",
-                                                      "val_loss") if k in train.extra},
+                      **{k: v for k, v in train.to_dict().items()
+                         if k in ("loss", "score", "val_score", "best_score", "val_loss")},
                       "steps": train.steps,
                       "overflow_steps": train.overflow_steps, "loss_scale": train.loss_scale,
                       "policy": train.policy, "device": train.device, "seconds": train.seconds},

@@ -225,9 +225,9 @@ def _reference(run, samples):
     return build_with_weights(src.spec, src.weights, "ckpt")(ms.Tensor(src.x)).asnumpy()
 
 
-def _all_fp32_trial(result) -> dict:
-    trial = next(t for t in result.trials if t["phase"] == "all-fp32")
-    assert trial["fp32"] == result.candidates
+def _all_fp32_trial(result):
+    trial = next(t for t in result.trials if t.phase == "all-fp32")
+    assert trial.fp32 == result.candidates
     return trial
 
 
@@ -243,8 +243,8 @@ def test_all_fp32_trial_equals_the_fp32_reference(planted_run, planted_search, t
     for run, result in ((planted_run, planted_search), (trap_run, trap)):
         ref = _reference(run, 128)
         trial = _all_fp32_trial(result)
-        assert trial["passed"]
-        assert trial["metrics"]["max_abs"] <= EXACT * max(1.0, float(np.abs(ref).max()))
+        assert trial.passed
+        assert trial.metrics["max_abs"] <= EXACT * max(1.0, float(np.abs(ref).max()))
     assert trap.kept == ["norm"]
 
 
@@ -253,8 +253,8 @@ def test_search_keeps_the_planted_region(planted_search):
     result = planted_search
     assert result.kept == ["scale", "norm"]
     assert result.policy.fp32_cells == ("scale", "norm") and result.policy.level == "O3"
-    assert not result.trials[0]["passed"] and result.trials[0]["phase"] == "all-fp16"
-    assert result.confirm["passed"] and result.confirm["mode"] == "graph"
+    assert not result.trials[0].passed and result.trials[0].phase == "all-fp16"
+    assert result.confirm.passed and result.confirm.mode == "graph"
 
 
 @pytest.mark.slow
@@ -266,8 +266,8 @@ def test_range_pass_finds_the_planted_region_before_any_trial(planted_run, tmp_p
     result = search_policy(SearchConfig(run=str(planted_run), samples=128,
                                         out=str(tmp_path / "planted.toml")))
     assert result.kept == ["scale", "norm"]
-    assert [r["path"] for r in result.ranged] == ["scale", "norm"]
-    assert len(result.trials) <= 1 and result.confirm["passed"]
+    assert [r["path"] for r in result.ranges] == ["scale", "norm"]
+    assert len(result.trials) <= 1 and result.confirm.passed
 
 
 @pytest.mark.slow

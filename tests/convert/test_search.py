@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 
 from amptool.cli import app
 from amptool.convert.bisection import bisect, bisect_cells, sub_units
+from amptool.convert.result import SearchResult
+from amptool.fileio import jsonable
 from amptool.policy import load_policy, make_policy, save_policy
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
@@ -109,6 +111,13 @@ def test_bisect_cells_never_keeps_a_block_around_a_forced_fp16_cell():
     assert not any({"stage", "stage.1"} & blocks for _, blocks in calls)
 
 
+SEARCH_KEYS = {"base", "base_kept", "brute_force_trials", "candidates", "ckpt", "classifier",
+               "confirm", "device", "flops_fp16", "kept", "kept_where", "metric", "model",
+               "n_trials", "out", "params_fp16", "policy", "range_kept", "ranges", "samples",
+               "seconds", "thresholds", "trials", "trials_saved"}
+"""``amptool convert search --json``'s keys, as the dict-built result wrote them."""
+
+
 @pytest.fixture(scope="module")
 def trap_search(trap_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "trap.toml"
@@ -132,6 +141,10 @@ def test_range_pass_keeps_trapmlp_norm_before_any_trial(trap_run, tmp_path):
     assert report["n_trials"] <= 1 and report["confirm"]["passed"]
     norm = next(r for r in report["ranges"] if r["path"] == "norm")
     assert norm["local_error"] >= 0.5 and norm["out_max"] < 100
+    assert set(report) == SEARCH_KEYS and set(report["confirm"]) == {"metrics", "mode", "passed"}
+    assert {key for t in report["trials"] for key in t} == {"fp32", "metrics", "passed", "phase",
+                                                            "trial"}
+    assert json.loads(json.dumps(jsonable(SearchResult.from_dict(report).to_dict()))) == report
     assert "range pass: computing alone in fp16 it is off by" in \
         (tmp_path / "trap.toml").read_text()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

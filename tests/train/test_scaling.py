@@ -26,7 +26,7 @@ def test_first_batch_settles_the_scale_without_skipping_steps(tmp_path, few_digi
     batch may still overflow once at the settled scale)."""
     summary = run_training(TrainConfig(epochs=1, out=str(tmp_path), scale_init=2.0 ** 40,
                                        data=few_digits))
-    tries = summary.extra["first_batch_tries"]
+    tries = summary.first_batch_tries
     assert 10 < tries < 40 and summary.overflow_steps <= 2
     first = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert first["step"] == 1 and not first["overflow"] and first["skipped"] == 0
@@ -45,7 +45,7 @@ def test_first_batch_tries_stop_at_max_skipped_and_only_with_a_dynamic_scale(tmp
     assert not (tmp_path / "tries" / "last.ckpt").exists()
     static = run_training(TrainConfig(epochs=1, out=str(tmp_path / "static"),
                                       loss_scale="static:1024", data=tiny_digits))
-    assert "first_batch_tries" not in static.extra
+    assert static.first_batch_tries is None
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_reading_back_every_tenth_step_changes_nothing_but_the_lines(overflowing
     """The device counts skipped steps between read-backs: the run, its counts and its
     weights are those of a run read back on every step."""
     tmp_path, every, tenth = overflowing
-    assert tenth.extra["weights_sha256"] == every.extra["weights_sha256"]
+    assert tenth.weights_sha256 == every.weights_sha256
     assert tenth.overflow_steps == every.overflow_steps >= tenth.steps // 3
     per_step = [json.loads(line)
                 for line in (tmp_path / "every" / "metrics.jsonl").read_text().splitlines()]
@@ -115,6 +115,6 @@ def test_safetensors_checkpoints_and_resume(tmp_path, few_digits, first_epoch):
     with pytest.raises(UsageError, match="already holds 2 epochs, more than --epochs 1"):
         train(1, resume=True)
     again = train(2, resume=True)
-    assert again.extra["already_finished"] and again.steps == resumed.steps
+    assert again.already_finished and again.steps == resumed.steps
     assert again.val_acc == resumed.val_acc and again.best_acc == resumed.best_acc
     assert again.final_loss == resumed.final_loss

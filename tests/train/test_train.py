@@ -166,4 +166,4 @@ def test_metrics_and_summary_fields(runs):
     first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert set(first) >= {"step", "epoch", "loss", "loss_scale", "overflow", "lr", "samples_per_s"}
     assert summary.samples_per_s > 0 and summary.loss_scale == 65536.0
-    assert summary.overflow_steps == 0 and summary.extra["first_batch_tries"] == 1
+    assert summary.overflow_steps == 0 and summary.first_batch_tries == 1

@@ -210,7 +210,7 @@ def test_user_loss_trains_the_detector(yolo_run):
     assert len(applied) >= len(losses) // 2, steps
     # the centre cell's class score, learnt from a loss the network's package never saw
     assert min(losses[-2:]) < losses[0], losses
-    assert summary.extra["score"] == "neg_val_loss" and np.isfinite(summary.extra["val_loss"])
+    assert summary.score == "neg_val_loss" and np.isfinite(summary.val_loss)
 
 
 def test_a_dynamic_batch_onnx_export_error_names_the_head():

@@ -1,0 +1,104 @@
+"""What the fp32-cell search returns: ``SearchResult`` with its trials (``Trial``) and the
+graph-mode confirmation of the policy found (``Confirmation``); ``to_dict`` is
+``amptool convert search --json``'s document."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from amptool.jsontypes import from_json, to_json
+from amptool.policy import Policy
+
+DERIVED = ("n_trials", "brute_force_trials", "range_kept", "trials_saved")
+"""Keys of the JSON computed from the fields (read back by nobody)."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One network the search ran: which cells it kept in fp32 and how it fared."""
+
+    trial: int
+    """Its number, from 1."""
+    phase: str
+    """all-fp16, all-fp32, or the search step that asked for it."""
+    fp32: List[str]
+    """The cells it kept in fp32 beyond the base, in the network's order."""
+    metrics: Dict[str, Any]
+    """Its figures against the fp32 reference (parity's metrics; with several outputs the
+    worst over them, ``failed`` and each output's under ``outputs``)."""
+    passed: bool
+    """Every output (and the task metric) within its limits."""
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The policy found, run on a fresh network compiled in graph mode."""
+
+    passed: bool
+    """It passes the limits there too."""
+    metrics: Dict[str, Any]
+    """Its figures, as a trial's."""
+    mode: str
+    """The execution mode it ran in (graph)."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found and what it cost."""
+
+    policy: Policy
+    """The policy found (written to ``out``)."""
+    kept: List[str]
+    """The cells it keeps in fp32 beyond the base (the range pass's first)."""
+    base_kept: List[str]
+    """The cells the base policy keeps in fp32."""
+    candidates: List[str]
+    """The cells the search could keep, in the order the forward calls them."""
+    trials: Tuple[Trial, ...]
+    """Every trial run, in order."""
+    params_fp16: float
+    """Share of the float parameters left in the low dtype."""
+    flops_fp16: float
+    """Share of the leaf cells' FLOPs left in the low dtype."""
+    confirm: Confirmation
+    """The graph-mode confirmation of ``policy``."""
+    seconds: float
+    """How long the search took."""
+    out: str
+    """The policy file written."""
+    model: str
+    """The model's name."""
+    samples: int
+    """Held-out samples in the batch every trial ran."""
+    ranges: List[Dict[str, Any]]
+    """The range pass's cells (kept before any trial), with their fp32 magnitudes."""
+    device: str
+    """Where it ran."""
+    ckpt: str
+    """The checkpoint searched on."""
+    base: str
+    """The base policy, as ``Policy.describe()`` words it."""
+    kept_where: Dict[str, str]
+    """Each kept cell's place in the source (``file:line``)."""
+    classifier: bool
+    """Whether the first output was judged as class logits."""
+    thresholds: Dict[str, Any]
+    """The limits trials were held to (the first output's; each output's under
+    ``outputs`` when there are several)."""
+    metric: Optional[str]
+    """The task metric (``path/file.py:fn``), or None."""
+
+    @property
+    def n_trials(self) -> int:
+        return len(self.trials)
+
+    def to_dict(self) -> dict:
+        derived = {"n_trials": self.n_trials, "brute_force_trials": len(self.candidates),
+                   "range_kept": [r["path"] for r in self.ranges],
+                   "trials_saved": len(self.candidates) - self.n_trials}
+        return {**to_json(self), **derived}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SearchResult":
+        return from_json(cls, {k: v for k, v in data.items() if k not in DERIVED},
+                         "search result")
