@@ -156,7 +156,7 @@ class Door:
     """How a reader names a kind of document and what it tells the user to do."""
 
     what: str
-    """The document in an error: ``manifest``, ``parity report``."""
+    """The document in an error: ``manifest``, ``run record``."""
     fix: str
     """What to do about a document that does not fit: ``export the artefact again``."""
     version: int

@@ -24,11 +24,16 @@ class Exports:
 
     def get(self, name: str) -> dict:
         def make(out: Path) -> dict:
+            from amptool.artefact.manifest import Manifest
             from amptool.export.api import ExportConfig, export
+            from amptool.schema import misfit
 
             results = export(ExportConfig(
                 run=str(self.runs.get(name)), formats=("MINDIR", "ONNX"), dynamic_batch=True,
                 out=str(out)))
+            for r in results:  # every manifest fits the types its readers hold it to
+                found = misfit(r.manifest, Manifest, "")
+                assert found is None, f"{r.manifest_path}: {found.text()}"
             return {(r.format, r.precision): r for r in results}
 
         return self.shared.get(f"export-{name}", make)
