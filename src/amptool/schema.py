@@ -65,7 +65,7 @@ def expected(kind) -> str:
     """What ``kind`` wants, in words."""
     if kind == Real:
         return "a number"
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    origin, args = shape_of(kind)
     if origin is Union:
         return " or ".join(expected(a) for a in args)
     if origin is Literal:
@@ -82,9 +82,20 @@ def hints(cls: type) -> dict:
     return typing.get_type_hints(cls)
 
 
+def shape_of(kind) -> tuple:
+    """(origin, args) of ``kind``, a bare ``list``/``tuple``/``dict`` and ``Tuple[X, ...]``
+    read as the JSON they hold: a list of X, an object."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind in (list, tuple, dict):
+        return (dict if kind is dict else list), ()
+    if origin is tuple:
+        return list, (args[0],) if len(args) == 2 and args[1] is Ellipsis else ()
+    return origin, args
+
+
 def misfit(value, kind, where: str, legacy: bool = False) -> Optional[Misfit]:
     """The first place ``value`` departs from ``kind`` (``where``: its path), or None."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    origin, args = shape_of(kind)
     if kind is Any:
         return None
     if dataclasses.is_dataclass(kind):
@@ -216,7 +227,7 @@ def _object_schema(cls: type, defs: dict) -> dict:
 
 def type_schema(kind, defs: dict) -> dict:
     """The JSON Schema of one type; a dataclass goes into ``defs`` once, by its name."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    origin, args = shape_of(kind)
     if kind is Any:
         return {}
     if dataclasses.is_dataclass(kind):

@@ -172,3 +172,17 @@ def test_the_schema_comes_from_the_types():
         undocumented = {f.name for f in dataclasses.fields(cls)} - set(field_docs(cls))
         assert not undocumented, f"{name}: fields without a docstring: {undocumented}"
         assert name == "Manifest" or name in schema["$defs"]
+
+
+def test_tuples_and_bare_containers_are_json_lists_and_objects():
+    from typing import Tuple
+
+    from amptool.schema import type_schema
+
+    assert misfit([1, 2], Tuple[int, ...], "x") is None
+    assert misfit([1, "a"], Tuple[int, ...], "x").text() == ("field 'x[1]' should be an "
+                                                              "integer, got 'a'")
+    assert misfit([1, "a"], tuple, "x") is None and misfit({}, dict, "x") is None
+    assert misfit({}, list, "x").text() == "field 'x' should be a list, got an object"
+    assert type_schema(Tuple[str, ...], {}) == {"type": "array", "items": {"type": "string"}}
+    assert type_schema(dict, {}) == {"type": "object"}
