@@ -95,8 +95,23 @@ def judge_output(ref, cand, labels, role: OutputRole, limits: Thresholds) -> Out
     only on class logits."""
     metrics = compute_metrics(ref, cand, labels if role.logits else None, limits.atol,
                               limits.rtol, logits=role.logits)
+    return judge_metrics(metrics, limits)
+
+
+def judge_metrics(metrics: dict, limits: Thresholds) -> OutputVerdict:
+    """The checks of one output's metrics (``compute_metrics``' dict, or the streamed one of
+    ``output_stats``) against ``limits``."""
     rows = check_metrics(metrics, limits)
     return OutputVerdict(metrics, rows, passed(rows))
+
+
+def output_stats(role: OutputRole, limits: Thresholds):
+    """The streamed statistics of one output (``amptool.streamstats.OutputStats``) as
+    ``judge_output`` computes them: its tolerances and role; labels count only on class
+    logits (``update``'s caller gives None elsewhere)."""
+    from amptool.streamstats import OutputStats
+
+    return OutputStats(limits.atol, limits.rtol, logits=role.logits)
 
 
 def drop_within(drop: float, limit: Optional[float]) -> bool:

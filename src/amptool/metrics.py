@@ -144,15 +144,25 @@ def degenerate_reference(ref: np.ndarray) -> Optional[str]:
         return None
     bad = int(r.size - np.isfinite(r).sum())
     if bad:
+        return degenerate_reason(bad, 0.0, 0.0, None)
+    across = r.std(axis=0).max() if r.ndim >= 2 and len(r) > 1 else None
+    return degenerate_reason(0, float(np.abs(r).max()), float(r.std()), across)
+
+
+def degenerate_reason(bad: int, absmax: float, std: float,
+                      across: Optional[float]) -> Optional[str]:
+    """``degenerate_reference``'s rule on its figures: the NaN/Inf count, the largest
+    magnitude, the std of every value and the largest per-element std across samples (None
+    when there is no such spread: one sample, or one value a sample)."""
+    if bad:
         return f"the reference's outputs hold {bad} NaN/Inf value(s)"
-    absmax = float(np.abs(r).max())
     floor = 1e-6 * (1.0 + absmax)
-    if r.std() < floor:
-        return (f"the reference's outputs are near-constant (std {r.std():.3g}, largest "
+    if std < floor:
+        return (f"the reference's outputs are near-constant (std {std:.3g}, largest "
                 f"magnitude {absmax:.3g})")
-    if r.ndim >= 2 and len(r) > 1 and r.std(axis=0).max() < floor:
+    if across is not None and across < floor:
         return (f"the reference gives the same output for every input (largest spread across "
-                f"samples {r.std(axis=0).max():.3g})")
+                f"samples {across:.3g})")
     return None
 
 

@@ -245,3 +245,82 @@ class OutputStats:
             out.top1 = Top1Stats.from_state(substate(state, "top1."))
         return out
 
+
+
+class ReferenceSpread:
+    """The figures of ``metrics.degenerate_reference`` over the batches of one reference
+    output, in memory of one sample's output: NaN/Inf count, largest magnitude and, per
+    element, the count, mean and sum of squared deviations, merged by Chan's formula;
+    mutable."""
+
+    def __init__(self) -> None:
+        self.samples, self.bad, self.absmax = 0, 0, 0.0
+        self.mean: Optional[np.ndarray] = None
+        self.m2: Optional[np.ndarray] = None
+
+    def update(self, ref: np.ndarray) -> "ReferenceSpread":
+        """Add one batch (samples on the first axis); returns self."""
+        r = np.asarray(ref, dtype=np.float64)
+        if not len(r):
+            return self
+        finite = np.isfinite(r)
+        self.bad += int(r.size - finite.sum())
+        if r.size:
+            self.absmax = max(self.absmax, float(np.abs(np.where(finite, r, 0.0)).max()))
+        with np.errstate(all="ignore"):
+            mean = r.mean(axis=0)
+            return self._add(len(r), mean, ((r - mean) ** 2).sum(axis=0))
+
+    def _add(self, n: int, mean: np.ndarray, m2: np.ndarray) -> "ReferenceSpread":
+        if self.mean is None:
+            self.samples, self.mean, self.m2 = n, mean, m2
+            return self
+        total = self.samples + n
+        with np.errstate(all="ignore"):
+            delta = mean - self.mean
+            self.mean = self.mean + delta * (n / total)
+            self.m2 = self.m2 + m2 + delta ** 2 * (self.samples * n / total)
+        self.samples = total
+        return self
+
+    def merge(self, other: "ReferenceSpread") -> "ReferenceSpread":
+        """Add another shard's figures of the same output; returns self."""
+        self.bad += other.bad
+        self.absmax = max(self.absmax, other.absmax)
+        if other.mean is not None:
+            self._add(other.samples, other.mean, other.m2)
+        return self
+
+    def reason(self) -> Optional[str]:
+        """``degenerate_reference``'s answer on the batches seen."""
+        from .metrics import degenerate_reason
+
+        if self.mean is None or not self.mean.size:
+            return None
+        if self.bad:
+            return degenerate_reason(self.bad, 0.0, 0.0, None)
+        n, values = self.samples, self.mean.size
+        spread = self.m2.sum() + n * ((self.mean - self.mean.mean()) ** 2).sum()
+        std = math.sqrt(max(0.0, float(spread)) / (n * values))
+        across = (math.sqrt(max(0.0, float(self.m2.max())) / n)
+                  if self.mean.ndim >= 1 and n > 1 else None)
+        return degenerate_reason(0, self.absmax, std, across)
+
+    def to_state(self) -> dict:
+        """Arrays of one sample's output size (``mean`` and ``m2``) and two of counts."""
+        shape = () if self.mean is None else self.mean.shape
+        empty = np.zeros(shape)
+        return {"counts": np.array([self.samples, self.bad, int(self.mean is not None)],
+                                   dtype=np.int64), "absmax": np.array([self.absmax]),
+                "mean": empty if self.mean is None else self.mean,
+                "m2": empty if self.m2 is None else self.m2}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "ReferenceSpread":
+        out = cls()
+        out.samples, out.bad, seen = (int(v) for v in state["counts"])
+        out.absmax = float(np.asarray(state["absmax"]).reshape(-1)[0])
+        if seen:
+            out.mean = np.asarray(state["mean"], dtype=np.float64)
+            out.m2 = np.asarray(state["m2"], dtype=np.float64)
+        return out

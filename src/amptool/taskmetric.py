@@ -60,3 +60,40 @@ def evaluate(fn: Callable, spec: str, outputs: list, labels, side: str) -> float
         raise UsageError(f"--metric {spec} returned {number} on the reference's outputs",
                          "check the metric function and the reference")
     return number
+
+
+STREAM_HOOKS = ("init", "update", "merge", "result")
+"""The attributes a metric declares to be computed batch by batch."""
+STREAM_FIX = ("give the function init() -> state, update(state, outputs, labels) -> state, "
+              "merge(state, state) -> state and result(state) -> float, or set "
+              "fn.needs_all = True to be given every output at once")
+
+
+def metric_mode(fn: Callable) -> str:
+    """``stream``: ``fn`` declares ``init/update/merge/result`` (batch by batch, mergeable);
+    ``whole``: it sets ``needs_all = True``; ``undeclared``: neither (it is given every
+    output at once, as a whole-array function)."""
+    if all(callable(getattr(fn, hook, None)) for hook in STREAM_HOOKS):
+        return "stream"
+    return "whole" if getattr(fn, "needs_all", False) is True else "undeclared"
+
+
+def require_declared(fn: Callable, spec: str, why: str) -> None:
+    """Refuse, in one line, a metric that declares neither way of being computed where
+    ``why`` (a mode that streams its outputs) needs to know."""
+    if metric_mode(fn) == "undeclared":
+        raise UsageError(f"--metric {spec} declares no way to be computed {why}", STREAM_FIX)
+
+
+def call_hook(fn: Callable, hook: str, spec: str, side: str, *args):
+    """``fn.<hook>(*args)``, or one line saying what it raised."""
+    try:
+        return getattr(fn, hook)(*args)
+    except Exception as exc:
+        raise UsageError(f"--metric {spec} {hook}() raised {_first_line(exc)} on the {side}'s "
+                         "outputs", "fix the metric function") from None
+
+
+def stream_result(fn: Callable, spec: str, state, side: str) -> float:
+    """A streamed metric's value, checked as ``evaluate`` checks a whole one's."""
+    return evaluate(lambda *_: fn.result(state), spec, [], None, side)

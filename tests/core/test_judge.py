@@ -172,10 +172,11 @@ def _parity_view(case, tmp_path, monkeypatch, spec):
                                          thresholds=flags, file_thresholds=table, metric=spec,
                                          emulate_settings=False))
     cand = report.candidates[0]
-    task = cand["task"]
-    return {"passed": cand["passed"], "cosine": report.verdict("cand").cosine,
-            "outputs": [(o["passed"], o["metrics"], o["thresholds"]) for o in cand["outputs"]],
-            "task": None if task is None else (task["metrics"]["task_drop"], task["passed"])}
+    task = cand.task
+    return {"passed": cand.passed, "cosine": report.verdict("cand").cosine,
+            "outputs": [(o.passed, o.metrics.figures(), o.thresholds.to_dict())
+                        for o in cand.outputs],
+            "task": None if task is None else (task.metrics.task_drop, task.passed)}
 
 
 def _search_view(case, spec):
@@ -217,7 +218,29 @@ def test_parity_and_search_give_the_same_verdict(name, tmp_path, monkeypatch):
         parity["task"] = (parity["task"][0], None)
     if search["outputs"][0][0] is None:
         parity["outputs"] = [(None, m, t) for _, m, t in parity["outputs"]]
+    for (_, streamed, _), (_, whole, _) in zip(parity["outputs"], search["outputs"]):
+        _assert_streamed(streamed, whole)
+        streamed.update({k: whole[k] for k in STREAMED if k in whole})
+    np.testing.assert_allclose(parity.pop("cosine"), search.pop("cosine"), rtol=1e-12)
     np.testing.assert_equal(search, parity)
+
+
+STREAMED = ("p999_abs_scaled", "tie_tol", "cosine", "mean_abs", "rmse", "rel_l2")
+"""Parity's figures streamed (``amptool.streamstats``): the percentile's sketch and
+correctly rounded sums; the search computes them on whole arrays."""
+
+
+def _assert_streamed(streamed: dict, whole: dict) -> None:
+    from amptool.sketch import GRID
+
+    assert streamed.keys() == whole.keys()
+    p, q = streamed["p999_abs_scaled"], whole["p999_abs_scaled"]
+    assert q <= p <= q * (1 + GRID.rel_bound) or (p != p and q != q), (p, q)
+    if "tie_tol" in whole:
+        t, u = streamed["tie_tol"], whole["tie_tol"]
+        assert u / (1 + GRID.rel_bound) <= t <= u, (t, u)
+    for key in ("cosine", "mean_abs", "rmse", "rel_l2"):
+        np.testing.assert_allclose(streamed[key], whole[key], rtol=1e-12)
 
 
 def test_the_cases_hold_passes_and_failures(tmp_path):
