@@ -327,7 +327,8 @@ def raised_as() -> dict:
     from amptool import options
 
     found: dict = {}
-    classes = [errors.AmpToolError] + _subclasses(errors.AmpToolError)
+    own = [c for c in _subclasses(errors.AmpToolError) if c.__module__ == errors.__name__]
+    classes = [errors.AmpToolError] + own  # the same page whatever else is imported
     for cls in classes:
         found.setdefault(cls.exit_code, []).append(
             f"`{cls.__module__}.{cls.__name__}`: {cell(inspect.getdoc(cls).splitlines()[0])}")
