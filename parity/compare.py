@@ -5,6 +5,8 @@ prints or exits. A breach of any threshold makes ``passed`` false: there is no w
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,22 +15,34 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.judge import candidate_limits, judge_output, output_limits, output_role
+from amptool.judge import candidate_limits, output_limits, output_role
 from amptool.limits import check_output_tables
 from amptool.metrics import degenerate_reference
+from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
+from amptool.parity.culprit import pick_culprit
 from amptool.parity.inputs import (
     DEFAULT_DATA,
     InputSet,
     load_data_inputs,
     load_golden,
     load_npz_inputs,
-    run_batched,
     save_golden,
 )
 from amptool.parity.report import ParityReport
 from amptool.parity.sides import Side, open_side
-from amptool.ranges import FP16_MAX
+from amptool.parity.store import Spool
+from amptool.parity.stream import (
+    head_of,
+    rows_of,
+    run_candidate,
+    run_reference,
+    shape_stub,
+    spans,
+    stored_spreads,
+    whole_of,
+)
+from amptool.streamstats import ReferenceSpread
 
 ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
                 "fp32, so this result is no evidence that the graph is safe in fp16")
@@ -94,8 +108,11 @@ class _Baseline:
     ref: Side
     inputs: InputSet
     ref_out: list
+    """The reference's outputs, on disk (``StoredArray``) or, from old golden files, in memory."""
     names: list
     notes: list
+    spool: Path
+    """A folder for what the comparison spools to disk (removed after it)."""
     task: Optional[tuple] = None
     probes: dict = field(default_factory=dict)
 
@@ -120,14 +137,14 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
         vet_layer_models(cfg, ref, cands)
     names = output_names(ref)
     check_output_tables(cfg.file_thresholds, names)
-    inputs, ref_out = _reference_outputs(cfg, ref, cands, golden_in, golden_out)
-    run = _Baseline(cfg, ref, inputs, ref_out, names, reference_notes(ref_out, names))
-    if fn is not None:
-        from amptool.parity.task import evaluate
-
-        run.task = (fn, evaluate(fn, cfg.metric, ref_out, inputs.metric_targets,
-                                   "reference"))
-    results = [_judge(run, cand) for cand in cands]
+    with tempfile.TemporaryDirectory(prefix="amptool-parity-") as tmp:
+        inputs, ref_out, spreads = _reference_outputs(cfg, ref, cands, golden_in, golden_out,
+                                                      Path(tmp))
+        run = _Baseline(cfg, ref, inputs, ref_out, names, reference_notes(spreads, names),
+                        Path(tmp))
+        if fn is not None:
+            run.task = (fn, _reference_metric(run, fn))
+        results = [_judge(run, cand) for cand in cands]
     label_fp16_fidelity(results, device)
     return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
             "inputs": {"description": inputs.description, "samples": inputs.count,
@@ -137,22 +154,43 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
 
 
 def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
-                       golden_out) -> tuple:
-    """(InputSet, the reference's outputs): run the reference, or take stored outputs."""
+                       golden_out, tmp: Path) -> tuple:
+    """(InputSet, the reference's outputs, their ``ReferenceSpread`` each): the reference
+    run batch by batch into ``tmp``, or the stored outputs."""
     if golden_out is None:
         inputs = make_inputs(cfg, ref, cands)
-        fed = inputs.for_preprocess(ref.preprocess)
-        with ref.opened() as runner:  # let go before a candidate opens
-            ref_out = run_batched(runner, fed, cfg.batch_size)
+        outs, fed = Spool(tmp / "reference", inputs.count), None
         if cfg.save_outputs:
-            save_golden(cfg.save_outputs, ref, inputs, fed, ref_out)
-        return inputs, ref_out
+            fed = Spool(tmp / "reference", inputs.count, prefix="input")
+        with ref.opened() as runner:  # let go before a candidate opens
+            spreads = run_reference(runner, inputs, ref.preprocess, cfg.batch_size, outs, fed)
+        stored = outs.close()
+        if cfg.save_outputs:
+            save_golden(cfg.save_outputs, ref, inputs, fed.close(), stored)
+        return inputs, stored, spreads
     if cfg.inputs:
         raise UsageError("--inputs cannot replace the inputs stored with --load-outputs",
                          "drop --inputs: golden outputs carry their inputs")
     if cfg.samples is not None:
-        return golden_inputs.head(cfg.samples), [o[:cfg.samples] for o in golden_out]
-    return golden_inputs, golden_out
+        if cfg.samples > golden_inputs.count:
+            raise UsageError(f"--load-outputs {cfg.load_outputs} holds {golden_inputs.count} "
+                             f"samples, --samples asks for {cfg.samples}",
+                             f"pass --samples {golden_inputs.count} or fewer, or save a larger "
+                             "golden file")
+        golden_inputs = golden_inputs.head(cfg.samples)
+        golden_out = [head_of(o, cfg.samples) for o in golden_out]
+    return golden_inputs, golden_out, stored_spreads(golden_out, cfg.batch_size)
+
+
+def _reference_metric(run: _Baseline, fn) -> float:
+    """The task metric on the reference's outputs: streamed from disk, or given them
+    memory-mapped."""
+    task = TaskStream(fn, run.cfg.metric, run.inputs.metric_targets, "reference")
+    if not task.streams:
+        return task.value([whole_of(r) for r in run.ref_out])
+    for a, b in spans((0, run.inputs.count), run.cfg.batch_size):
+        task.update(a, b, [rows_of(r, a, b) for r in run.ref_out])
+    return task.value()
 
 
 def output_names(src: Side) -> list:
@@ -160,10 +198,12 @@ def output_names(src: Side) -> list:
 
 
 def reference_notes(ref_out: list, names: list) -> list:
-    """Findings on reference outputs that cannot support a verdict (untrained, degenerate)."""
+    """Findings on reference outputs that cannot support a verdict (untrained, degenerate);
+    ``ref_out``: each output's ``ReferenceSpread``, or its array."""
     notes = []
     for name, out in zip(names, ref_out):
-        reason = degenerate_reference(np.asarray(out))
+        reason = (out.reason() if isinstance(out, ReferenceSpread)
+                  else degenerate_reference(np.asarray(out)))
         if reason:
             notes.append({"kind": "degenerate_reference", "where": name,
                           "message": f"output {name}: {reason}; the verdict reflects untrained "
@@ -260,53 +300,67 @@ def _judge(run: _Baseline, cand: Side) -> dict:
     cfg, ref, inputs = run.cfg, run.ref, run.inputs
     th = candidate_limits(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
                           _task_of(ref, cand))
-    fed = inputs.for_preprocess(cand.preprocess)
+    spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
+    task = None if run.task is None else TaskStream(
+        run.task[0], cfg.metric, inputs.metric_targets, "candidate", Spool(spool, inputs.count))
+    stats = CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))], task,
+                           keep_failing=cfg.per_layer)
     with cand.opened() as runner:  # let go before the next side opens
-        cand_out = run_batched(runner, fed, cfg.batch_size)
+        run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats)
         faithful = fp16_faithful(cand, runner)
-    outputs = [_judge_output(run, cand, i, r, c) for i, (r, c) in enumerate(zip(run.ref_out,
-                                                                                cand_out))]
+    outputs = stats.outputs()
     result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
               "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
               "fp16_faithful": faithful, "caveat": None,
               "per_layer": None, "weights": None, "culprit": None, "deployment": None}
-    if run.task is not None:
-        from amptool.parity.task import judge_task
+    if task is not None:
+        from amptool.parity.task import judge_task_value
 
-        result["task"] = judge_task(cfg.metric, run.task[0], run.task[1], cand_out,
-                                    inputs.metric_targets, th.max_metric_drop, inputs.count)
+        result["task"] = judge_task_value(cfg.metric, run.task[1], task.value(),
+                                          th.max_metric_drop, inputs.count)
+    shutil.rmtree(spool, ignore_errors=True)
     result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
     result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
+    result["findings"] += stats.findings()
     if cfg.emulate_settings:
         from amptool.parity.emulate import settings_ignored
 
         result["deployment"] = settings_ignored(
             cfg, ref, cand, inputs, run.ref_out, run.probes,
-            lambda i, r, c: _judge_output(run, cand, i, r, c))  # informational: no verdict
+            lambda i, r, c: _judge_whole(run, cand, i, r, c))  # informational: no verdict
     if cfg.per_layer:
         from amptool.parity.localize import localize_candidate
 
-        localize_candidate(cfg, ref, cand, inputs, th, run.probes, result)
+        localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
+                           stats.first_failing(cfg.layer_samples))
     if not result["passed"]:
         result["culprit"] = pick_culprit(result)
     cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
 
 
-def _judge_output(run: _Baseline, cand: Side, index: int, r, c) -> dict:
-    """One output judged as ``amptool.judge`` rules: its role (class logits or not), its
-    limits and its checks. The labels of class logits: the run's integer class labels where
-    the model declares its class-logits outputs, else the inputs' labels."""
+def _plan(run: _Baseline, cand: Side, index: int) -> OutputPlan:
+    """How one output is judged, as ``amptool.judge`` rules: its role (class logits or not)
+    and its limits. The labels of class logits: the run's integer class labels where the
+    model declares its class-logits outputs, else the inputs' labels."""
     name = run.names[index] if index < len(run.names) else f"output{index}"
     declared = _declared_logits(run.ref, cand)
-    role = output_role(index, r, _task_of(run.ref, cand), declared, run.ref.num_classes)
+    role = output_role(index, shape_stub(run.ref_out[index]), _task_of(run.ref, cand),
+                       declared, run.ref.num_classes)
     labels = run.inputs.class_labels if declared is not None else run.inputs.labels
+    fits = role.logits and labels is not None and len(labels) == run.inputs.count
     th = output_limits(role, (index, name), run.ref.precision, cand.precision,
                        run.cfg.file_thresholds, run.cfg.thresholds)
-    verdict = judge_output(r, c, labels, role, th)
-    return {"name": name, "metrics": verdict.metrics, "checks": verdict.checks,
-            "passed": verdict.passed, "thresholds": th.to_dict()}
+    return OutputPlan(name, role, th, np.asarray(labels) if fits else None)
+
+
+def _judge_whole(run: _Baseline, cand: Side, index: int, r, c) -> dict:
+    """One output of whole arrays (``r`` stored or in memory) judged as ``_judge`` does."""
+    stats = CandidateStats([_plan(run, cand, index)])
+    for a, b in spans((0, len(c)), run.cfg.batch_size):
+        stats.update(a, b, [rows_of(r, a, b)], [np.asarray(c[a:b])])
+    return stats.outputs()[0]
 
 
 def resolution_findings(groups: list) -> list:
@@ -339,42 +393,3 @@ def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> list:
              "message": f"input normalization differs from the reference's ({what})",
              "fix": "export both artefacts from the same run (the manifest's preprocess "
                     "must match the data the weights were trained on)"}]
-
-
-def pick_culprit(result: dict) -> Optional[dict]:
-    """The most specific explanation of a failure: inputs, then weights, then a cell."""
-    for finding in result["findings"]:
-        if finding["kind"] == "preprocess":
-            return finding
-    weights = result.get("weights") or {}
-    if weights.get("mismatched"):
-        first = weights["mismatched"][0]
-        return {"kind": "weights", "where": first["cell"],
-                "message": f"weight {first['name']} of cell '{first['cell']}' differs from the "
-                           f"reference's ({first['mismatched']}/{first['size']} values)",
-                "fix": "re-export the candidate from the reference's checkpoint"}
-    layer = result.get("per_layer") or {}
-    if layer.get("first_flagged"):
-        return _layer_culprit(layer)
-    return None
-
-
-def _layer_culprit(layer: dict) -> dict:
-    where, origin = layer["first_flagged"], layer["origin"]
-    row = next(r for r in layer["rows"] if r["path"] == where)
-    if origin == "input":
-        return {"kind": "layer", "where": where, "origin": origin,
-                "message": "the network inputs already differ from the reference's",
-                "fix": "check the candidate's input preprocessing"}
-    how = "born there" if origin == "born" else "inherited from its input"
-    cos = row["cosine"]
-    text = (f"first diverging cell '{where}' ({row['type']}, computes in {row['dtype']}; "
-            f"cosine {cos:.4g}; {how})" if cos == cos else
-            f"first diverging cell '{where}' ({row['type']}, computes in {row['dtype']}; "
-            f"NaN/Inf in its output; {how})")
-    if row.get("ref_absmax", 0) > FP16_MAX:
-        text += f"; its fp32 output reaches {row['ref_absmax']:.4g}, beyond fp16's {FP16_MAX:g}"
-    fix = (f"keep '{where}' in fp32: add it to the policy's fp32_cells" if origin == "born"
-           else "look at the operations feeding it in its parent's construct")
-    return {"kind": "layer", "where": where, "origin": origin, "message": text, "fix": fix}
-

@@ -64,11 +64,16 @@ class InputSet:
                          "pass --inputs FILE.npz with ready inputs")
 
     def head(self, n: int) -> "InputSet":
-        return InputSet(None if self.raw is None else self.raw[:n],
-                        None if self.given is None else [g[:n] for g in self.given],
-                        None if self.labels is None else self.labels[:n], self.description,
-                        self.fallback_preprocess,
-                        None if self.targets is None else [t[:n] for t in self.targets],
+        return self.select(slice(0, n))
+
+    def select(self, rows) -> "InputSet":
+        """The samples ``rows`` (a slice, or an array of indices) of every array."""
+        def cut(a):
+            return None if a is None else a[rows]
+
+        return InputSet(cut(self.raw), None if self.given is None else [cut(g) for g in self.given],
+                        cut(self.labels), self.description, self.fallback_preprocess,
+                        None if self.targets is None else [cut(t) for t in self.targets],
                         self.target_names, self.labels_from)
 
 
@@ -227,8 +232,11 @@ def run_batched(runner, arrays: list, chunk: int = 512) -> list:
 
 
 def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> None:
-    """Reference outputs, the inputs fed to make them, raw images and labels, in one .npz."""
+    """Reference outputs, the inputs fed to make them, raw images and labels, in one
+    uncompressed .npz (``numpy.savez``'s layout), written in chunks: ``fed`` and ``outputs``
+    may be arrays or ``StoredArray`` .npy files (copied as they are)."""
     from amptool.fileio import atomic_path
+    from amptool.parity.store import StoredArray, write_npz
 
     from amptool.records import GOLDEN_VERSION
 
@@ -248,22 +256,49 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
     for i, target in enumerate(inputs.targets or []):
         arrays[f"target_{i}"] = target
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    arrays = {k: v.file() or v.memmap() if isinstance(v, StoredArray) else v
+              for k, v in arrays.items()}
     with atomic_path(path, suffix=".npz") as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+        write_npz(str(tmp), arrays)
+
+
+def _stored_golden(path: str, fix: str, bad: str) -> dict:
+    """name -> array of a golden file: memory-mapped where stored uncompressed (what every
+    version writes), read whole otherwise; outputs stay ``StoredArray``."""
+    from amptool.parity.store import StoredArray, stored_npz
+
+    if not Path(path).is_file():
+        raise UsageError(f"--load-outputs {path} does not exist", fix)
+    try:
+        found = stored_npz(path)
+    except Exception:  # not a zip, or a member that is no .npy
+        raise UsageError(bad, fix) from None
+    return {k: v if k.startswith("output_") or not isinstance(v, StoredArray) else v.memmap()
+            for k, v in found.items()}
+
+
+def _golden_count(path: str, fed: list, outputs: list) -> int:
+    """The samples of a golden file: one count for every input and output, else one line."""
+    counts = {len(a) for a in fed + outputs}
+    if len(counts) > 1:
+        raise UsageError(f"--load-outputs {path} holds arrays of different sample counts "
+                         f"({', '.join(str(c) for c in sorted(counts))})",
+                         "save the golden file again with --save-outputs")
+    return counts.pop() if counts else 0
 
 
 def load_golden(path: str):
-    """(Side standing for the stored reference, its InputSet, its outputs)."""
+    """(Side standing for the stored reference, its InputSet, its outputs: ``StoredArray``
+    each, or arrays from a compressed file)."""
     from amptool.parity.sides import Side, _indices
     from amptool.records import GOLDEN_DOOR, GoldenMeta
     from amptool.schema import check_document
 
     fix = GOLDEN_DOOR.fix
     bad = f"--load-outputs {path} is not a golden outputs file"
-    arrays = _read_npz(path, "--load-outputs", fix, bad)
+    arrays = _stored_golden(path, fix, bad)
     try:
-        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+        meta = json.loads(np.asarray(arrays.pop("meta")).tobytes().decode("utf-8"))
     except Exception:  # no meta, or not JSON
         raise UsageError(bad, fix) from None
     if not isinstance(meta, dict):
@@ -274,6 +309,7 @@ def load_golden(path: str):
         outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]
     except KeyError:  # an array the meta names is missing
         raise UsageError(bad, fix) from None
+    _golden_count(path, fed, outputs)
     from amptool.losses import task_record
     from amptool.trust import recorded_reference
 

@@ -66,8 +66,10 @@ def vet_layer_models(cfg: ParityConfig, ref: Side, cands: list) -> None:
 
 
 def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet,
-                       th, probes: dict, result: dict) -> None:
-    """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate."""
+                       th, probes: dict, result: dict, rows=None) -> None:
+    """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate, on the
+    samples ``rows`` (those of the first batches that breach a limit on their own), else on
+    the first ``cfg.layer_samples``."""
     from amptool.parity.layers import LayerProbe
     from amptool.parity.weights import compare_weights
 
@@ -84,7 +86,7 @@ def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSe
     for item in mismatched:
         item["cell"] = item["name"].rpartition(".")[0] or item["name"]
     result["weights"] = {"reference": ref_w[1], "candidate": cand_w[1], "mismatched": mismatched}
-    sub = inputs.head(cfg.layer_samples)
+    sub = inputs.head(cfg.layer_samples) if rows is None else inputs.select(rows)
     ref_x = sub.for_preprocess(ref.preprocess)[0]
     cand_x = sub.for_preprocess(cand.preprocess)[0]
     min_cos = cfg.layer_min_cosine if cfg.layer_min_cosine is not None else (th.min_cosine or 0.99)

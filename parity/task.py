@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from amptool.judge import drop_within
 from amptool.taskmetric import FIX, evaluate, load_metric
 
-__all__ = ["FIX", "evaluate", "judge_task", "load_metric"]
+__all__ = ["FIX", "evaluate", "judge_task", "judge_task_value", "load_metric"]
 
 
 def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels,
@@ -22,9 +22,15 @@ def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels
     """The task entry of a candidate: name, metrics, checks, passed (as an output's). A
     metric that is a rate over the ``samples`` (both values k/n, one strictly between 0 and
     1) gets the interval and resolution of a count (``metrics.count_resolution``)."""
+    return judge_task_value(spec, ref_value, evaluate(fn, spec, cand_out, labels, "candidate"),
+                            limit, samples)
+
+
+def judge_task_value(spec: str, ref_value: float, value: float, limit: Optional[float],
+                     samples: int = 0) -> dict:
+    """``judge_task`` on the candidate's value of the metric, computed already."""
     from amptool.counts import count_resolution, drop_interval
 
-    value = evaluate(fn, spec, cand_out, labels, "candidate")
     drop = ref_value - value
     metrics = {"task_ref": ref_value, "task_cand": value, "task_drop": drop}
     counts = rate_counts(ref_value, value, samples)
