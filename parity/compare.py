@@ -30,7 +30,7 @@ from amptool.parity.inputs import (
     save_golden,
 )
 from amptool.parity.report import ParityReport
-from amptool.parity.sides import Side, open_side
+from amptool.parity.sides import Side, check_compatible, fp16_faithful, open_side
 from amptool.parity.store import Spool
 from amptool.parity.stream import (
     head_of,
@@ -213,17 +213,6 @@ def reference_notes(ref_out: list, names: list) -> list:
     return notes
 
 
-def fp16_faithful(cand: Side, runner) -> Optional[bool]:
-    """Whether an fp16 candidate computes in fp16 here (``runner``: what ran it); None for
-    other candidates."""
-    if cand.precision != "fp16":
-        return None
-    if cand.format != "ONNX":
-        return True
-    providers = getattr(runner, "providers", None) or []
-    return bool(providers) and providers[0] != "CPUExecutionProvider"
-
-
 def label_fp16_fidelity(results: list, device: str) -> None:
     """Mark each fp16 result that did not run in fp16 and name the faithful check beside it."""
     faithful = [r for r in results if r["fp16_faithful"]]
@@ -237,24 +226,6 @@ def label_fp16_fidelity(results: list, device: str) -> None:
         result["findings"].append({"kind": "fp16_emulated", "where": "runtime",
                                    "message": result["caveat"],
                                    "fix": "judge fp16 safety by the fp16 MindIR's verdict"})
-
-
-def check_compatible(ref: Side, cand: Side) -> None:
-    """Refuse two sides whose inputs or outputs cannot match (batch sizes may differ)."""
-    for what in ("inputs", "outputs"):
-        a, b = getattr(ref, what), getattr(cand, what)
-        if len(a) != len(b):
-            raise UsageError(f"{cand.path} has {len(b)} {what}, "
-                             f"the reference {ref.path} has {len(a)}",
-                             "compare artefacts of the same model")
-        for x, y in zip(a, b):
-            sx, sy = list(x["shape"]), list(y["shape"])
-            fits = len(sx) == len(sy) and all(
-                p == q or p == -1 or q == -1 for p, q in list(zip(sx, sy))[1:])
-            if not fits:
-                raise UsageError(f"{what[:-1]} shapes cannot match: {cand.path} {sy} vs the "
-                                 f"reference {ref.path} {sx}",
-                                 "compare artefacts of the same model")
 
 
 def _data_spec(cfg: ParityConfig, sides: list) -> str:
@@ -296,18 +267,34 @@ def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
     return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)
 
 
-def _judge(run: _Baseline, cand: Side) -> dict:
-    cfg, ref, inputs = run.cfg, run.ref, run.inputs
-    th = candidate_limits(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
-                          _task_of(ref, cand))
-    spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
+def accumulate_candidate(run: _Baseline, cand: Side, spool: Path,
+                         span: Optional[tuple] = None) -> tuple:
+    """(CandidateStats, fp16_faithful) of a candidate run on ``span`` of the inputs (all by
+    default; a shard's statistics merge with the others'); ``spool``: a folder for what a
+    whole-array ``--metric`` is given."""
+    cfg, inputs = run.cfg, run.inputs
     task = None if run.task is None else TaskStream(
         run.task[0], cfg.metric, inputs.metric_targets, "candidate", Spool(spool, inputs.count))
     stats = CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))], task,
                            keep_failing=cfg.per_layer)
     with cand.opened() as runner:  # let go before the next side opens
-        run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats)
-        faithful = fp16_faithful(cand, runner)
+        run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
+        return stats, fp16_faithful(cand, runner)
+
+
+def _judge(run: _Baseline, cand: Side) -> dict:
+    spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
+    stats, faithful = accumulate_candidate(run, cand, spool)
+    return finish_candidate(run, cand, stats, faithful, spool)
+
+
+def finish_candidate(run: _Baseline, cand: Side, stats: CandidateStats, faithful,
+                     spool: Path) -> dict:
+    """A candidate's report entry from its statistics (merged over every sample)."""
+    cfg, ref, inputs = run.cfg, run.ref, run.inputs
+    th = candidate_limits(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
+                          _task_of(ref, cand))
+    task = stats.task
     outputs = stats.outputs()
     result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,

@@ -261,3 +261,32 @@ def side_weights(src: Side) -> Optional[dict]:
             if src.kind == "artefact" else checkpoint_arrays(src.checkpoint) \
             if src.kind == "checkpoint" else None
     return src.cache["weights"]
+
+
+def check_compatible(ref: Side, cand: Side) -> None:
+    """Refuse two sides whose inputs or outputs cannot match (batch sizes may differ)."""
+    for what in ("inputs", "outputs"):
+        a, b = getattr(ref, what), getattr(cand, what)
+        if len(a) != len(b):
+            raise UsageError(f"{cand.path} has {len(b)} {what}, "
+                             f"the reference {ref.path} has {len(a)}",
+                             "compare artefacts of the same model")
+        for x, y in zip(a, b):
+            sx, sy = list(x["shape"]), list(y["shape"])
+            fits = len(sx) == len(sy) and all(
+                p == q or p == -1 or q == -1 for p, q in list(zip(sx, sy))[1:])
+            if not fits:
+                raise UsageError(f"{what[:-1]} shapes cannot match: {cand.path} {sy} vs the "
+                                 f"reference {ref.path} {sx}",
+                                 "compare artefacts of the same model")
+
+
+def fp16_faithful(cand: Side, runner) -> Optional[bool]:
+    """Whether an fp16 candidate computes in fp16 here (``runner``: what ran it); None for
+    other candidates."""
+    if cand.precision != "fp16":
+        return None
+    if cand.format != "ONNX":
+        return True
+    providers = getattr(runner, "providers", None) or []
+    return bool(providers) and providers[0] != "CPUExecutionProvider"
