@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
 from amptool import options as opt
 from amptool.limits import default_text as limit_default
 from amptool.parity.config import ParityConfig
+
+if TYPE_CHECKING:
+    from amptool.parityreport import ParityReport
 
 
 def _default(name: str) -> str:
@@ -136,7 +139,7 @@ def parity_command(
 
     opt.consent(trust_model)
     result = parity(cfg)
-    emit_report(result.to_dict(), json_out, junit, plot,
+    emit_report(result, json_out, junit, plot,
                 "json" if as_json else "quiet" if quiet else "", html)
 
 
@@ -170,7 +173,8 @@ def beside(json_out: Optional[Path]) -> Optional[Path]:
     return html if html != Path(json_out) else Path(f"{json_out}.html")
 
 
-def emit_report(report: dict, json_out, junit, plot, mode: str = "", html=None) -> None:
+def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
+                html=None) -> None:
     """Write the requested files (``html``: the HTML report), print the table (only its
     verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
     parity failed."""
@@ -195,20 +199,20 @@ def emit_report(report: dict, json_out, junit, plot, mode: str = "", html=None) 
     if html is not None:
         from amptool.htmlreport import ReportPage, write_report
 
-        passed = report["passed"]
+        passed = report.passed
         write_report(html, ReportPage(
             "parity", passed, format_table(report).splitlines()[-1] if passed
             else failure_line(report), None if passed else failure_fix(report), parity=report,
-            seconds={"parity": report["seconds"]}))
+            seconds={"parity": report.seconds}))
     if mode == "json":
-        opt.print_json(report)
+        opt.print_json(report.to_dict())
     else:
         text = format_table(report)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
         if mode == "quiet":  # the table's notes are not shown: say it on stderr
             for line in resolution_warnings(report):
                 typer.echo(f"amptool: {line}", err=True)
-    if not report["passed"]:
+    if not report.passed:
         raise CheckFailed(failure_line(report), failure_fix(report))
 
 

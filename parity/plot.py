@@ -50,8 +50,8 @@ def _panel(ax, xs: list, values: list, bad: list, style: str, label: str, limit:
     ax.legend(fontsize=7, loc="best", framealpha=0.6)
 
 
-def _draw_candidate(ax_cos, ax_rel, cand: dict) -> None:
-    layer = cand["per_layer"]
+def _draw_candidate(ax_cos, ax_rel, cand) -> None:
+    layer = cand.per_layer
     rows = layer["rows"]
     xs = list(range(len(rows)))
     bad = [bool(r.get("nonfinite")) for r in rows]
@@ -71,21 +71,21 @@ def _draw_candidate(ax_cos, ax_rel, cand: dict) -> None:
     ax_cos.tick_params(labelbottom=False)
     ax_rel.set_xticks(xs)
     ax_rel.set_xticklabels([r["path"] for r in rows], rotation=60, ha="right", fontsize=7)
-    verdict = "PASS" if cand["passed"] else "FAIL"
-    if cand.get("caveat"):
+    verdict = "PASS" if cand.passed else "FAIL"
+    if cand.caveat:
         verdict += "* (onnxruntime CPU: fp16 not exercised)"
-    ax_cos.set_title(f"{cand['path'].rsplit('/', 1)[-1]} ({cand['precision']}, "
+    ax_cos.set_title(f"{cand.path.rsplit('/', 1)[-1]} ({cand.precision}, "
                      f"{layer['policy']}) vs fp32: {verdict}", fontsize=9)
 
 
-def write_plot(path: str, report: dict) -> None:
+def write_plot(path: str, report) -> None:
     """Per candidate, two panels over the cells: 1 - cosine with the cosine limit, and the
     relative L2 error with the bound that keeps cosine above that limit (log scales)."""
     plt = _matplotlib()
-    cands = [c for c in report["candidates"] if c.get("per_layer")]
+    cands = [c for c in report.candidates if c.per_layer]
     if not cands:
         raise UsageError("--plot has no per-layer data to draw", "add --per-layer")
-    width = max(8, 0.35 * max(len(c["per_layer"]["rows"]) for c in cands))
+    width = max(8, 0.35 * max(len(c.per_layer["rows"]) for c in cands))
     fig, axes = plt.subplots(2 * len(cands), 1, figsize=(width, 5.2 * len(cands)),
                              squeeze=False)
     for i, cand in enumerate(cands):

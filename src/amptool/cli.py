@@ -93,7 +93,7 @@ def run_command(
     if not result.passed:
         from amptool.parity.report import failure_fix, failure_line
 
-        report = result.parity.to_dict()
+        report = result.parity
         raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
                           f"{Path(cfg.out) / 'parity.json'}")
 
@@ -105,9 +105,9 @@ def _write_report(path: Path, result, cfg: PipelineConfig) -> None:
     from .htmlreport import ReportPage, write_report
     from .pipeline import format_summary
 
-    report, passed = result.parity.to_dict(), result.passed
+    report, passed = result.parity, result.passed
     line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
-    seconds = {**result.summary["seconds_by_stage"], "total": result.summary["seconds"]}
+    seconds = {**result.summary.seconds_by_stage, "total": result.summary.seconds}
     write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
                                   str(Path(cfg.out) / "train"), report, seconds))
 

@@ -14,12 +14,15 @@ import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from . import htmlpage as hp
 from . import svgchart as sc
 from .htmltraining import TrainingRecord, policy_part, policy_reasons, read_training
 from .htmltraining import training_cards, training_section
+
+if TYPE_CHECKING:
+    from .parityreport import CandidateResult, ParityReport
 
 BLUE, ORANGE, RED, GREY, PURPLE = "#1f6feb", "#bc4c00", "#cf222e", "#8c959f", "#8250df"
 DROPS = ("acc_drop_clear", "top1_agree_clear")
@@ -38,8 +41,8 @@ class ReportPage:
     fix: Optional[str] = None
     run_folder: Optional[str] = None
     """A training run folder (run.json, metrics.jsonl), or None."""
-    parity: Optional[dict] = None
-    """The parity report, as parity.json holds it, or None."""
+    parity: Optional["ParityReport"] = None
+    """The parity report, or None."""
     seconds: dict = field(default_factory=dict)
     """Stage -> wall seconds."""
 
@@ -58,11 +61,11 @@ def render(page: ReportPage) -> str:
     sections = []
     if report:
         sections.append(artefacts_section(report))
-        layered = sorted((c for c in report["candidates"] if c.get("per_layer")),
-                         key=lambda c: c["passed"])  # failed ones first
+        layered = sorted((c for c in report.candidates if c.per_layer),
+                         key=lambda c: c.passed)  # failed ones first
         if layered:
             sections.append(hp.section("Per-layer error along the depth",
-                                       [layer_part(c, labels(report)[c["path"]])
+                                       [layer_part(c, labels(report)[c.path])
                                         for c in layered], "per-layer"))
     if rec is not None:
         sections.append(training_section(rec))
@@ -89,16 +92,16 @@ def _topline(page: ReportPage, rec: Optional[TrainingRecord]) -> str:
     if rec is not None:
         what.append(str((rec.info.get("model") or {}).get("spec") or ""))
     if page.parity:
-        what.append(f"reference {_base(page.parity['reference']['path'] or 'golden outputs')}")
+        what.append(f"reference {_base(page.parity.reference.path or 'golden outputs')}")
     return f'<div class="topline">{hp.h(" · ".join(w for w in what if w))}</div>'
 
 
-def _cards(rec: Optional[TrainingRecord], report: Optional[dict]) -> list:
+def _cards(rec: Optional[TrainingRecord], report: Optional["ParityReport"]) -> list:
     items = training_cards(rec) if rec is not None else []
     if report:
-        cands = report["candidates"]
-        items += [("candidates passing", f"{sum(c['passed'] for c in cands)}/{len(cands)}"),
-                  ("parity samples", hp.number(report["inputs"]["samples"]))]
+        cands = report.candidates
+        items += [("candidates passing", f"{sum(c.passed for c in cands)}/{len(cands)}"),
+                  ("parity samples", hp.number(report.inputs.samples))]
     return items
 
 
@@ -106,11 +109,10 @@ def _base(path: str) -> str:
     return str(path).replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def labels(report: dict) -> dict:
+def labels(report: "ParityReport") -> dict:
     """Path -> how the page names each artefact: its file name, or its whole path where two
     artefacts share a file name."""
-    paths = [report["reference"].get("path") or "golden outputs"] + \
-        [c["path"] for c in report["candidates"]]
+    paths = [report.reference.path or "golden outputs"] + [c.path for c in report.candidates]
     names = [_base(p) for p in paths]
     return {p: n if names.count(n) == 1 else p for p, n in zip(paths, names)}
 
@@ -124,13 +126,13 @@ def _size(path) -> Optional[int]:
         return None
 
 
-def first_metric(cand: dict, name: str):
+def first_metric(cand: "CandidateResult", name: str):
     """``name`` from the first output whose metrics hold it (None when none does)."""
-    return next((o["metrics"][name] for o in cand.get("outputs", [])
-                 if o["metrics"].get(name) is not None), None)
+    return next((getattr(o.metrics, name) for o in cand.outputs
+                 if getattr(o.metrics, name) is not None), None)
 
 
-def drop_text(cand: dict) -> str:
+def drop_text(cand: "CandidateResult") -> str:
     """The checked accuracy drop (else top-1 agreement) with its 95 % interval."""
     for name in DROPS:
         value = first_metric(cand, name)
@@ -141,81 +143,84 @@ def drop_text(cand: dict) -> str:
     return "-"
 
 
-def lowest_cosine(cand: dict):
-    values = [hp.as_float(o["metrics"].get("cosine")) for o in cand.get("outputs", [])]
+def lowest_cosine(cand: "CandidateResult"):
+    values = [hp.as_float(o.metrics.cosine) for o in cand.outputs]
     values = [v for v in values if v is not None]
     return next((v for v in values if v != v), min(values)) if values else None
 
 
-def artefacts_section(report: dict) -> str:
+def artefacts_section(report: "ParityReport") -> str:
     """The reference and each candidate: size, accuracy, drop with its interval, verdict."""
-    ref = report["reference"]
-    ref_size = _size(ref.get("path"))
-    ref_acc = next((first_metric(c, "ref_acc") for c in report["candidates"]
+    ref = report.reference
+    ref_size = _size(ref.path)
+    ref_acc = next((first_metric(c, "ref_acc") for c in report.candidates
                     if first_metric(c, "ref_acc") is not None), None)
     named = labels(report)
-    rows = [[hp.Cell(f"<code>{hp.h(named[ref.get('path') or 'golden outputs'])}</code>"),
-             ref.get("format"), ref.get("precision"), hp.size_text(ref_size), "-",
+    rows = [[hp.Cell(f"<code>{hp.h(named[ref.path or 'golden outputs'])}</code>"),
+             ref.format, ref.precision, hp.size_text(ref_size), "-",
              hp.number(ref_acc), "-", "-", hp.Cell(hp.badge("reference", "info"))]]
     bad = [False]
-    for cand in report["candidates"]:
-        size = _size(cand["path"])
+    for cand in report.candidates:
+        size = _size(cand.path)
         ratio = f"{size / ref_size:.3f}" if size and ref_size else "-"
-        rows.append([hp.Cell(f"<code>{hp.h(named[cand['path']])}</code>"), cand.get("format"),
-                     cand.get("precision"), hp.size_text(size), ratio,
+        rows.append([hp.Cell(f"<code>{hp.h(named[cand.path])}</code>"), cand.format,
+                     cand.precision, hp.size_text(size), ratio,
                      hp.number(first_metric(cand, "cand_acc")), drop_text(cand),
                      hp.number(lowest_cosine(cand), 8),
-                     hp.Cell(hp.verdict_badge(cand["passed"], bool(cand.get("caveat"))))])
-        bad.append(not cand["passed"])
-    notes = [hp.note(f"{_base(c['path'])}: {c['caveat']}", warn=True)
-             for c in report["candidates"] if c.get("caveat")]
-    notes += [hp.note(f"{_base(c['path'])}: {f['message']}; {f.get('fix', '')}", warn=True)
-              for c in report["candidates"] for f in c.get("findings", [])
-              if f.get("kind") == "under_resolved"]
-    notes += [hp.note(f"culprit in {_base(c['path'])}: {c['culprit'].get('message')}"
-                      + (f"; fix: {c['culprit']['fix']}" if c["culprit"].get("fix") else ""))
-              for c in report["candidates"] if c.get("culprit")]
-    inputs = report["inputs"]
-    head = hp.note(f"Inputs: {inputs.get('description')}"
-                   + ("" if inputs.get("labels") else ", no labels")
+                     hp.Cell(hp.verdict_badge(cand.passed, bool(cand.caveat)))])
+        bad.append(not cand.passed)
+    inputs = report.inputs
+    head = hp.note(f"Inputs: {inputs.description}"
+                   + ("" if inputs.labels else ", no labels")
                    + ". Drop: reference accuracy minus the candidate's on the samples both "
                    "classify clearly, with its 95 % confidence interval.")
     table = hp.table(["artefact", "format", "precision", "size", "vs ref", "accuracy",
                       "accuracy drop [95% CI]", "cosine", "verdict"], rows,
                      ["path", "", "", "num", "num", "num", "num", "num", ""], bad)
-    return hp.section("Artefacts and verdicts", [head, table] + notes, "artefacts")
+    return hp.section("Artefacts and verdicts", [head, table] + _artefact_notes(report),
+                      "artefacts")
 
 
-def outputs_section(report: dict) -> str:
+def _artefact_notes(report: "ParityReport") -> list:
+    """Caveats, limits the samples cannot resolve, and culprits, one note each."""
+    cands = report.candidates
+    notes = [hp.note(f"{_base(c.path)}: {c.caveat}", warn=True) for c in cands if c.caveat]
+    notes += [hp.note(f"{_base(c.path)}: {f.message}; {f.fix}", warn=True)
+              for c in cands for f in c.findings if f.kind == "under_resolved"]
+    notes += [hp.note(f"culprit in {_base(c.path)}: {c.culprit.message}"
+                      + (f"; fix: {c.culprit.fix}" if c.culprit.fix else ""))
+              for c in cands if c.culprit]
+    return notes
+
+
+def outputs_section(report: "ParityReport") -> str:
     """Every check of every output of each candidate (failed candidates shown open)."""
     parts, named = [], labels(report)
-    for cand in report["candidates"]:
-        groups = list(cand.get("outputs", [])) + ([cand["task"]] if cand.get("task") else [])
+    for cand in report.candidates:
         rows, bad = [], []
-        for group in groups:
-            for row in group.get("checks", []):
-                ci = group["metrics"].get(row["metric"] + "_ci") or row.get("ci")
-                rows.append([group.get("name", "task"), row["metric"],
-                             hp.number(row.get("value"), 7), row.get("limit"), hp.ci_text(ci),
-                             hp.Cell(hp.verdict_badge(row.get("passed")))])
-                bad.append(row.get("passed") is False)
-        verdict = "PASS" if cand["passed"] else "FAIL"
-        notes = [hp.note(f["message"] + (f"; {f['fix']}" if f.get("fix") else ""),
-                         warn=f.get("kind") == "under_resolved")
-                 for f in cand.get("findings", [])]
-        parts.append(f'<details{" open" if not cand["passed"] else ""}><summary>'
-                     f'{hp.h(named[cand["path"]])} ({hp.h(cand.get("format"))} '
-                     f'{hp.h(cand.get("precision"))}): {verdict}</summary>'
+        for group in cand.checked_groups():
+            figures = group.metrics.figures()
+            for row in group.checks:
+                ci = figures.get(row.metric + "_ci") or row.ci
+                rows.append([group.name, row.metric, hp.number(row.value, 7), row.limit,
+                             hp.ci_text(ci), hp.Cell(hp.verdict_badge(row.passed))])
+                bad.append(row.passed is False)
+        verdict = "PASS" if cand.passed else "FAIL"
+        notes = [hp.note(f.message + (f"; {f.fix}" if f.fix else ""),
+                         warn=f.kind == "under_resolved") for f in cand.findings]
+        parts.append(f'<details{" open" if not cand.passed else ""}><summary>'
+                     f'{hp.h(named[cand.path])} ({hp.h(cand.format)} '
+                     f'{hp.h(cand.precision)}): {verdict}</summary>'
                      + hp.table(["output", "metric", "value", "limit", "95% CI", "result"],
                                 rows, ["", "", "num", "", "num", ""], bad)
                      + "".join(notes) + "</details>")
     return hp.section("Checks of every output", parts, "outputs")
 
 
-def layer_part(cand: dict, name: str) -> str:
+def layer_part(cand: "CandidateResult", name: str) -> str:
     """One candidate's per-layer chart (1 - cosine of each cell's input and output, the
     limit, the culprit marked) and its table."""
-    layer = cand["per_layer"]
+    layer = cand.per_layer
     rows = layer["rows"]
     names = tuple(r["path"] for r in rows)
     first = layer.get("first_flagged")
@@ -248,7 +253,7 @@ def layer_part(cand: dict, name: str) -> str:
                "Born: the cell's output breaks the limit while its input is within it; "
                "inherited: the error came in with its input."
                + (f" Zero is drawn at {floor:.1g}." if any(v == 0 for v in out_err) else ""))
-    verdict = hp.verdict_badge(cand["passed"], bool(cand.get("caveat")))
+    verdict = hp.verdict_badge(cand.passed, bool(cand.caveat))
     return (f"<h3>{hp.h(name)} {verdict}</h3>"
             + hp.figure(f"per-layer {name}", sc.render(chart), caption)
             + f"<details><summary>Cells of {hp.h(name)}</summary>"
@@ -291,11 +296,11 @@ def layer_table(layer: dict) -> str:
                     ["num", "path", "", "", "num", "num", ""], bad)
 
 
-def kept_section(rec: Optional[TrainingRecord], report: Optional[dict]) -> str:
+def kept_section(rec: Optional[TrainingRecord], report: Optional["ParityReport"]) -> str:
     """The cells kept in fp32 (and why), and each fp16 artefact's deployment settings."""
     auto = policy_reasons(rec)
     parts = []
-    cands = [c for c in (report or {}).get("candidates", []) if c.get("deployment")]
+    cands = [c for c in (report.candidates if report else []) if c.deployment]
     for cand in cands:
         parts.append(_deployment_part(cand, auto))
     if not cands and rec is not None:
@@ -321,19 +326,19 @@ def kept_reason(cell: dict, policy: dict, auto: dict) -> str:
             "list), or every cell it holds is kept")
 
 
-def _deployment_part(cand: dict, auto: dict) -> str:
+def _deployment_part(cand: "CandidateResult", auto: dict) -> str:
     from .artefact.manifest import read_manifest
 
-    dep = cand["deployment"]
-    settings = dep.get("settings") or {}
+    dep = cand.deployment
+    settings = dep.settings or {}
     try:
-        policy = (read_manifest(cand["path"]) or {}).get("policy") or {}
+        policy = (read_manifest(cand.path) or {}).get("policy") or {}
     except Exception:  # noqa: BLE001 - a manifest that cannot be read: no reasons shown
         policy = {}
-    kept = settings.get("kept_fp32") or dep.get("kept_fp32") or []
-    head = f"<h3>{hp.h(_base(cand['path']))} ({hp.h(cand.get('precision'))})</h3>"
+    kept = settings.get("kept_fp32") or dep.kept_fp32 or []
+    head = f"<h3>{hp.h(_base(cand.path))} ({hp.h(cand.precision)})</h3>"
     if not kept:
-        return head + hp.note(settings.get("why") or dep.get("message") or "no cell is kept "
+        return head + hp.note(settings.get("why") or dep.message or "no cell is kept "
                               "in fp32")
     rows = [[hp.Cell(f"<code>{hp.h(c.get('path') or '(network)')}</code>"), c.get("type"),
              kept_reason(c, policy, auto)] for c in kept]
@@ -345,21 +350,21 @@ def _deployment_part(cand: dict, auto: dict) -> str:
              f"{hp.h(modes.get('acl', '-'))}</code>).</p>",
              f"<details><summary>Why these settings</summary>{hp.note(settings.get('why') or '')}"
              "</details>"]
-    if dep.get("message"):
-        lines.append(hp.note(dep["message"] + (" (informational)" if dep.get("emulated")
-                                                else ""), warn=bool(dep.get("depends"))))
+    if dep.message:
+        lines.append(hp.note(dep.message + (" (informational)" if dep.emulated else ""),
+                             warn=bool(dep.depends)))
     return head + hp.table(["cell", "type", "why it stays fp32"], rows,
                            ["path", "", ""]) + "".join(lines)
 
 
 def timings_section(page: ReportPage, rec: Optional[TrainingRecord],
-                    report: Optional[dict]) -> str:
+                    report: Optional["ParityReport"]) -> str:
     rows = [[stage, f"{hp.as_float(s) or 0:.2f}"] for stage, s in page.seconds.items()]
-    if rec is not None and rec.summary.get("samples_per_s") is not None:
+    if rec is not None and rec.summary is not None:
         rows.append(["training throughput (samples/s)",
-                     f"{hp.as_float(rec.summary['samples_per_s']) or 0:.0f}"])
-    if report and "parity" not in page.seconds and report.get("seconds") is not None:
-        rows.append(["parity", f"{hp.as_float(report['seconds']) or 0:.2f}"])
+                     f"{hp.as_float(rec.summary.samples_per_s) or 0:.0f}"])
+    if report and "parity" not in page.seconds and report.seconds is not None:
+        rows.append(["parity", f"{hp.as_float(report.seconds) or 0:.2f}"])
     return hp.section("Sizes and timings", [
         hp.note("Artefact sizes are in the artefact table (vs ref: the candidate's size over "
                 "the reference's).") if report else "",
@@ -367,14 +372,15 @@ def timings_section(page: ReportPage, rec: Optional[TrainingRecord],
         else hp.note("No stage finished.")], "timings")
 
 
-def environment_section(rec: Optional[TrainingRecord], report: Optional[dict]) -> str:
+def environment_section(rec: Optional[TrainingRecord],
+                        report: Optional["ParityReport"]) -> str:
     versions = dict((rec.info.get("versions") or {}) if rec is not None else {})
     versions.setdefault("amptool", _version())
     versions.setdefault("mindspore", _installed("mindspore"))
     versions.setdefault("numpy", _installed("numpy"))
     versions.setdefault("python", platform.python_version())
     device = (rec.info.get("device") if rec is not None else None) or \
-        (report or {}).get("device")
+        (report.device if report else None)
     rows = [["amptool", versions["amptool"]], ["MindSpore", versions["mindspore"]],
             ["Python", versions["python"]], ["NumPy", versions["numpy"]],
             ["device", device or "-"], ["platform", platform.platform()]]

@@ -9,6 +9,7 @@ from typing import Optional
 
 from . import htmlpage as hp
 from . import svgchart as sc
+from .trainsummary import TrainSummary
 
 BLUE, ORANGE, RED, GREEN = "#1f6feb", "#bc4c00", "#cf222e", "#1a7f37"
 
@@ -26,8 +27,13 @@ class TrainingRecord:
     """metrics.jsonl's epoch lines (epoch, step, val_acc/best_acc or score/val_score...)."""
 
     @property
-    def summary(self) -> dict:
-        return self.info.get("summary") or {}
+    def summary(self) -> Optional[TrainSummary]:
+        """The finished run's summary; None for a run that stopped, or one written in
+        another layout (the page then reads metrics.jsonl alone)."""
+        try:
+            return TrainSummary.from_dict(self.info["summary"])
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def read_training(folder) -> Optional[TrainingRecord]:
@@ -72,16 +78,16 @@ def training_cards(rec: TrainingRecord) -> list:
     s = rec.summary
     last = rec.epochs[-1] if rec.epochs else {}
     step = rec.steps[-1] if rec.steps else {}
-    score = epoch_score(last) if last else s.get("val_acc", s.get("val_score"))
-    name = "val acc" if "val_acc" in last or s.get("val_acc") is not None else "val score"
+    score = epoch_score(last) if last else (s.val_acc if s else None)
+    name = "val acc" if "val_acc" in last or (s and s.val_acc is not None) else "val score"
     skipped = sum(int(r.get("skipped") or 0) for r in rec.steps) if rec.steps else None
-    scale = s.get("loss_scale", step.get("loss_scale"))
+    scale = s.loss_scale if s else step.get("loss_scale")
     items = [(name, hp.number(score))] if score is not None else []
-    items += [("steps", hp.number(s.get("steps", step.get("step")))),
-              ("overflow steps skipped", hp.number(s.get("overflow_steps", skipped))),
+    items += [("steps", hp.number(s.steps if s else step.get("step"))),
+              ("overflow steps skipped", hp.number(s.overflow_steps if s else skipped)),
               ("final loss scale", hp.number(scale) if _scaled(rec) else "none")]
-    if s.get("samples_per_s") is not None:
-        items.append(("samples/s", f"{hp.as_float(s['samples_per_s']) or 0:.0f}"))
+    if s is not None:
+        items.append(("samples/s", f"{hp.as_float(s.samples_per_s) or 0:.0f}"))
     return items
 
 
@@ -107,11 +113,11 @@ def facts_table(rec: TrainingRecord) -> str:
     rows = [("model", (info.get("model") or {}).get("spec") or cfg.get("model")),
             ("data", f"{data.get('source', cfg.get('data'))}: {data.get('train_samples', '-')} "
                      f"training, {data.get('val_samples', '-')} held-out samples"),
-            ("policy", s.get("policy") or _policy_text(info.get("policy") or {})),
+            ("policy", (s.policy if s else None) or _policy_text(info.get("policy") or {})),
             ("loss scale", scale_text),
             ("optimizer", f"{cfg.get('optimizer', '-')}, lr {cfg.get('lr', '-')}, batch "
                           f"{cfg.get('batch_size', '-')} x {info.get('workers', 1)} worker(s)"),
-            ("epochs", f"{s.get('epochs', cfg.get('epochs', '-'))}"),
+            ("epochs", f"{s.epochs if s else cfg.get('epochs', '-')}"),
             ("device", info.get("device")),
             ("run folder", hp.Cell(f"<code>{hp.h(rec.folder)}</code>"))]
     return hp.table(["setting", "value"], [list(r) for r in rows])
@@ -163,7 +169,8 @@ def skipped_figure(rec: TrainingRecord) -> str:
     total = sum(int(r.get("skipped") or 0) for r in rec.steps)
     if not total:
         return hp.note(f"No step was skipped: no gradient overflowed in "
-                       f"{hp.number(rec.summary.get('steps', len(rec.steps)))} steps.")
+                       f"{hp.number(rec.summary.steps if rec.summary else len(rec.steps))}"
+                       " steps.")
     points = tuple((r["step"], int(r.get("skipped") or 0)) for r in rec.steps)
     chart = sc.Chart("step", "skipped steps", (sc.Series("skipped (overflow)", points, RED,
                                                          "bars"),), whole_x=True)

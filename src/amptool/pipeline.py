@@ -20,6 +20,7 @@ from amptool.errors import UsageError
 
 if TYPE_CHECKING:
     from amptool.parity.report import ParityReport
+    from amptool.runsummary import PipelineSummary
     from amptool.train.config import TrainConfig
 
 
@@ -65,12 +66,13 @@ class PipelineConfig:
                                    overwrite=self.overwrite, workers=1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PipelineResult:
     """What ``amptool run`` reports: training, artefacts and the parity verdict."""
 
     passed: bool
-    summary: dict = field(repr=False, default_factory=dict)
+    """The parity verdict."""
+    summary: "PipelineSummary" = field(repr=False)
     """summary.json's content."""
     parity: Optional["ParityReport"] = field(repr=False, default=None)
     """The parity stage's report (parity.json's content as ``to_dict()``)."""
@@ -78,10 +80,10 @@ class PipelineResult:
     @property
     def warnings(self) -> list:
         """What was skipped on the way (e.g. ONNX with ``--onnx auto``), one line each."""
-        return list(self.summary.get("warnings", []))
+        return list(self.summary.warnings)
 
     def to_dict(self) -> dict:
-        return dict(self.summary)
+        return self.summary.to_dict()
 
 
 PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite")
@@ -182,12 +184,11 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
                                  samples=cfg.samples, per_layer=cfg.per_layer,
                                  device=train_cfg.device))
     times["parity"] = time.perf_counter() - t2
-    write_report_json(str(out / "parity.json"), report.to_dict())
-    write_junit(str(out / "parity.xml"), report.to_dict())
-    summary = summarize(cfg, train, ref, cands, report, times)
-    summary["warnings"] = warnings
-    summary["seconds"] = round(time.perf_counter() - t0, 2)
-    write_json(out / "summary.json", summary)
+    write_report_json(str(out / "parity.json"), report)
+    write_junit(str(out / "parity.xml"), report)
+    summary = summarize(cfg, train, ref, cands, report, times, warnings,
+                        round(time.perf_counter() - t0, 2))
+    write_json(out / "summary.json", summary.to_dict())
     return PipelineResult(report.passed, summary, report)
 
 
@@ -224,110 +225,119 @@ def order_artefacts(results: list) -> tuple:
     return ref, [r for r in results if r is not ref]
 
 
-def summarize(cfg, train, ref, cands: list, report, times: dict) -> dict:
+def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
+              seconds: float) -> "PipelineSummary":
     """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
     with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
-    rows = [_row(ref, None, None)]
     from amptool.artefact.files import total_size
+    from amptool.records import SUMMARY_VERSION
+    from amptool.runsummary import ParityFigures, PipelineSummary
 
     sizes = {(r.format, r.precision): total_size(r.path) for r in [ref] + cands}
+    rows = [_row(ref, None, None, report.reference_accuracy)]
     for cand in cands:
-        rows.append(_row(cand, report.verdict(cand.path), sizes.get((cand.format, "fp32"))))
-    rows[0]["accuracy"] = report.reference_accuracy
-    from amptool.records import SUMMARY_VERSION
-
-    return {"schema_version": SUMMARY_VERSION, "passed": report.passed, "config": cfg.to_dict(),
-            "out": cfg.out,
-            "train": {"val_acc": train.val_acc, "best_acc": train.best_acc,
-                      **{k: v for k, v in train.to_dict().items()
-                         if k in ("loss", "score", "val_score", "best_score", "val_loss")},
-                      "steps": train.steps,
-                      "overflow_steps": train.overflow_steps, "loss_scale": train.loss_scale,
-                      "policy": train.policy, "device": train.device, "seconds": train.seconds},
-            "artefacts": rows, "parity": {"passed": report.passed, "samples": report.samples,
-                                          "culprits": report.culprits()},
-            "seconds_by_stage": {k: round(v, 2) for k, v in times.items()}}
+        verdict = report.verdict(cand.path)
+        rows.append(_row(cand, verdict, sizes.get((cand.format, "fp32")), verdict.accuracy))
+    return PipelineSummary(
+        schema_version=SUMMARY_VERSION, passed=report.passed, config=cfg.to_dict(),
+        out=cfg.out, train=train_figures(train), artefacts=rows,
+        parity=ParityFigures(report.passed, report.samples, report.culprits()),
+        seconds_by_stage={k: round(v, 2) for k, v in times.items()}, warnings=warnings,
+        seconds=seconds)
 
 
-def _row(result, verdict, fp32_size: Optional[int]) -> dict:
+def train_figures(train):
+    """The training's figures in the summary (``train``: a ``TrainSummary``)."""
+    from amptool.runsummary import TrainFigures
+
+    return TrainFigures(val_acc=train.val_acc, best_acc=train.best_acc, loss=train.loss,
+                        steps=train.steps, overflow_steps=train.overflow_steps,
+                        loss_scale=train.loss_scale, policy=train.policy, device=train.device,
+                        seconds=train.seconds, score=train.score, val_score=train.val_score,
+                        best_score=train.best_score, val_loss=train.val_loss)
+
+
+def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
     reference). ``cosine`` is the lowest and ``max_abs`` the largest over every output;
     ``outputs`` has each one's verdict."""
     from amptool.artefact.files import total_size
+    from amptool.runsummary import ArtefactRow
 
     size = total_size(result.path)
-    row = {"format": result.format, "precision": result.precision, "path": result.path,
-           "size": size, "size_ratio": round(size / fp32_size, 4) if fp32_size else None,
-           "accuracy": None, "verdict": "reference"}
-    if verdict is not None:
-        row["accuracy"] = verdict.accuracy
-        row["cosine"] = verdict.cosine
-        row["max_abs"] = verdict.max_abs
-        row["verdict"] = ("PASS" if verdict.passed else "FAIL") + "*" * bool(verdict.caveat)
-        row["caveat"] = verdict.caveat
-        row["drop"] = verdict.drop
-        row["warnings"] = list(verdict.warnings)
-        row["outputs"] = output_rows(verdict)
+    row = ArtefactRow(format=result.format, precision=result.precision, path=result.path,
+                      size=size, size_ratio=round(size / fp32_size, 4) if fp32_size else None,
+                      accuracy=accuracy, verdict="reference",
+                      deployment=deployment_row(result, verdict))
+    if verdict is None:
+        return row
+    return dataclasses.replace(
+        row, cosine=verdict.cosine, max_abs=verdict.max_abs,
+        verdict=("PASS" if verdict.passed else "FAIL") + "*" * bool(verdict.caveat),
+        caveat=verdict.caveat, drop=verdict.drop, warnings=list(verdict.warnings),
+        outputs=output_rows(verdict))
+
+
+def deployment_row(result, verdict):
+    """The artefact's deployment settings from its manifest and, with ``--emulate-settings``,
+    what ignoring them does (None: its manifest records none)."""
+    from amptool.runsummary import DeploymentRow
+
     section = result.manifest.get("deployment")
-    if section is not None:
-        emulated = (verdict.deployment or {}) if verdict is not None else {}
-        row["deployment"] = {"needed": section.get("needed"),
-                             "files": [f["name"] for f in section.get("files", [])],
-                             "kept_fp32": [c["path"] for c in section.get("kept_fp32", [])],
-                             "depends": emulated.get("depends"),
-                             "message": emulated.get("message")}
-    return row
+    if section is None:
+        return None
+    emulated = verdict.deployment if verdict is not None else None
+    return DeploymentRow(needed=section.get("needed"),
+                         files=[f["name"] for f in section.get("files", [])],
+                         kept_fp32=[c["path"] for c in section.get("kept_fp32", [])],
+                         depends=emulated.depends if emulated else None,
+                         message=emulated.message if emulated else None)
 
 
 def output_rows(verdict) -> list:
     """Each output of a candidate (a ``CandidateVerdict``) as judged: name, passed, cosine,
     scaled error and breaches."""
-    return [{"name": o["name"], "passed": o["passed"], "cosine": o["metrics"].get("cosine"),
-             "max_abs_scaled": o["metrics"].get("max_abs_scaled"), "breaches": o["breaches"]}
-            for o in verdict.outputs]
+    from amptool.parity.report import breaches
+    from amptool.runsummary import OutputRow
+
+    return [OutputRow(o.name, o.passed, o.metrics.cosine, o.metrics.max_abs_scaled,
+                      breaches(o)) for o in verdict.outputs]
 
 
 def format_summary(result: PipelineResult) -> str:
     """The ``amptool run`` summary: artefacts, sizes, accuracy, parity verdict."""
     summary = result.summary
-    train = summary["train"]
-    model = summary["config"]["train"]["model"]
-    score = (f"val acc {_fixed(train['val_acc'])}" if train.get("val_loss") is None
-             else f"val loss {train['val_loss']:.4g}")
-    lines = [f"trained   {model} {train['policy']} on {train['device']}: "
-             f"{score}, {train['steps']} steps, "
-             f"{train['overflow_steps']} overflow steps skipped",
+    train, rows = summary.train, summary.artefacts
+    score = (f"val acc {_fixed(train.val_acc)}" if train.val_loss is None
+             else f"val loss {train.val_loss:.4g}")
+    lines = [f"trained   {summary.config['train']['model']} {train.policy} on {train.device}: "
+             f"{score}, {train.steps} steps, {train.overflow_steps} overflow steps skipped",
              "",
              f"{'format':<7} {'precision':<9} {'size':>11} {'vs fp32':>8} {'accuracy':>9} "
              f"{'cosine':>10} {'parity':<9} artefact"]
-    for row in summary["artefacts"]:
-        ratio = f"{row['size_ratio']:.3f}" if row.get("size_ratio") else "-"
-        lines.append(f"{row['format']:<7} {row['precision']:<9} {row['size']:>11,} {ratio:>8} "
-                     f"{_fixed(row['accuracy']):>9} {_fixed(row.get('cosine'), 6):>10} "
-                     f"{row['verdict']:<9} {row['path']}")
-    parity = summary["parity"]
+    for row in rows:
+        ratio = f"{row.size_ratio:.3f}" if row.size_ratio else "-"
+        lines.append(f"{row.format:<7} {row.precision:<9} {row.size:>11,} {ratio:>8} "
+                     f"{_fixed(row.accuracy):>9} {_fixed(row.cosine, 6):>10} "
+                     f"{row.verdict:<9} {row.path}")
     lines.append("")
-    for row in summary["artefacts"]:
-        if row.get("caveat"):
-            lines.append(f"* {row['format']} {row['precision']}: {row['caveat']}")
-    lines.extend(deployment_lines(summary["artefacts"]))
-    lines.extend(breach_lines(summary["artefacts"]))
-    lines.extend(drop_lines(summary["artefacts"]))
-    for culprit in parity["culprits"]:
+    lines.extend(f"* {row.format} {row.precision}: {row.caveat}" for row in rows if row.caveat)
+    lines.extend(deployment_lines(rows) + breach_lines(rows) + drop_lines(rows))
+    parity = summary.parity
+    for culprit in parity.culprits:
         name = culprit["artefact"].rsplit("/", 1)[-1]
         lines.append(f"culprit in {name}: {culprit['message']}")
-    stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["seconds_by_stage"].items())
-    lines.append(f"parity {'PASSED' if parity['passed'] else 'FAILED'} on {parity['samples']} "
-                 f"samples ({stages}; total {summary['seconds']:.1f} s) -> {summary['out']}")
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary.seconds_by_stage.items())
+    lines.append(f"parity {'PASSED' if parity.passed else 'FAILED'} on {parity.samples} "
+                 f"samples ({stages}; total {summary.seconds:.1f} s) -> {summary.out}")
     return "\n".join(lines)
 
 
 def breach_lines(rows: list) -> list:
     """Per artefact, each output that failed and its breaches (every output is judged: a
     detector's boxes as much as its class logits)."""
-    return [f"FAIL {row['format']} {row['precision']} {out['name']}: "
-            + ", ".join(out["breaches"]) for row in rows for out in row.get("outputs") or []
-            if not out["passed"] and out["breaches"]]
+    return [f"FAIL {row.format} {row.precision} {out.name}: " + ", ".join(out.breaches)
+            for row in rows for out in row.outputs or [] if not out.passed and out.breaches]
 
 
 def drop_lines(rows: list) -> list:
@@ -335,35 +345,34 @@ def drop_lines(rows: list) -> list:
     budget is below one of the samples counted."""
     lines = []
     for row in rows:
-        drop = row.get("drop")
-        if drop and drop.get("ci"):
-            lo, hi = drop["ci"]
-            lines.append(f"{row['format']} {row['precision']}: {drop['metric']} "
-                         f"{drop['value']:.4g} (95% CI {lo:.4g}..{hi:.4g}, "
-                         f"{drop['samples']} samples)")
-        lines.extend(f"warning {row['format']} {row['precision']}: {w}"
-                     for w in row.get("warnings") or [])
+        drop = row.drop
+        if drop and drop.ci:
+            lo, hi = drop.ci
+            lines.append(f"{row.format} {row.precision}: {drop.metric} "
+                         f"{drop.value:.4g} (95% CI {lo:.4g}..{hi:.4g}, "
+                         f"{drop.samples} samples)")
+        lines.extend(f"warning {row.format} {row.precision}: {w}" for w in row.warnings or [])
     return lines
 
 
 def deployment_lines(rows: list) -> list:
     """Per artefact that keeps cells in fp32: its settings files and what ignoring them
     costs; one line when no artefact needs any."""
-    needing = [r for r in rows if (r.get("deployment") or {}).get("needed")]
+    needing = [r for r in rows if r.deployment and r.deployment.needed]
     if not needing:
-        recorded = any(r.get("deployment") for r in rows)
+        recorded = any(r.deployment for r in rows)
         return ["deployment settings: none needed (no artefact keeps cells in fp32)"] \
             if recorded else []
     lines = []
     for row in needing:
-        dep = row["deployment"]
-        cells = [p or "(network)" for p in dep["kept_fp32"]]
+        dep = row.deployment
+        cells = [p or "(network)" for p in dep.kept_fp32]
         more = f" and {len(cells) - 4} more" if len(cells) > 4 else ""
-        lines.append(f"deployment {row['format']} {row['precision']}: keeps "
+        lines.append(f"deployment {row.format} {row.precision}: keeps "
                      f"{', '.join(cells[:4])}{more} in fp32; "
-                     f"deploy with {', '.join(dep['files'])}")
-        if dep.get("message"):
-            lines.append(f"  {dep['message']}")
+                     f"deploy with {', '.join(dep.files)}")
+        if dep.message:
+            lines.append(f"  {dep.message}")
     return lines
 
 

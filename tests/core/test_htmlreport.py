@@ -51,11 +51,11 @@ def charts_of(html: str) -> list:
 def test_a_failing_run_shows_fail_and_the_line_that_explains_it(failing):
     from html import escape
 
-    from amptool.parity.report import failure_fix, failure_line
+    from amptool.parity.report import ParityReport, failure_fix, failure_line
 
     folder, output = failing
     html = (folder / "report.html").read_text(encoding="utf-8")
-    report = json.loads((folder / "parity.json").read_text())
+    report = ParityReport.from_dict(json.loads((folder / "parity.json").read_text()))
     banner = verdict_of(html)
     assert "FAIL" in banner and "PASS" not in banner
     assert escape(failure_line(report)) in banner  # the line stderr gives, as it is
@@ -120,8 +120,11 @@ def test_names_from_the_model_are_escaped(failing):
             row["path"] = evil + row["path"]
         if cand.get("per_layer") and cand["per_layer"]["first_flagged"]:
             cand["per_layer"]["first_flagged"] = evil + cand["per_layer"]["first_flagged"]
+    from amptool.parity.report import ParityReport
+
     html = render(ReportPage("parity", False, f"failed: {evil}", f"fix {evil}",
-                             run_folder=str(folder / "train"), parity=report))
+                             run_folder=str(folder / "train"),
+                             parity=ParityReport.from_dict(report)))
     assert "<script" not in html and "<img" not in html
     assert ("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&lt;img src=x "
             "onerror=alert(1)&gt;") in html

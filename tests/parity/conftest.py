@@ -110,3 +110,22 @@ def seeded_export(shared):
                 "mindir_fp16": paths[("MINDIR", "fp16")]}
 
     return lambda name: shared.get(f"parity-seeded-{name}", lambda out: make(name, out))
+
+
+def typed_report(partial: dict):
+    """A ``ParityReport`` of a hand-written report dict, the keys a test leaves out filled
+    with neutral values (no findings, no per-layer data, default limits)."""
+    from amptool.limits import Thresholds
+    from amptool.parity.report import ParityReport
+
+    limits = Thresholds().to_dict()
+    cands = [{"kind": "artefact", "thresholds": limits, "task": None, "findings": [],
+              "fp16_faithful": None, "caveat": None, "per_layer": None, "weights": None,
+              "culprit": None, "deployment": None, **cand,
+              "outputs": [{"thresholds": limits, "passed": True, **o} for o in cand["outputs"]]}
+             for cand in partial["candidates"]]
+    ref = {"kind": "artefact", "model": None, "preprocess": None, "policy": None,
+           **partial["reference"]}
+    inputs = {"samples": 4, "targets": [], "labels_from": None, **partial["inputs"]}
+    return ParityReport.from_dict({"golden_saved": None, "device": "CPU", **partial,
+                                   "reference": ref, "inputs": inputs, "candidates": cands})

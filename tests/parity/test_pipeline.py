@@ -13,6 +13,15 @@ from amptool.cli import app
 pytestmark = pytest.mark.slow  # trains or exports real networks
 
 runner = CliRunner()
+SUMMARY_KEYS = {"artefacts", "config", "out", "parity", "passed", "schema_version", "seconds",
+                "seconds_by_stage", "train", "warnings"}
+"""summary.json's keys, as the dict-built summary wrote them (so the rest below)."""
+TRAIN_KEYS = {"best_acc", "device", "loss", "loss_scale", "overflow_steps", "policy", "seconds",
+              "steps", "val_acc"}
+REFERENCE_ROW = {"accuracy", "deployment", "format", "path", "precision", "size", "size_ratio",
+                 "verdict"}
+CANDIDATE_ROW = REFERENCE_ROW | {"caveat", "cosine", "drop", "max_abs", "outputs", "warnings"}
+OUTPUT_ROW = {"breaches", "cosine", "max_abs_scaled", "name", "passed"}
 
 
 def test_default_pipeline_passes_and_writes_its_reports(doc_run):
@@ -34,6 +43,12 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
     assert (("ONNX", "fp32") in rows) == onnx_installed()
     assert json.loads((out / "parity.json").read_text())["passed"]
     assert ET.parse(out / "parity.xml").getroot().get("failures") == "0"
+    assert set(summary) == SUMMARY_KEYS and set(summary["train"]) == TRAIN_KEYS
+    assert [set(r) for r in summary["artefacts"][:2]] == [REFERENCE_ROW, CANDIDATE_ROW]
+    assert set(rows[("MINDIR", "fp16")]["outputs"][0]) == OUTPUT_ROW
+    from amptool.runsummary import PipelineSummary
+
+    assert PipelineSummary.from_dict(summary).to_dict() == summary
 
 
 def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
@@ -62,8 +77,10 @@ def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
         assert onnx["verdict"] in ("PASS*", "FAIL*")
         assert "trapmlp_fp16.mindir (FAIL)" in onnx["caveat"]
         from amptool.pipeline import PipelineResult, format_summary
+        from amptool.runsummary import PipelineSummary
 
-        table = format_summary(PipelineResult(summary["passed"], summary))
+        typed = PipelineSummary.from_dict(summary)
+        table = format_summary(PipelineResult(typed.passed, typed))
         assert "* ONNX fp16: onnxruntime's CPU provider" in table and "parity FAILED" in table
     else:
         assert list(rows) == [("MINDIR", "fp32"), ("MINDIR", "fp16")]

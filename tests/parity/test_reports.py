@@ -46,6 +46,48 @@ def test_table_json_and_junit_of_a_failure(simplecnn, corrupted_fp16, tmp_path):
     assert any(c.get("name").endswith(".cosine") for c in failed)
 
 
+REPORT_KEYS = {"candidates", "device", "golden_saved", "inputs", "passed", "reference",
+               "schema_version", "seconds"}
+"""The parity report's keys as the dict-built report wrote them (so the sets below)."""
+CANDIDATE_KEYS = {"caveat", "culprit", "deployment", "findings", "format", "fp16_faithful",
+                  "kind", "outputs", "passed", "path", "per_layer", "precision", "task",
+                  "thresholds", "weights"}
+OUTPUT_KEYS = {"checks", "metrics", "name", "passed", "thresholds"}
+LOGITS_METRICS = {"acc_drop", "acc_drop_ci", "acc_drop_clear", "acc_drop_clear_ci", "cand_acc",
+                  "cosine", "counted", "max_abs", "max_abs_scaled", "max_rel", "mean_abs",
+                  "near_tie_flips", "nonfinite", "outside_frac", "p999_abs_scaled",
+                  "ref_absmax", "ref_acc", "rel_l2", "rmse", "tie_tol", "top1_agree",
+                  "top1_agree_clear", "top1_agree_clear_ci"}
+
+
+@pytest.mark.slow
+def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupted_fp16,
+                                                             monkeypatch):
+    """The comparison's dict, read into ``ParityReport`` at its boundary, comes back as the
+    same JSON (every key, None and NaN included); a key renamed on the way is refused."""
+    from amptool.fileio import jsonable
+    from amptool.parity.compare import parity
+    from amptool.parity.config import ParityConfig
+    from amptool.parity.report import ParityReport
+
+    seen = []
+    read = ParityReport.from_dict
+    monkeypatch.setattr(ParityReport, "from_dict", lambda d: seen.append(d) or read(d))
+    report = parity(ParityConfig(reference=simplecnn["mindir_fp32"], samples=32,
+                                 candidates=(simplecnn["mindir_fp16"], corrupted_fp16),
+                                 per_layer=True, layer_samples=4))
+    raw = json.loads(json.dumps(jsonable(seen[0])))
+    assert json.loads(json.dumps(jsonable(report.to_dict()))) == raw
+    assert set(raw) == REPORT_KEYS and all(set(c) == CANDIDATE_KEYS for c in raw["candidates"])
+    assert set(raw["candidates"][0]["outputs"][0]) == OUTPUT_KEYS
+    assert set(raw["candidates"][0]["outputs"][0]["metrics"]) == LOGITS_METRICS
+    assert report.candidates[1].culprit.kind == "weights" and not report.passed
+    metrics = raw["candidates"][0]["outputs"][0]["metrics"]
+    metrics["cosine_sim"] = metrics.pop("cosine")
+    with pytest.raises(ValueError, match="cosine_sim not in OutputMetrics"):
+        read(raw)
+
+
 @pytest.mark.slow
 def test_plot_of_the_per_layer_errors(trap, tmp_path):
     pytest.importorskip("matplotlib")

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from amptool.parity.report import format_table, junit_xml
 
+from .conftest import typed_report
+
 runner = CliRunner()
 
 
@@ -102,7 +104,7 @@ def test_the_emulation_is_reported_but_never_judged():
     dep = {"settings": {"needed": True, "files": [{"name": "m.mindir.lite.ini"},
                                                   {"name": "m.mindir.atc.txt"}]},
            "kept_fp32": [{"path": "norm", "type": "L2Normalize"}], "depends": True,
-           "emulated": {"outputs": [{"passed": False}]},
+           "emulated": {"weights": "m.ckpt", "outputs": []},
            "message": "ignoring the deployment settings (norm in fp16): ... — the kept cells "
                       "matter"}
     cand = {"path": "m.mindir", "format": "MINDIR", "precision": "fp16", "passed": True,
@@ -114,6 +116,7 @@ def test_the_emulation_is_reported_but_never_judged():
                                             "precision": "fp32"},
               "inputs": {"description": "x", "labels": True}, "candidates": [cand],
               "seconds": 1.0}
+    report = typed_report(report)
     table = format_table(report).splitlines()
     assert "  deployment settings: m.mindir.lite.ini, m.mindir.atc.txt keep the fp32 cells in " \
            "fp32 on Ascend" in table

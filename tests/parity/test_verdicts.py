@@ -14,6 +14,8 @@ from amptool.metrics import check_metrics, compute_metrics, passed
 from amptool.parity.compare import check_config, label_fp16_fidelity, reference_notes
 from amptool.parity.config import ParityConfig
 from amptool.parity.report import failure_line, format_table, junit_xml
+
+from .conftest import typed_report
 from amptool.parity.task import evaluate, judge_task, load_metric
 
 
@@ -140,7 +142,7 @@ def test_fp16_onnx_results_are_labelled_and_name_the_faithful_check():
     assert "no evidence that the graph is safe in fp16" in onnx["caveat"]
     assert "MindSpore (CPU): m_fp16.mindir (FAIL)" in onnx["caveat"]
     assert onnx["findings"][0]["kind"] == "fp16_emulated"
-    report = _report(results)
+    report = typed_report(_report(results))
     table = format_table(report)
     assert "(ONNX fp16): PASS (fp16 not exercised: see note)" in table
     assert "parity FAILED (2/3 candidates" in table          # the MindIR fail is not hidden
@@ -161,7 +163,7 @@ def test_na_rows_in_table_junit_and_failure_line():
             "metrics": {"task_ref": 1.0, "task_cand": 0.5, "task_drop": 0.5},
             "checks": [{"metric": "task_drop", "value": 0.5, "limit": "<= 0.1", "passed": False}]}
     cand = _candidate("x/m_fp16.mindir", "MINDIR", "fp16", False, outputs, task=task)
-    report = _report([cand])
+    report = typed_report(_report([cand]))
     table = format_table(report)
     assert "top1_agree_clear            -  >= 0.99       n/a (not class logits" in table
     assert "task       task_drop" in table and "FAIL" in table
@@ -184,7 +186,7 @@ def test_degenerate_reference_notes_reach_the_failure_line():
     assert "verdict reflects untrained or degenerate outputs" in notes[0]["message"]
     cand = _candidate("x/m_fp16.mindir", "MINDIR", "fp16", False,
                       [_output("logits", tiny, -tiny)], findings=notes)
-    report = _report([cand])
+    report = typed_report(_report([cand]))
     assert "note: output logits: the reference's outputs are near-constant" in failure_line(report)
     assert "  note: output logits" in format_table(report)
 
@@ -199,8 +201,8 @@ def _layer_report(cosines: list, rel: list, flagged=None) -> dict:
     layer = {"rows": rows, "min_cosine": 0.999, "policy": "O2/float16", "samples": 4,
              "first_flagged": None if flagged is None else f"cell{flagged}",
              "origin": None if flagged is None else "born"}
-    return _report([_candidate("x/m_fp16.mindir", "MINDIR", "fp16", flagged is None, [],
-                               per_layer=layer)])
+    return typed_report(_report([_candidate("x/m_fp16.mindir", "MINDIR", "fp16",
+                                            flagged is None, [], per_layer=layer)]))
 
 
 def test_plot_draws_each_metric_with_its_own_limit(tmp_path):

@@ -103,8 +103,10 @@ def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tm
     assert fp16["deployment"]["depends"] is True
     assert all((out / "export" / name).is_file() for name in fp16["deployment"]["files"])
     from amptool.pipeline import PipelineResult, format_summary
+    from amptool.runsummary import PipelineSummary
 
-    table = format_summary(PipelineResult(summary["passed"], summary)).splitlines()
+    typed = PipelineSummary.from_dict(summary)
+    table = format_summary(PipelineResult(typed.passed, typed)).splitlines()
     assert ("deployment MINDIR fp16: keeps norm in fp32; deploy with "
             "trapmlp_fp16.mindir.lite.ini, trapmlp_fp16.mindir.atc.txt") in table
     assert f"  {fp16['deployment']['message']}" in table

@@ -153,8 +153,8 @@ def test_detector_golden_outputs_keep_the_class_labels(doc_run, tmp_path):
         assert {"target_0", "target_1"} <= set(z.files)  # y_box and y_cls, for --metric
     again = parity(ParityConfig(load_outputs=str(golden), candidates=(fp16,),
                                 emulate_settings=False)).candidates[0]
-    box, logits = again["outputs"]
-    assert "cand_acc" in logits["metrics"] and not set(TOP1) & set(box["metrics"])
+    box, logits = again.outputs
+    assert logits.metrics.cand_acc is not None and not set(TOP1) & set(box.metrics.figures())
 
 
 def test_a_factory_declares_its_class_logits_output(monkeypatch):
@@ -194,10 +194,10 @@ def test_detector_artefacts_without_a_recorded_loss_are_judged_by_the_declaratio
         paths.append(str(tmp_path / name))
     report = parity(ParityConfig(reference=paths[0], candidates=(paths[1],), data="boxes",
                                  samples=32, emulate_settings=False))
-    box, logits = report.candidates[0]["outputs"]
-    assert not set(TOP1) & set(box["metrics"]) and "max_abs_scaled" in {
-        r["metric"] for r in box["checks"]}
-    assert "cand_acc" in logits["metrics"] and report.passed
+    box, logits = report.candidates[0].outputs
+    assert not set(TOP1) & set(box.metrics.figures()) and "max_abs_scaled" in {
+        r.metric for r in box.checks}
+    assert logits.metrics.cand_acc is not None and report.passed
 
 
 @pytest.mark.slow
@@ -211,6 +211,7 @@ def test_every_output_is_read_by_the_summary_the_exit_and_the_search(doc_run, tm
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import failure_line
     from amptool.pipeline import breach_lines, output_rows
+    from amptool.runsummary import ArtefactRow
 
     from ..parity.conftest import corrupt_mindir_weight
 
@@ -226,11 +227,12 @@ def test_every_output_is_read_by_the_summary_the_exit_and_the_search(doc_run, tm
     verdict = report.verdict(bad)
     assert not report.passed and not verdict.passed
     assert [name for name, _ in verdict.failed_outputs] == ["output1"]
-    assert report.candidates[0]["outputs"][0]["passed"]  # the box output alone passes
-    lines = breach_lines([{"format": "MINDIR", "precision": "fp16",
-                           "outputs": output_rows(verdict)}])
+    assert report.candidates[0].outputs[0].passed  # the box output alone passes
+    row = ArtefactRow("MINDIR", "fp16", bad, 0, None, None, "FAIL",
+                      outputs=output_rows(verdict))
+    lines = breach_lines([row])
     assert len(lines) == 1 and lines[0].startswith("FAIL MINDIR fp16 output1: "), lines
-    assert "output1 " in failure_line(report.to_dict())
+    assert "output1 " in failure_line(report)
     found = search_policy(SearchConfig(run=str(run / "train"), samples=64, range_safety=None,
                                        out=str(tmp_path / "p.toml"))).to_dict()
     assert len(found["thresholds"]["outputs"]) == 2

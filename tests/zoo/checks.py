@@ -42,8 +42,8 @@ def _degenerate(out: np.ndarray) -> bool:
     return float(out.std(axis=0).max()) < 1e-6 * (1.0 + float(np.abs(out).max()))
 
 
-def _kinds(candidate: dict) -> set:
-    return {f["kind"] for f in candidate["findings"]}
+def _kinds(candidate) -> set:
+    return {f.kind for f in candidate.findings}
 
 
 def test_training_records_the_zoo_reference(name, zoo_flows):
@@ -81,17 +81,17 @@ def test_fp16_mindir_passes_or_the_report_says_why(name, zoo_flows):
     flow = zoo_flows(name)
     _, ref = _golden(flow)
     candidate = flow.fp16.candidates[0]
-    assert flow.fp16.inputs["samples"] == len(ref) == SAMPLES - 128
+    assert flow.fp16.inputs.samples == len(ref) == SAMPLES - 128
     # the network run again with its kept fp32 cells in fp16 (a runtime ignoring the settings)
-    deployment = candidate["deployment"]
-    assert deployment["kept_fp32"] and deployment["emulated"], deployment["message"]
+    deployment = candidate.deployment
+    assert deployment.kept_fp32 and deployment.emulated, deployment.message
     if _degenerate(ref):
-        assert "degenerate_reference" in _kinds(candidate), candidate["findings"]
+        assert "degenerate_reference" in _kinds(candidate), candidate.findings
         return
-    assert "degenerate_reference" not in _kinds(candidate), candidate["findings"]
-    assert flow.fp16.passed, [o["checks"] for o in candidate["outputs"]]
-    assert candidate["fp16_faithful"] is True
-    assert candidate["outputs"][0]["metrics"]["cosine"] >= 0.99
+    assert "degenerate_reference" not in _kinds(candidate), candidate.findings
+    assert flow.fp16.passed, [o.checks for o in candidate.outputs]
+    assert candidate.fp16_faithful is True
+    assert candidate.outputs[0].metrics.cosine >= 0.99
 
 
 def test_onnx_matches_the_fp32_mindir(name, zoo_flows):
@@ -102,11 +102,11 @@ def test_onnx_matches_the_fp32_mindir(name, zoo_flows):
     flow = zoo_flows(name)
     x, ref = _golden(flow)
     fp32, fp16 = flow.onnx.candidates
-    assert (fp32["precision"], fp16["precision"]) == ("fp32", "fp16")
-    assert fp32["passed"], [o["checks"] for o in fp32["outputs"]]
+    assert (fp32.precision, fp16.precision) == ("fp32", "fp16")
+    assert fp32.passed, [o.checks for o in fp32.outputs]
     assert ("degenerate_reference" in _kinds(fp32)) == _degenerate(ref)
     # onnxruntime's CPU provider computes fp16 nodes in fp32: labelled, not taken as fp16 proof
-    assert fp16["fp16_faithful"] is False and "fp16_emulated" in _kinds(fp16)
+    assert fp16.fp16_faithful is False and "fp16_emulated" in _kinds(fp16)
     # the same fp32 ONNX file run here directly, against the stored MindIR outputs
     path = flow.artefacts[("ONNX", "fp32")].path
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

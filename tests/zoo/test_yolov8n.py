@@ -91,8 +91,8 @@ def test_fp16_mindir_is_judged_by_its_errors_alone(yolo_flow):
     worst element <= 128 u of the scale, u = 2^-11) passes it."""
     root, _, fp16, _ = yolo_flow
     candidate = fp16.candidates[0]
-    kinds = {f["kind"] for f in candidate["findings"]}
-    assert "degenerate_reference" not in kinds, candidate["findings"]
+    kinds = {f.kind for f in candidate.findings}
+    assert "degenerate_reference" not in kinds, candidate.findings
     with np.load(root / "fp32_mindir_outputs.npz") as z:
         refs = [z[f"output_{k}"] for k in range(len(OUTPUTS))]
     assert [list(r.shape[1:]) for r in refs] == [o[1:] for o in OUTPUTS]
@@ -153,10 +153,10 @@ def test_planted_faults_in_the_deep_detector_still_fail(yolo_flow):
     assert not report.passed
     breaches = (["max_abs_scaled", "p999_abs_scaled"], ["p999_abs_scaled"])
     for cand, breached in zip(report.candidates, breaches):
-        failed = [(o["name"], r["metric"]) for o in cand["outputs"] for r in o["checks"]
-                  if r["passed"] is False]
+        failed = [(o.name, r.metric) for o in cand.outputs for r in o.checks
+                  if r.passed is False]
         assert failed == [("output1", m) for m in breached], failed
-        assert all(o["metrics"]["cosine"] > 0.999 for o in cand["outputs"])
+        assert all(o.metrics.cosine > 0.999 for o in cand.outputs)
 
 
 def test_onnx_matches_the_fp32_mindir(yolo_flow):
@@ -166,10 +166,10 @@ def test_onnx_matches_the_fp32_mindir(yolo_flow):
 
     root, _, _, onnx = yolo_flow
     fp32, fp16 = onnx.candidates
-    assert fp32["passed"], [o["checks"] for o in fp32["outputs"]]
+    assert fp32.passed, [o.checks for o in fp32.outputs]
     # onnxruntime computes the fp16 graph in fp32: only its fp16 weights' rounding is left
-    assert fp16["fp16_faithful"] is False
-    assert all(o["metrics"]["max_abs_scaled"] < 0.05 for o in fp16["outputs"])
+    assert fp16.fp16_faithful is False
+    assert all(o.metrics.max_abs_scaled < 0.05 for o in fp16.outputs)
     with np.load(root / "fp32_mindir_outputs.npz") as z:
         x = z["input_0"]
         refs = [z[f"output_{k}"] for k in range(len(OUTPUTS))]
