@@ -315,7 +315,8 @@ def finish_candidate(run: _Baseline, cand: Side, stats: CandidateStats, faithful
 
         result["deployment"] = settings_ignored(
             cfg, ref, cand, inputs, run.ref_out, run.probes,
-            lambda i, r, c: _judge_whole(run, cand, i, r, c))  # informational: no verdict
+            lambda i, r, c: _judge_whole(run, cand, i, r, c),  # informational: no verdict
+            spool=str(run.spool))
     if cfg.per_layer:
         from amptool.parity.localize import localize_candidate
 
@@ -343,10 +344,10 @@ def _plan(run: _Baseline, cand: Side, index: int) -> OutputPlan:
 
 
 def _judge_whole(run: _Baseline, cand: Side, index: int, r, c) -> dict:
-    """One output of whole arrays (``r`` stored or in memory) judged as ``_judge`` does."""
+    """One output of whole arrays (stored or in memory) judged as ``_judge`` does."""
     stats = CandidateStats([_plan(run, cand, index)])
     for a, b in spans((0, len(c)), run.cfg.batch_size):
-        stats.update(a, b, [rows_of(r, a, b)], [np.asarray(c[a:b])])
+        stats.update(a, b, [rows_of(r, a, b)], [rows_of(c, a, b)])
     return stats.outputs()[0]
 
 

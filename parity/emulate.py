@@ -73,12 +73,14 @@ def kept_of(cand, model) -> tuple:
 
 
 def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
-                     judge: Callable[[int, np.ndarray, np.ndarray], dict]) -> Optional[dict]:
+                     judge: Callable[[int, np.ndarray, np.ndarray], dict],
+                     spool: Optional[str] = None) -> Optional[dict]:
     """The ``deployment`` entry of an fp16 candidate's result (None for other candidates):
     the cells it keeps in fp32, its settings (the manifest's section) and, when it keeps
     any, how the emulation without them fares against ``ref_out`` (``judge(index, ref,
-    out)`` judges one output as the candidate's are judged). Never raises for a network
-    it cannot emulate: the entry says why instead."""
+    out)`` judges one output as the candidate's are judged; ``spool``: a folder where the
+    emulation's outputs are written batch by batch, else they are kept in memory). Never
+    raises for a network it cannot emulate: the entry says why instead."""
     if cand.precision != "fp16" or cand.kind != "artefact":
         return None
     section = (cand.manifest or {}).get("deployment")
@@ -100,10 +102,8 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
         weights, source = weights_of(cand, [cfg.ckpt], cache.setdefault("__checkpoints__", {}))
         key = ("emulated", repr(model), _digest(weights))
         if key not in cache:
-            from amptool.parity.inputs import run_batched
-
-            runner = EmulatedRunner(spec, weights, source)
-            cache[key] = run_batched(runner, inputs.for_preprocess(cand.preprocess))
+            cache[key] = _emulated_outputs(EmulatedRunner(spec, weights, source), inputs,
+                                           cand.preprocess, spool, cfg.batch_size)
         outs = cache[key]
     except (AmpToolError, RuntimeError, TypeError, ValueError) as exc:
         entry["message"] = f"not emulated: {first_line(exc)}"
@@ -113,6 +113,22 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
     entry["depends"] = not all(o["passed"] for o in outputs)
     entry["message"] = describe(kept, outputs, entry["depends"])
     return entry
+
+
+def _emulated_outputs(runner, inputs, preprocess, spool: Optional[str], size: int) -> list:
+    """The emulation's outputs: spooled to a folder of ``spool`` batch by batch
+    (``StoredArray`` each), or in memory without one."""
+    if spool is None:
+        from amptool.parity.inputs import run_batched
+
+        return run_batched(runner, inputs.for_preprocess(preprocess))
+    import tempfile
+    from pathlib import Path
+
+    from amptool.parity.stream import spool_outputs
+
+    folder = Path(tempfile.mkdtemp(prefix="emulated-", dir=spool))
+    return spool_outputs(runner, inputs, preprocess, size, folder)
 
 
 def _digest(weights: dict) -> str:

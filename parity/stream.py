@@ -152,3 +152,13 @@ def run_candidate(runner, inputs: InputSet, preprocess: Optional[dict], size: in
     batches = spans(span or (0, inputs.count), size)
     for a, b, fed, ref_rows in fed_batches(inputs, preprocess, batches, refs):
         stats.update(a, b, ref_rows, _run(runner, fed))
+
+
+def spool_outputs(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
+                  folder) -> list:
+    """Run ``runner`` on the inputs batch by batch, its outputs written to ``folder``
+    (``StoredArray`` each)."""
+    spool = Spool(folder, inputs.count)
+    for _, _, fed, _ in fed_batches(inputs, preprocess, spans((0, inputs.count), size)):
+        spool.append(_run(runner, fed))
+    return spool.close()
