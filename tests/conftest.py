@@ -70,6 +70,8 @@ busy), 25 on two workers (both busy), 31.5 on three (a third start and no core t
 
 
 def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # the user's own count, which xdist reads
     fast_tier = " ".join(config.option.markexpr.split()) == "not slow"
     return FAST_TIER_WORKERS if fast_tier else WORKERS
 
