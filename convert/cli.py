@@ -210,7 +210,7 @@ def search_command(
     typer.echo(f"policy {result.policy.describe()}")
     typer.echo(f"fp16 share: {result.params_fp16:.1%} of parameters, "
                f"{result.flops_fp16:.1%} of FLOPs"
-               f" | confirmed on a fresh network: cosine {result.confirm.metrics['cosine']:.6f}")
+               f" | confirmed on a fresh network: cosine {result.confirm.metrics.cosine:.6f}")
     typer.echo(f"{result.n_trials} trials (brute force: {len(result.candidates)}) in "
                f"{result.seconds:.1f} s | wrote {result.out}")
 

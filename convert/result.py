@@ -6,11 +6,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from amptool.jsontypes import from_json, to_json
+from amptool.jsontypes import from_json, optional_key, to_json
+from amptool.parityreport import OutputMetrics
 from amptool.policy import Policy
 
 DERIVED = ("n_trials", "brute_force_trials", "range_kept", "trials_saved")
 """Keys of the JSON computed from the fields (read back by nobody)."""
+
+
+@dataclass(frozen=True)
+class TrialOutput(OutputMetrics):
+    """One output of a trial with several: its figures, name and verdict."""
+
+    name: Optional[str] = optional_key()
+    """The output's name (``output<i>``)."""
+    passed: Optional[bool] = optional_key()
+    """It is within its limits."""
+
+
+@dataclass(frozen=True)
+class TrialMetrics(OutputMetrics):
+    """A trial's figures against the fp32 reference, parity's metrics: the output's own; with
+    several outputs the worst over them (lowest cosine, largest ``max_abs``), the class
+    logits' counted figures, every failed check and each output's figures."""
+
+    failed: Optional[List[str]] = optional_key()
+    """With several outputs: each failed check, as ``output<i> <check>``."""
+    outputs: Optional[List[TrialOutput]] = optional_key()
+    """With several outputs: each one's figures."""
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrialMetrics":
+        return from_json(cls, data, "trial metrics")
 
 
 @dataclass(frozen=True)
@@ -23,9 +50,8 @@ class Trial:
     """all-fp16, all-fp32, or the search step that asked for it."""
     fp32: List[str]
     """The cells it kept in fp32 beyond the base, in the network's order."""
-    metrics: Dict[str, Any]
-    """Its figures against the fp32 reference (parity's metrics; with several outputs the
-    worst over them, ``failed`` and each output's under ``outputs``)."""
+    metrics: TrialMetrics
+    """Its figures against the fp32 reference."""
     passed: bool
     """Every output (and the task metric) within its limits."""
 
@@ -36,7 +62,7 @@ class Confirmation:
 
     passed: bool
     """It passes the limits there too."""
-    metrics: Dict[str, Any]
+    metrics: TrialMetrics
     """Its figures, as a trial's."""
     mode: str
     """The execution mode it ran in (graph)."""

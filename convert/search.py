@@ -30,7 +30,7 @@ from amptool.limits import Thresholds
 from amptool.precision import within
 
 from .bisection import bisect_cells, in_order, sub_units
-from .result import Confirmation, SearchResult, Trial
+from .result import Confirmation, SearchResult, Trial, TrialMetrics
 
 __all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "check_config",
            "search_policy"]
@@ -144,7 +144,8 @@ class Trials:
         out = as_outputs(self.amp_net(self.x))
         ok, metrics = judge(self.ref, out, self.labels, self.th, self.logits, self.task)
         self.cache[key] = ok
-        record = Trial(len(self.log) + 1, phase, in_order(self.candidates, kept), metrics, ok)
+        record = Trial(len(self.log) + 1, phase, in_order(self.candidates, kept),
+                       TrialMetrics.from_dict(metrics), ok)
         self.log.append(record)
         self.emit({"kind": "trial", **to_json(record)})
         return ok
@@ -261,11 +262,13 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
-    confirm = Confirmation(**confirm_policy(src, policy, x, ref, th, task))
+    confirmed = confirm_policy(src, policy, x, ref, th, task)
+    confirm = Confirmation(confirmed["passed"], TrialMetrics.from_dict(confirmed["metrics"]),
+                           confirmed["mode"])
     if not confirm.passed:
         raise CheckFailed(f"the found policy fails parity on a fresh network compiled in graph "
                           f"mode, as train and export run it (cosine "
-                          f"{confirm.metrics['cosine']:.6f})",
+                          f"{confirm.metrics.cosine:.6f})",
                           "keep the cells holding the kept ones in fp32 with a base --policy, "
                           "or loosen the thresholds")
     where = cell_origins(net, kept)
@@ -313,7 +316,7 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
         from .judge import check_all_fp32
 
         idle = [p for p in idle if not any(within(p, u) for u in units)]
-        check_all_fp32(trials.log[-1].metrics["max_abs"], trials.ref, len(order), idle)
+        check_all_fp32(trials.log[-1].metrics.max_abs, trials.ref, len(order), idle)
     if not passes and trials.forced16:
         raise CheckFailed(f"no policy passes parity: with all {len(order)} candidate cells in "
                           "fp32 the network (its base forces cells to low precision) fails the "

@@ -15,7 +15,7 @@ def check_plot_available() -> None:
 def _series(rows: list, key: str) -> list:
     values = []
     for row in rows:
-        v = row.get(key)
+        v = getattr(row, key)
         if v is None or (isinstance(v, float) and math.isnan(v)):
             values.append(float("nan"))
         else:
@@ -52,30 +52,30 @@ def _panel(ax, xs: list, values: list, bad: list, style: str, label: str, limit:
 
 def _draw_candidate(ax_cos, ax_rel, cand) -> None:
     layer = cand.per_layer
-    rows = layer["rows"]
+    rows = layer.rows
     xs = list(range(len(rows)))
-    bad = [bool(r.get("nonfinite")) for r in rows]
+    bad = [bool(r.nonfinite) for r in rows]
     one_minus = [1.0 - c for c in _series(rows, "cosine")]
-    limit = 1.0 - layer["min_cosine"]
+    limit = 1.0 - layer.min_cosine
     _panel(ax_cos, xs, one_minus, bad, "o-", "1 - cosine", limit,
-           f"cosine limit {layer['min_cosine']} (1 - cosine <= {limit:.3g})", "tab:blue")
-    bound = rel_l2_bound(layer["min_cosine"])
+           f"cosine limit {layer.min_cosine} (1 - cosine <= {limit:.3g})", "tab:blue")
+    bound = rel_l2_bound(layer.min_cosine)
     _panel(ax_rel, xs, _series(rows, "rel_l2"), bad, "s-", "relative L2 error |c - r| / |r|",
-           bound, f"below {bound:.3g}: cosine >= {layer['min_cosine']} for sure", "tab:green")
-    if layer["first_flagged"] is not None:
-        idx = [r["path"] for r in rows].index(layer["first_flagged"])
+           bound, f"below {bound:.3g}: cosine >= {layer.min_cosine} for sure", "tab:green")
+    if layer.first_flagged is not None:
+        idx = [r.path for r in rows].index(layer.first_flagged)
         for ax in (ax_cos, ax_rel):
             ax.axvline(idx, color="red", ls=":", lw=1.2,
-                       label=f"first below: {layer['first_flagged']} ({layer['origin']})")
+                       label=f"first below: {layer.first_flagged} ({layer.origin})")
         ax_cos.legend(fontsize=7, loc="best", framealpha=0.6)
     ax_cos.tick_params(labelbottom=False)
     ax_rel.set_xticks(xs)
-    ax_rel.set_xticklabels([r["path"] for r in rows], rotation=60, ha="right", fontsize=7)
+    ax_rel.set_xticklabels([r.path for r in rows], rotation=60, ha="right", fontsize=7)
     verdict = "PASS" if cand.passed else "FAIL"
     if cand.caveat:
         verdict += "* (onnxruntime CPU: fp16 not exercised)"
     ax_cos.set_title(f"{cand.path.rsplit('/', 1)[-1]} ({cand.precision}, "
-                     f"{layer['policy']}) vs fp32: {verdict}", fontsize=9)
+                     f"{layer.policy}) vs fp32: {verdict}", fontsize=9)
 
 
 def write_plot(path: str, report) -> None:
@@ -85,7 +85,7 @@ def write_plot(path: str, report) -> None:
     cands = [c for c in report.candidates if c.per_layer]
     if not cands:
         raise UsageError("--plot has no per-layer data to draw", "add --per-layer")
-    width = max(8, 0.35 * max(len(c.per_layer["rows"]) for c in cands))
+    width = max(8, 0.35 * max(len(c.per_layer.rows) for c in cands))
     fig, axes = plt.subplots(2 * len(cands), 1, figsize=(width, 5.2 * len(cands)),
                              squeeze=False)
     for i, cand in enumerate(cands):

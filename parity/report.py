@@ -6,6 +6,7 @@ from typing import Optional
 from xml.etree import ElementTree as ET
 
 from amptool.fileio import jsonable, write_json, write_text
+from amptool.layerreport import LayerReport
 from amptool.parityreport import (
     CI_SUFFIX,
     CandidateResult,
@@ -60,25 +61,25 @@ def fmt_ci(ci) -> str:
     return f"{ci[0]:.4g}..{ci[1]:.4g}"
 
 
-def layer_lines(layer: dict) -> list:
-    lines = [f"  per-layer ({layer['samples']} samples, {layer['policy']} vs fp32, cell cosine "
-             f">= {layer['min_cosine']}):",
+def layer_lines(layer: LayerReport) -> list:
+    lines = [f"  per-layer ({layer.samples} samples, {layer.policy} vs fp32, cell cosine "
+             f">= {layer.min_cosine}):",
              f"    {'#':>3} {'cell':<28} {'type':<14} {'dtype':<8} {'cosine':>10} "
              f"{'rel_l2':>10}  note"]
-    first = layer["first_flagged"]
-    for i, row in enumerate(layer["rows"]):
+    first = layer.first_flagged
+    for i, row in enumerate(layer.rows):
         note = ""
-        if row["path"] == first:
-            note = f"<< first below threshold ({row['origin']})"
-        elif row["flagged"]:
+        if row.path == first:
+            note = f"<< first below threshold ({row.origin})"
+        elif row.flagged:
             note = "below"
-        if row.get("fp16_risk") == "overflow":
-            note = f"{note}; fp32 reaches {row['ref_absmax']:.4g}".lstrip("; ")
-        elif row.get("fp16_risk") == "subnormal":
-            note = f"{note}; {row['subnormal']:.0%} fp16-subnormal".lstrip("; ")
-        lines.append(f"    {i:>3} {row['path'][:28]:<28} {row['type'][:14]:<14}"
-                     f" {row['dtype'][:8]:<8}"
-                     f" {fmt(row['cosine']):>10} {fmt(row.get('rel_l2')):>10}  {note}".rstrip())
+        if row.fp16_risk == "overflow":
+            note = f"{note}; fp32 reaches {row.ref_absmax:.4g}".lstrip("; ")
+        elif row.fp16_risk == "subnormal":
+            note = f"{note}; {row.subnormal:.0%} fp16-subnormal".lstrip("; ")
+        lines.append(f"    {i:>3} {row.path[:28]:<28} {row.type[:14]:<14}"
+                     f" {row.dtype[:8]:<8}"
+                     f" {fmt(row.cosine):>10} {fmt(row.rel_l2):>10}  {note}".rstrip())
     if first is None:
         lines.append("    no cell below threshold")
     return lines
@@ -126,12 +127,12 @@ def _candidate_lines(cand: CandidateResult) -> list:
     lines.extend(f"  note: {finding_text(finding)}" for finding in cand.findings)
     lines.extend(deployment_lines(cand.deployment))
     weights = cand.weights
-    if weights is not None and weights["reference"] == weights["candidate"]:
-        lines.append(f"  weights: not compared (both sides use {weights['candidate']})")
+    if weights is not None and weights.reference == weights.candidate:
+        lines.append(f"  weights: not compared (both sides use {weights.candidate})")
     elif weights is not None:
-        bad = weights["mismatched"]
+        bad = weights.mismatched
         lines.append(f"  weights: {len(bad)} parameter(s) differ from the reference's"
-                     + (": " + ", ".join(f"{b['name']} ({b['mismatched']}/{b['size']})"
+                     + (": " + ", ".join(f"{b.name} ({b.mismatched}/{b.size})"
                                          for b in bad[:5]) if bad else ""))
     if cand.per_layer:
         lines.extend(layer_lines(cand.per_layer))

@@ -22,6 +22,7 @@ from .htmltraining import TrainingRecord, policy_part, policy_reasons, read_trai
 from .htmltraining import training_cards, training_section
 
 if TYPE_CHECKING:
+    from .layerreport import LayerReport, LayerRow
     from .parityreport import CandidateResult, ParityReport
 
 BLUE, ORANGE, RED, GREY, PURPLE = "#1f6feb", "#bc4c00", "#cf222e", "#8c959f", "#8250df"
@@ -221,15 +222,15 @@ def layer_part(cand: "CandidateResult", name: str) -> str:
     """One candidate's per-layer chart (1 - cosine of each cell's input and output, the
     limit, the culprit marked) and its table."""
     layer = cand.per_layer
-    rows = layer["rows"]
-    names = tuple(r["path"] for r in rows)
-    first = layer.get("first_flagged")
-    out_err = [_one_minus(r.get("cosine")) for r in rows]
+    rows = layer.rows
+    names = tuple(r.path for r in rows)
+    first = layer.first_flagged
+    out_err = [_one_minus(r.cosine) for r in rows]
     # the network's own rows ((input), (output)) have no cell input of their own
-    in_err = [None if r.get("type") in ("input", "network") else _one_minus(r.get("in_cosine"))
+    in_err = [None if r.type in ("input", "network") else _one_minus(r.in_cosine)
               for r in rows]
     positive = [v for v in out_err + in_err if sc.finite(v) and v > 0]
-    limit = 1.0 - float(layer["min_cosine"])
+    limit = 1.0 - float(layer.min_cosine)
     floor = min(positive + [limit] + [1e-3]) / 10
     shown = lambda v: v if not sc.finite(v) else max(v, floor)  # noqa: E731
     origins = [_origin(r, first) for r in rows]
@@ -243,13 +244,13 @@ def layer_part(cand: "CandidateResult", name: str) -> str:
             series.append(sc.Series(group, pts, color, "points"))
     marks = ()
     if first is not None and first in names:
-        marks = (sc.Rule(names.index(first), f"culprit: {first} ({layer.get('origin')})"),)
+        marks = (sc.Rule(names.index(first), f"culprit: {first} ({layer.origin})"),)
     chart = sc.Chart("cell, in execution order", "1 - cosine vs fp32 (log)", tuple(series),
-                     log_y=True, limits=(sc.Rule(limit, f"limit: cosine {layer['min_cosine']}",
+                     log_y=True, limits=(sc.Rule(limit, f"limit: cosine {layer.min_cosine}",
                                                  PURPLE),),
                      marks=marks, labels=names, height=340)
-    caption = (f"{name}: each cell's output error against fp32 ({layer['policy']}"
-               f" vs fp32, {layer['samples']} samples); grey: the error its input already had. "
+    caption = (f"{name}: each cell's output error against fp32 ({layer.policy}"
+               f" vs fp32, {layer.samples} samples); grey: the error its input already had. "
                "Born: the cell's output breaks the limit while its input is within it; "
                "inherited: the error came in with its input."
                + (f" Zero is drawn at {floor:.1g}." if any(v == 0 for v in out_err) else ""))
@@ -260,13 +261,12 @@ def layer_part(cand: "CandidateResult", name: str) -> str:
             + layer_table(layer) + "</details>")
 
 
-def _origin(row: dict, first: Optional[str]) -> str:
+def _origin(row: "LayerRow", first: Optional[str]) -> str:
     """How a cell's error is drawn: within the limit, born here or inherited (the network's
     output row inherits when a cell before it is the culprit)."""
-    if not row.get("flagged"):
+    if not row.flagged:
         return "within the limit"
-    if row.get("origin") == "inherited" or (row.get("type") == "network" and first
-                                             and first != row["path"]):
+    if row.origin == "inherited" or (row.type == "network" and first and first != row.path):
         return "inherited"
     return "born here"
 
@@ -276,22 +276,22 @@ def _one_minus(value):
     return None if value is None else 1.0 - value
 
 
-def layer_table(layer: dict) -> str:
+def layer_table(layer: "LayerReport") -> str:
     rows, bad = [], []
-    for i, r in enumerate(layer["rows"]):
-        note = r.get("origin") or ""
-        if r["path"] == layer.get("first_flagged"):
-            note = f"first below the limit ({r.get('origin')})"
-        if r.get("fp16_risk") == "overflow":
-            note = f"{note}; fp32 reaches {hp.number(r.get('ref_absmax'))}".lstrip("; ")
-        elif r.get("fp16_risk") == "subnormal":
+    for i, r in enumerate(layer.rows):
+        note = r.origin or ""
+        if r.path == layer.first_flagged:
+            note = f"first below the limit ({r.origin})"
+        if r.fp16_risk == "overflow":
+            note = f"{note}; fp32 reaches {hp.number(r.ref_absmax)}".lstrip("; ")
+        elif r.fp16_risk == "subnormal":
             note = f"{note}; fp16-subnormal outputs".lstrip("; ")
-        if r.get("nonfinite"):
-            note = f"{note}; {r['nonfinite']} NaN/Inf".lstrip("; ")
-        rows.append([i, hp.Cell(f"<code>{hp.h(r['path'])}</code>"), r.get("type"),
-                     r.get("dtype"), hp.number(r.get("cosine"), 7),
-                     hp.number(r.get("rel_l2"), 4), note])
-        bad.append(bool(r.get("flagged")))
+        if r.nonfinite:
+            note = f"{note}; {r.nonfinite} NaN/Inf".lstrip("; ")
+        rows.append([i, hp.Cell(f"<code>{hp.h(r.path)}</code>"), r.type,
+                     r.dtype, hp.number(r.cosine, 7),
+                     hp.number(r.rel_l2, 4), note])
+        bad.append(bool(r.flagged))
     return hp.table(["#", "cell", "type", "dtype", "cosine", "rel L2", "note"], rows,
                     ["num", "path", "", "", "num", "num", ""], bad)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from amptool.jsontypes import from_json, optional_key, to_json
+from amptool.layerreport import LayerReport, WeightsCheck
 from amptool.limits import Thresholds
 
 CI_SUFFIX = "_ci"
@@ -173,6 +174,24 @@ class Culprit:
 
 
 @dataclass(frozen=True)
+class ArtefactCulprit:
+    """A failed candidate's culprit, with the candidate it explains."""
+
+    kind: str
+    """preprocess, weights or layer."""
+    where: str
+    """The input, the cell of the weight, or the first diverging cell."""
+    message: str
+    """What went wrong."""
+    fix: str
+    """What to do about it."""
+    artefact: str
+    """The candidate."""
+    origin: Optional[str] = optional_key()
+    """A layer culprit's origin."""
+
+
+@dataclass(frozen=True)
 class Emulation:
     """An fp16 candidate run with its kept cells in fp16 (its deployment settings ignored)."""
 
@@ -224,10 +243,10 @@ class CandidateResult:
     """Whether an fp16 candidate really computes in fp16 here (None: not fp16)."""
     caveat: Optional[str]
     """Why the verdict says nothing of fp16 safety, or None."""
-    per_layer: Optional[Dict[str, Any]]
-    """With ``--per-layer``: rows, first_flagged, origin, min_cosine, policy, model, samples."""
-    weights: Optional[Dict[str, Any]]
-    """The stored-weights check (with ``--per-layer``): reference, candidate, mismatched."""
+    per_layer: Optional[LayerReport]
+    """With ``--per-layer``: each cell's error along the depth."""
+    weights: Optional[WeightsCheck]
+    """The stored-weights check (with ``--per-layer``)."""
     culprit: Optional[Culprit]
     """For a failed candidate: the most specific explanation, or None."""
     deployment: Optional[Deployment]
@@ -318,10 +337,11 @@ class ParityReport:
         """The candidate at ``path`` (None: no such candidate)."""
         return next((c for c in self.candidates if c.path == path), None)
 
-    def culprits(self) -> list:
+    def culprits(self) -> List[ArtefactCulprit]:
         """Each failed candidate's culprit, with the candidate's path as ``artefact``."""
-        return [dict(to_json(c.culprit), artefact=c.path) for c in self.candidates
-                if c.culprit]
+        return [ArtefactCulprit(c.culprit.kind, c.culprit.where, c.culprit.message,
+                                c.culprit.fix, c.path, c.culprit.origin)
+                for c in self.candidates if c.culprit]
 
     def verdict(self, path: str):
         """The ``CandidateVerdict`` on the candidate at ``path`` (None: no such candidate)."""

@@ -325,8 +325,8 @@ def format_summary(result: PipelineResult) -> str:
     lines.extend(deployment_lines(rows) + breach_lines(rows) + drop_lines(rows))
     parity = summary.parity
     for culprit in parity.culprits:
-        name = culprit["artefact"].rsplit("/", 1)[-1]
-        lines.append(f"culprit in {name}: {culprit['message']}")
+        name = culprit.artefact.rsplit("/", 1)[-1]
+        lines.append(f"culprit in {name}: {culprit.message}")
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary.seconds_by_stage.items())
     lines.append(f"parity {'PASSED' if parity.passed else 'FAILED'} on {parity.samples} "
                  f"samples ({stages}; total {summary.seconds:.1f} s) -> {summary.out}")

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from amptool.jsontypes import from_json, optional_key, to_json
 from amptool.parityreport import (
     CI_SUFFIX,
+    ArtefactCulprit,
     CandidateResult,
     Culprit,
     Deployment,
@@ -215,8 +216,8 @@ class ParityFigures:
     """Every candidate passed."""
     samples: int
     """Inputs compared on."""
-    culprits: List[Dict[str, Any]]
-    """Each failed candidate's culprit (kind, where, message, fix) with its ``artefact``."""
+    culprits: List[ArtefactCulprit]
+    """Each failed candidate's culprit with its ``artefact``."""
 
 
 @dataclass(frozen=True)

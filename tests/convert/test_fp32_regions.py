@@ -244,7 +244,7 @@ def test_all_fp32_trial_equals_the_fp32_reference(planted_run, planted_search, t
         ref = _reference(run, 128)
         trial = _all_fp32_trial(result)
         assert trial.passed
-        assert trial.metrics["max_abs"] <= EXACT * max(1.0, float(np.abs(ref).max()))
+        assert trial.metrics.max_abs <= EXACT * max(1.0, float(np.abs(ref).max()))
     assert trap.kept == ["norm"]
 
 

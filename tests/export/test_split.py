@@ -166,9 +166,9 @@ def test_parity_per_layer_and_stored_weights_on_split_artefacts(split, ckpt):
     assert report.passed, report.to_dict()
     for cand in report.candidates:  # each side's own stored weights, not a checkpoint's
         weights = cand.weights
-        assert weights["reference"].endswith("_graph.mindir (stored weights)"), weights
-        assert weights["candidate"] == f"{cand.path} (stored weights)", weights
-        assert not weights["mismatched"]
+        assert weights.reference.endswith("_graph.mindir (stored weights)"), weights
+        assert weights.candidate == f"{cand.path} (stored weights)", weights
+        assert not weights.mismatched
 
 
 def test_the_stored_weight_check_reads_the_variables_file(split, tmp_path):
@@ -200,8 +200,8 @@ def test_the_stored_weight_check_reads_the_variables_file(split, tmp_path):
                                  candidates=(str(graph),), samples=16, data="digits",
                                  per_layer=True))
     weights = report.candidates[0].weights
-    assert weights["candidate"].endswith("(stored weights)"), weights
-    assert [w["name"] for w in weights["mismatched"]] == ["fc1.weight"], weights
+    assert weights.candidate.endswith("(stored weights)"), weights
+    assert [w.name for w in weights.mismatched] == ["fc1.weight"], weights
     assert not report.passed
 
 

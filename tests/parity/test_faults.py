@@ -114,8 +114,8 @@ def test_healthy_seeded_sample_models_pass(seeded_export):
                                      per_layer=True, layer_samples=4))
         cand = report.candidates[0]
         assert report.passed, (name, cand.outputs[0].checks)
-        assert cand.per_layer["first_flagged"] is None, name
-        kept = {r["path"]: r["dtype"] for r in cand.per_layer["rows"]}
+        assert cand.per_layer.first_flagged is None, name
+        kept = {r.path: r.dtype for r in cand.per_layer.rows}
         if name == "resnet":
             assert kept["stem.1"] == "float32" and kept["stem.0"] == "float16"
         if name == "transformer":

@@ -49,6 +49,10 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
     from amptool.runsummary import PipelineSummary
 
     assert PipelineSummary.from_dict(summary).to_dict() == summary
+    from amptool.records import SummaryRecord
+    from amptool.schema import misfit
+
+    assert misfit(summary, SummaryRecord, "") is None  # the published schema agrees
 
 
 def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):

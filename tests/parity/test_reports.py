@@ -82,6 +82,10 @@ def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupte
     assert set(raw["candidates"][0]["outputs"][0]) == OUTPUT_KEYS
     assert set(raw["candidates"][0]["outputs"][0]["metrics"]) == LOGITS_METRICS
     assert report.candidates[1].culprit.kind == "weights" and not report.passed
+    from amptool.records import ParityReportRecord
+    from amptool.schema import misfit
+
+    assert misfit(raw, ParityReportRecord, "") is None  # the published schema agrees
     metrics = raw["candidates"][0]["outputs"][0]["metrics"]
     metrics["cosine_sim"] = metrics.pop("cosine")
     with pytest.raises(ValueError, match="cosine_sim not in OutputMetrics"):

@@ -195,10 +195,12 @@ def test_degenerate_reference_notes_reach_the_failure_line():
 
 def _layer_report(cosines: list, rel: list, flagged=None) -> dict:
     rows = [{"path": f"cell{i}", "type": "Dense", "dtype": "float16", "cosine": c,
-             "rel_l2": r, "max_rel": 100.0, "nonfinite": 0 if c == c else 3,
+             "rel_l2": r, "max_rel": 100.0, "max_abs": 1.0, "nonfinite": 0 if c == c else 3,
+             "ref_absmax": 1.0, "subnormal": 0.0, "fp16_risk": None, "in_cosine": None,
              "flagged": flagged == i, "origin": "born" if flagged == i else None}
             for i, (c, r) in enumerate(zip(cosines, rel))]
-    layer = {"rows": rows, "min_cosine": 0.999, "policy": "O2/float16", "samples": 4,
+    layer = {"model": None, "rows": rows, "min_cosine": 0.999, "policy": "O2/float16",
+             "samples": 4,
              "first_flagged": None if flagged is None else f"cell{flagged}",
              "origin": None if flagged is None else "born"}
     return typed_report(_report([_candidate("x/m_fp16.mindir", "MINDIR", "fp16",
