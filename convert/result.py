@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from amptool.jsontypes import from_json, optional_key, to_json
+from amptool.limits import Thresholds
 from amptool.parityreport import OutputMetrics
 from amptool.policy import Policy
 
@@ -38,6 +39,15 @@ class TrialMetrics(OutputMetrics):
     @classmethod
     def from_dict(cls, data: dict) -> "TrialMetrics":
         return from_json(cls, data, "trial metrics")
+
+
+@dataclass(frozen=True)
+class SearchLimits(Thresholds):
+    """The limits trials were held to: the first output's, and each output's when there are
+    several."""
+
+    outputs: Optional[List[Thresholds]] = optional_key()
+    """Each output's limits, with several outputs."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,9 @@ class SearchResult:
     samples: int
     """Held-out samples in the batch every trial ran."""
     ranges: List[Dict[str, Any]]
-    """The range pass's cells (kept before any trial), with their fp32 magnitudes."""
+    """The range pass's cells (kept before any trial), with their fp32 magnitudes (each an
+    ``amptool.ranges.CellRange``'s dict: that module loads numpy, which ``amptool --help``,
+    reading ``SearchConfig``'s defaults, must not)."""
     device: str
     """Where it ran."""
     ckpt: str
@@ -108,9 +120,8 @@ class SearchResult:
     """Each kept cell's place in the source (``file:line``)."""
     classifier: bool
     """Whether the first output was judged as class logits."""
-    thresholds: Dict[str, Any]
-    """The limits trials were held to (the first output's; each output's under
-    ``outputs`` when there are several)."""
+    thresholds: SearchLimits
+    """The limits trials were held to."""
     metric: Optional[str]
     """The task metric (``path/file.py:fn``), or None."""
 

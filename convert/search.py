@@ -25,12 +25,12 @@ from typing import Callable, Optional
 
 from amptool.config import decided_later
 from amptool.errors import CheckFailed, UsageError
-from amptool.jsontypes import to_json
+from amptool.jsontypes import from_json, to_json
 from amptool.limits import Thresholds
 from amptool.precision import within
 
 from .bisection import bisect_cells, in_order, sub_units
-from .result import Confirmation, SearchResult, Trial, TrialMetrics
+from .result import Confirmation, SearchLimits, SearchResult, Trial, TrialMetrics
 
 __all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "check_config",
            "search_policy"]
@@ -285,7 +285,8 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     return SearchResult(policy, kept, base_kept, order, tuple(trials.log), params16, flops16,
                         confirm, 0.0, str(cfg.out), src.spec.name, len(src.x), ranged,
                         device=device, ckpt=src.ckpt, base=given.describe(), kept_where=where,
-                        classifier=src.classifier, thresholds=th.to_dict(as_outputs(ref)),
+                        classifier=src.classifier,
+                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref))),
                         metric=cfg.metric)
 
 

@@ -89,10 +89,10 @@ def deployment_lines(entry: Optional[Deployment]) -> list:
     """An fp16 candidate's deployment settings and how it fares without them."""
     if not entry:
         return []
-    settings = entry.settings or {}
+    settings = entry.settings
     lines = []
-    if settings.get("needed"):
-        names = ", ".join(f["name"] for f in settings.get("files", []))
+    if settings and settings.needed:
+        names = ", ".join(f.name for f in settings.files)
         lines.append(f"  deployment settings: {names} keep the fp32 cells in fp32 on Ascend")
     elif entry.kept_fp32:
         lines.append("  deployment settings: none recorded beside this artefact (exported "

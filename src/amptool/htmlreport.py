@@ -22,6 +22,7 @@ from .htmltraining import TrainingRecord, policy_part, policy_reasons, read_trai
 from .htmltraining import training_cards, training_section
 
 if TYPE_CHECKING:
+    from .artefact.manifest import KeptCell
     from .layerreport import LayerReport, LayerRow
     from .parityreport import CandidateResult, ParityReport
 
@@ -311,9 +312,9 @@ def kept_section(rec: Optional[TrainingRecord], report: Optional["ParityReport"]
     return hp.section("Cells kept in fp32 and deployment settings", parts, "kept")
 
 
-def kept_reason(cell: dict, policy: dict, auto: dict) -> str:
-    """Why ``cell`` ({path, type}) stays fp32 under ``policy`` (``auto``: the range pass's)."""
-    path, kind = cell.get("path"), cell.get("type")
+def kept_reason(cell: "KeptCell", policy: dict, auto: dict) -> str:
+    """Why ``cell`` stays fp32 under ``policy`` (``auto``: the range pass's)."""
+    path, kind = cell.path, cell.type
     if path in auto:
         return auto[path]
     if path in (policy.get("fp32_cells") or []):
@@ -329,26 +330,25 @@ def kept_reason(cell: dict, policy: dict, auto: dict) -> str:
 def _deployment_part(cand: "CandidateResult", auto: dict) -> str:
     from .artefact.manifest import read_manifest
 
-    dep = cand.deployment
-    settings = dep.settings or {}
+    dep, settings = cand.deployment, cand.deployment.settings
     try:
         policy = (read_manifest(cand.path) or {}).get("policy") or {}
     except Exception:  # noqa: BLE001 - a manifest that cannot be read: no reasons shown
         policy = {}
-    kept = settings.get("kept_fp32") or dep.kept_fp32 or []
+    kept = (settings.kept_fp32 if settings else None) or dep.kept_fp32 or []
+    why = settings.why if settings else None
     head = f"<h3>{hp.h(_base(cand.path))} ({hp.h(cand.precision)})</h3>"
     if not kept:
-        return head + hp.note(settings.get("why") or dep.message or "no cell is kept "
-                              "in fp32")
-    rows = [[hp.Cell(f"<code>{hp.h(c.get('path') or '(network)')}</code>"), c.get("type"),
+        return head + hp.note(why or dep.message or "no cell is kept in fp32")
+    rows = [[hp.Cell(f"<code>{hp.h(c.path or '(network)')}</code>"), c.type,
              kept_reason(c, policy, auto)] for c in kept]
-    files = ", ".join(f"<code>{hp.h(f.get('name', '?'))}</code>"
-                      for f in settings.get("files", [])) or "none written"
-    modes = settings.get("precision_mode") or {}
+    files = ", ".join(f"<code>{hp.h(f.name)}</code>"
+                      for f in (settings.files if settings else [])) or "none written"
+    modes = (settings.precision_mode if settings else None) or {}
     lines = [f'<p class="note">Deploy with {files} (MindSpore Lite <code>precision_mode='
              f"{hp.h(modes.get('mindspore_lite', '-'))}</code>; ATC/ACL <code>--precision_mode="
              f"{hp.h(modes.get('acl', '-'))}</code>).</p>",
-             f"<details><summary>Why these settings</summary>{hp.note(settings.get('why') or '')}"
+             f"<details><summary>Why these settings</summary>{hp.note(why or '')}"
              "</details>"]
     if dep.message:
         lines.append(hp.note(dep.message + (" (informational)" if dep.emulated else ""),

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from amptool.artefact.manifest import Deployment as DeploymentSettings
+from amptool.artefact.manifest import KeptCell
 from amptool.jsontypes import from_json, optional_key, to_json
 from amptool.layerreport import LayerReport, WeightsCheck
 from amptool.limits import Thresholds
@@ -205,9 +207,9 @@ class Emulation:
 class Deployment:
     """An fp16 candidate's deployment settings and how it fares without them."""
 
-    settings: Optional[Dict[str, Any]]
-    """The manifest's ``deployment`` section (needed, files, kept_fp32, precision_mode, why)."""
-    kept_fp32: Optional[List[Any]]
+    settings: Optional[DeploymentSettings]
+    """The manifest's ``deployment`` section; None where it records none."""
+    kept_fp32: Optional[List[KeptCell]]
     """The cells its policy keeps in fp32 (None: not found)."""
     emulated: Optional[Emulation]
     """The run without the settings (None: not emulated)."""

@@ -101,8 +101,11 @@ def test_nothing_kept_reports_no_settings_needed(simplecnn, tmp_path):
 
 def test_the_emulation_is_reported_but_never_judged():
     """A failed emulation on a passing candidate: table, JUnit and verdict (no network)."""
-    dep = {"settings": {"needed": True, "files": [{"name": "m.mindir.lite.ini"},
-                                                  {"name": "m.mindir.atc.txt"}]},
+    files = [{"kind": kind, "name": name, "sha256": "0"} for kind, name in
+             (("mindspore_lite_config", "m.mindir.lite.ini"), ("atc_options", "m.mindir.atc.txt"))]
+    dep = {"settings": {"needed": True, "files": files, "why": "norm overflows in fp16",
+                        "kept_fp32": [{"path": "norm", "type": "L2Normalize"}],
+                        "precision_mode": {"mindspore_lite": "preferred_optimal"}},
            "kept_fp32": [{"path": "norm", "type": "L2Normalize"}], "depends": True,
            "emulated": {"weights": "m.ckpt", "outputs": []},
            "message": "ignoring the deployment settings (norm in fp16): ... — the kept cells "
