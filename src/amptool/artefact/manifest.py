@@ -260,8 +260,9 @@ class Manifest:
     """Whether the MINDIR is encrypted (the key is never written)."""
     export_seconds: float
     """Time the export of this artefact took."""
-    deployment: Deployment = added()
-    """The runtime settings written with the artefact."""
+    deployment: Optional[Deployment] = added()
+    """The runtime settings written with the artefact; null (as absent) when none were
+    recorded: readers then take no settings as needed."""
     task: Optional[Task] = added()
     """The training run's loss; null when unknown."""
 
