@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from amptool.jsontypes import from_json, optional_key, to_json
 from amptool.limits import Thresholds
-from amptool.parityreport import OutputMetrics
+from amptool.figures import OutputMetrics
 from amptool.policy import Policy
 
 DERIVED = ("n_trials", "brute_force_trials", "range_kept", "trials_saved")

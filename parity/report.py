@@ -6,18 +6,16 @@ from typing import Optional
 from xml.etree import ElementTree as ET
 
 from amptool.fileio import jsonable, write_json, write_text
+from amptool.figures import CI_SUFFIX, breaches, finding_text, fmt
 from amptool.layerreport import LayerReport
 from amptool.parityreport import (
-    CI_SUFFIX,
     CandidateResult,
+    CandidateVerdict,
     Check,
     Deployment,
     ParityReport,
-    breaches,
-    finding_text,
-    fmt,
+    candidate_verdict,
 )
-from amptool.runsummary import CandidateVerdict, candidate_verdict
 
 __all__ = ["CandidateVerdict", "ParityReport", "breaches", "candidate_verdict",
            "failure_fix", "failure_line", "finding_text", "fmt", "format_table",

@@ -11,83 +11,15 @@ null, so the absent keys of today's JSON stay absent.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from amptool.artefact.manifest import Deployment as DeploymentSettings
 from amptool.artefact.manifest import KeptCell
+from amptool.figures import CI_SUFFIX, OutputMetrics, breaches, finding_text
 from amptool.jsontypes import from_json, optional_key, to_json
 from amptool.layerreport import LayerReport, WeightsCheck
 from amptool.limits import Thresholds
-
-CI_SUFFIX = "_ci"
-"""A metric's 95 % interval is reported beside it (``<metric>_ci``), not as a row."""
-
-
-@dataclass(frozen=True)
-class OutputMetrics:
-    """Every figure computed on one output (or the task metric); ``*_ci``: a 95 % interval."""
-
-    max_abs: Optional[float] = optional_key()
-    """Largest absolute error."""
-    max_abs_scaled: Optional[float] = optional_key()
-    """``max_abs`` over max(1, the reference's largest magnitude)."""
-    p999_abs_scaled: Optional[float] = optional_key()
-    """The 99.9th percentile of the absolute error, scaled as ``max_abs_scaled``."""
-    ref_absmax: Optional[float] = optional_key()
-    """The reference's largest magnitude."""
-    max_rel: Optional[float] = optional_key()
-    """Largest relative error."""
-    mean_abs: Optional[float] = optional_key()
-    """Mean absolute error."""
-    rmse: Optional[float] = optional_key()
-    """Root mean square error."""
-    cosine: Optional[float] = optional_key()
-    """Cosine of the flattened outputs (NaN with NaN/Inf)."""
-    rel_l2: Optional[float] = optional_key()
-    """L2 norm of the error over the reference's."""
-    outside_frac: Optional[float] = optional_key()
-    """Share of elements outside atol + rtol * |reference|."""
-    nonfinite: Optional[int] = optional_key()
-    """NaN/Inf elements in the candidate's output."""
-    top1_agree: Optional[float] = optional_key()
-    """Share of samples whose top-1 class agrees (class logits)."""
-    top1_agree_clear: Optional[float] = optional_key()
-    """``top1_agree`` with near-tie flips counted as agreeing."""
-    near_tie_flips: Optional[int] = optional_key()
-    """Disagreements that are near ties."""
-    tie_tol: Optional[float] = optional_key()
-    """The margin below which a flip is a near tie."""
-    counted: Optional[int] = optional_key()
-    """Samples counted in the rates."""
-    top1_agree_clear_ci: Optional[List[float]] = optional_key()
-    """``top1_agree_clear``'s interval."""
-    ref_acc: Optional[float] = optional_key()
-    """The reference's top-1 accuracy on the labels."""
-    cand_acc: Optional[float] = optional_key()
-    """The candidate's top-1 accuracy on the labels."""
-    acc_drop: Optional[float] = optional_key()
-    """``ref_acc - cand_acc``."""
-    acc_drop_ci: Optional[List[float]] = optional_key()
-    """``acc_drop``'s interval."""
-    acc_drop_clear: Optional[float] = optional_key()
-    """The accuracy drop with near-tie flips left out."""
-    acc_drop_clear_ci: Optional[List[float]] = optional_key()
-    """``acc_drop_clear``'s interval."""
-    task_ref: Optional[float] = optional_key()
-    """The task metric on the reference's outputs."""
-    task_cand: Optional[float] = optional_key()
-    """The task metric on the candidate's outputs."""
-    task_drop: Optional[float] = optional_key()
-    """``task_ref - task_cand``."""
-    task_drop_ci: Optional[List[float]] = optional_key()
-    """``task_drop``'s interval, when the metric is a rate over the samples."""
-
-    def figures(self) -> dict:
-        """The figures present, by name, in the order of the fields."""
-        return to_json(self)
-
 
 @dataclass(frozen=True)
 class Check:
@@ -347,34 +279,95 @@ class ParityReport:
 
     def verdict(self, path: str):
         """The ``CandidateVerdict`` on the candidate at ``path`` (None: no such candidate)."""
-        from .runsummary import candidate_verdict
-
         cand = self.candidate(path)
         return None if cand is None else candidate_verdict(cand)
 
 
-def fmt(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
-        return f"{value:.7g}"
-    return str(value)
+@dataclass(frozen=True)
+class Drop:
+    """The checked accuracy drop of a candidate (else its top-1 agreement) with its 95 %
+    interval and the samples counted."""
+
+    metric: str
+    """``acc_drop_clear`` or ``top1_agree_clear``."""
+    value: Any
+    """Its value."""
+    ci: Optional[List[float]]
+    """Its 95 % interval, where computed."""
+    samples: Optional[int]
+    """The samples counted."""
 
 
-def finding_text(finding: Finding) -> str:
-    """A finding's message; with its fix where the finding is about the gate itself."""
-    if finding.kind == "under_resolved":
-        return f"{finding.message}; {finding.fix}"
-    return finding.message
+@dataclass(frozen=True)
+class CandidateVerdict:
+    """One candidate's verdict and the figures of every output it was judged on."""
+
+    path: str
+    """The candidate."""
+    passed: bool
+    """Every output (and the task metric) within its limits."""
+    caveat: Optional[str]
+    """Why the verdict says nothing of fp16 safety (fp16 not exercised), or None."""
+    culprit: Optional[Culprit]
+    """The most specific explanation of a failure, or None."""
+    metrics: OutputMetrics
+    """The first output's metrics."""
+    deployment: Optional[Deployment] = None
+    """An fp16 candidate's deployment settings and the emulation without them; None for
+    other candidates."""
+    warnings: Tuple[str, ...] = ()
+    """Lines saying a limit cannot be resolved by the samples counted (and the fix)."""
+    logits_accuracy: Optional[float] = None
+    """``cand_acc`` of the first output that has one (a detector's class logits are its
+    second output)."""
+    outputs: Tuple[OutputResult, ...] = ()
+    """Every output as judged."""
+
+    def _all_metrics(self) -> list:
+        return [o.metrics for o in self.outputs] or [self.metrics]
+
+    @property
+    def drop(self) -> Optional[Drop]:
+        """The checked accuracy drop with its 95 % interval and sample count, else the
+        top-1 agreement's, of the first output that has one (None without class logits)."""
+        for name in ("acc_drop_clear", "top1_agree_clear"):
+            for m in self._all_metrics():
+                if getattr(m, name) is not None:
+                    return Drop(name, getattr(m, name), getattr(m, name + CI_SUFFIX),
+                                m.counted)
+        return None
+
+    @property
+    def accuracy(self) -> Optional[float]:
+        """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
+        return self.metrics.cand_acc if self.metrics.cand_acc is not None \
+            else self.logits_accuracy
+
+    @property
+    def cosine(self) -> Optional[float]:
+        """The lowest cosine over the outputs (NaN where an output holds NaN/Inf)."""
+        from amptool.judge import lowest_cosine
+
+        return lowest_cosine([m.cosine for m in self._all_metrics()])
+
+    @property
+    def max_abs(self) -> Optional[float]:
+        """The largest absolute error over the outputs."""
+        values = [m.max_abs for m in self._all_metrics() if m.max_abs is not None]
+        return max(values) if values else None
+
+    @property
+    def failed_outputs(self) -> list:
+        """``(name, breaches)`` of each output that failed its checks."""
+        return [(o.name, breaches(o)) for o in self.outputs if not o.passed]
 
 
-def breaches(group) -> list:
-    """The failed checks of one output (or the task metric) as ``metric value (limit ...)``."""
-    return [f"{r.metric} {fmt(r.value)} (limit {r.limit})" for r in group.checks
-            if r.passed is False]
+def candidate_verdict(cand: CandidateResult) -> CandidateVerdict:
+    """The verdict on one candidate of a report."""
+    return CandidateVerdict(
+        cand.path, cand.passed, cand.caveat, cand.culprit, cand.outputs[0].metrics,
+        cand.deployment,
+        tuple(finding_text(f) for f in cand.findings if f.kind == "under_resolved"),
+        next((o.metrics.cand_acc for o in cand.outputs if o.metrics.cand_acc is not None),
+             None),
+        tuple(cand.outputs))

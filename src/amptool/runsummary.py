@@ -1,113 +1,12 @@
 """What ``amptool run`` sums up (summary.json, ``amptool run --json``): ``PipelineSummary``
-with the training's figures, one ``ArtefactRow`` per artefact and the parity verdict;
-``Drop``, a candidate's checked accuracy drop, is parity's too."""
+with the training's figures, one ``ArtefactRow`` per artefact and the parity verdict."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from amptool.jsontypes import from_json, optional_key, to_json
-from amptool.parityreport import (
-    CI_SUFFIX,
-    ArtefactCulprit,
-    CandidateResult,
-    Culprit,
-    Deployment,
-    OutputMetrics,
-    OutputResult,
-    breaches,
-    finding_text,
-)
-
-
-@dataclass(frozen=True)
-class Drop:
-    """The checked accuracy drop of a candidate (else its top-1 agreement) with its 95 %
-    interval and the samples counted."""
-
-    metric: str
-    """``acc_drop_clear`` or ``top1_agree_clear``."""
-    value: Any
-    """Its value."""
-    ci: Optional[List[float]]
-    """Its 95 % interval, where computed."""
-    samples: Optional[int]
-    """The samples counted."""
-
-
-@dataclass(frozen=True)
-class CandidateVerdict:
-    """One candidate's verdict and the figures of every output it was judged on."""
-
-    path: str
-    """The candidate."""
-    passed: bool
-    """Every output (and the task metric) within its limits."""
-    caveat: Optional[str]
-    """Why the verdict says nothing of fp16 safety (fp16 not exercised), or None."""
-    culprit: Optional[Culprit]
-    """The most specific explanation of a failure, or None."""
-    metrics: OutputMetrics
-    """The first output's metrics."""
-    deployment: Optional[Deployment] = None
-    """An fp16 candidate's deployment settings and the emulation without them; None for
-    other candidates."""
-    warnings: Tuple[str, ...] = ()
-    """Lines saying a limit cannot be resolved by the samples counted (and the fix)."""
-    logits_accuracy: Optional[float] = None
-    """``cand_acc`` of the first output that has one (a detector's class logits are its
-    second output)."""
-    outputs: Tuple[OutputResult, ...] = ()
-    """Every output as judged."""
-
-    def _all_metrics(self) -> list:
-        return [o.metrics for o in self.outputs] or [self.metrics]
-
-    @property
-    def drop(self) -> Optional[Drop]:
-        """The checked accuracy drop with its 95 % interval and sample count, else the
-        top-1 agreement's, of the first output that has one (None without class logits)."""
-        for name in ("acc_drop_clear", "top1_agree_clear"):
-            for m in self._all_metrics():
-                if getattr(m, name) is not None:
-                    return Drop(name, getattr(m, name), getattr(m, name + CI_SUFFIX),
-                                m.counted)
-        return None
-
-    @property
-    def accuracy(self) -> Optional[float]:
-        """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
-        return self.metrics.cand_acc if self.metrics.cand_acc is not None \
-            else self.logits_accuracy
-
-    @property
-    def cosine(self) -> Optional[float]:
-        """The lowest cosine over the outputs (NaN where an output holds NaN/Inf)."""
-        from amptool.judge import lowest_cosine
-
-        return lowest_cosine([m.cosine for m in self._all_metrics()])
-
-    @property
-    def max_abs(self) -> Optional[float]:
-        """The largest absolute error over the outputs."""
-        values = [m.max_abs for m in self._all_metrics() if m.max_abs is not None]
-        return max(values) if values else None
-
-    @property
-    def failed_outputs(self) -> list:
-        """``(name, breaches)`` of each output that failed its checks."""
-        return [(o.name, breaches(o)) for o in self.outputs if not o.passed]
-
-
-def candidate_verdict(cand: CandidateResult) -> CandidateVerdict:
-    """The verdict on one candidate of a report."""
-    return CandidateVerdict(
-        cand.path, cand.passed, cand.caveat, cand.culprit, cand.outputs[0].metrics,
-        cand.deployment,
-        tuple(finding_text(f) for f in cand.findings if f.kind == "under_resolved"),
-        next((o.metrics.cand_acc for o in cand.outputs if o.metrics.cand_acc is not None),
-             None),
-        tuple(cand.outputs))
+from amptool.parityreport import ArtefactCulprit, Drop
 
 
 @dataclass(frozen=True)
