@@ -15,6 +15,11 @@ Figures: seconds, samples/s and peak RSS of each, the ratio parity / bare and (p
 compare) / bare (target <= 1.1) and the peak RSS of each count over the 2,048-sample one (target:
 flat within 1.1x from 2,048 up).
 
+A count that is no multiple of the batch (100,000 = 195 x 512 + 160) makes MindSpore compile
+its last batch's shape too, which raises bare inference's peak RSS as much as parity's
+(about +120 MB here): compare peaks of counts with the same batch shapes (2,048 with
+100,352; 2,208 with 100,000) to see what the sample count itself costs.
+
 Usage: python bench/parity_stream.py [--quick] [--sizes 256,2048,16384,100000]
 """
 from __future__ import annotations
