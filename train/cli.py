@@ -150,10 +150,12 @@ def _configs(config: Optional[Path], flags: dict, command_flags: dict) -> tuple:
 def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optional[Path],
            as_json: bool) -> None:
     """Run the training with progress as ``launch`` asks; write the report (a diverged run's
-    too) and print the summary."""
+    too) and print the summary. Of several hosts, the one that writes the run (node 0)
+    writes the report."""
     from amptool.errors import CheckFailed
     from amptool.train.run import run_training
 
+    html = html if launch.node_rank == 0 else None
     with _Reporter(launch.quiet) as reporter:
         try:
             summary = run_training(cfg, on_event=reporter.on_event, explicit=explicit,

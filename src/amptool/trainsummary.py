@@ -60,6 +60,15 @@ class TrainSummary:
     """Attempts the first batch took to find a loss scale without overflow, where counted."""
     already_finished: Optional[bool] = optional_key()
     """True when a resumed run had nothing left to train."""
+    nodes: Optional[int] = optional_key()
+    """Hosts a data-parallel run took (only a run launched across workers has the keys
+    ``nodes``, ``global_batch``, ``logs`` and ``ranks_identical``)."""
+    global_batch: Optional[int] = optional_key(follows="nodes")
+    """Samples per step over all workers."""
+    logs: Optional[str] = optional_key(follows="nodes")
+    """The folder of the workers' logs."""
+    ranks_identical: Optional[bool] = optional_key(follows="nodes")
+    """Whether every rank ended with the same weights (their sha256 agree)."""
 
     def to_dict(self) -> dict:
         return to_json(self)

@@ -96,8 +96,8 @@ def test_node_0_writes_the_run_and_each_node_its_own_logs(two_nodes, left_alive)
     from amptool.checkpoint import meta_of, read_checkpoint
 
     assert meta_of(read_checkpoint(host0 / "last.ckpt"))["epoch"] == 1
-    assert (host0 / "best.ckpt").is_file()
-    # node 1 writes no checkpoint, metrics or run.json: only its own workers' logs
+    assert (host0 / "best.ckpt").is_file() and (host0 / "report.html").is_file()
+    # node 1 writes no checkpoint, metrics, run.json or report: only its own workers' logs
     assert [p.name for p in host1.iterdir()] == ["logs"]
     assert (host0 / "logs" / "worker_0.log").is_file()
     assert (host1 / "logs" / "worker_1.log").is_file()
