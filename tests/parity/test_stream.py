@@ -227,3 +227,15 @@ def test_figures_do_not_depend_on_the_batches_and_golden_files_round_trip(tmp_pa
     assert head["inputs"]["samples"] == 30
     with pytest.raises(UsageError, match="holds 90 samples, --samples asks for 91"):
         _report(tmp_path, monkeypatch, load_outputs=str(tmp_path / "golden.npz"), samples=91)
+
+
+def test_a_flip_the_sketch_leaves_open_is_a_finding():
+    ref = np.array([[0.0, 10.0, -90.0]] * 101)
+    cand = ref.copy()
+    cand[:100, 1] += 0.3  # agreeing rows' error 0.3: exact tol = 0.6
+    tol = compute_metrics(ref, cand)["tie_tol"]
+    ref[100], cand[100] = [0.0, tol * 0.999, -90.0], [tol, tol * 0.999, -90.0]
+    stats = CandidateStats([_plan(ref, None)])
+    stats.update(0, 101, [ref], [cand])
+    found = stats.findings()
+    assert [f["kind"] for f in found] == ["tie_ambiguity"] and "1 top-1 flip" in found[0]["message"]
