@@ -10,6 +10,7 @@ and ``.npy`` files, copying each in chunks into a stored (uncompressed, zip64) m
 """
 from __future__ import annotations
 
+import mmap
 import shutil
 import struct
 import zipfile
@@ -59,6 +60,15 @@ class StoredArray:
             return np.zeros(self.shape, dtype=self.dtype)
         return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset,
                          shape=self.shape)
+
+
+def release_pages(array) -> None:
+    """Let the kernel drop the pages of a memory-mapped array that reading it made resident
+    (file pages, read again when touched): a memory-mapped array read batch by batch then
+    holds no more memory than a batch. Other arrays are left as they are."""
+    mapped = getattr(array, "_mmap", None)
+    if isinstance(mapped, mmap.mmap) and hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_DONTNEED)
 
 
 def _npy_header(fh) -> tuple:

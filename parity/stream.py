@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, Optional
 import numpy as np
 
 from amptool.parity.inputs import InputSet
-from amptool.parity.store import Spool, StoredArray
+from amptool.parity.store import Spool, StoredArray, release_pages
 from amptool.streamstats import ReferenceSpread
 
 DEPTH = 2
@@ -107,6 +107,8 @@ def fed_batches(inputs: InputSet, preprocess: Optional[dict], batches: list,
     def make():
         for a, b in batches:
             fed = [np.array(x) for x in inputs.select(slice(a, b)).for_preprocess(preprocess)]
+            for source in [inputs.raw] + list(inputs.given or []):  # golden files' inputs
+                release_pages(source)
             yield a, b, fed, (extra(a, b) if extra is not None else None)
 
     return prefetched(make())
