@@ -11,6 +11,7 @@ core = find_packages(where="src", include=["amptool*"],
 setup(
     packages=core + [f"amptool.{p}" for p in subpkgs],
     package_dir={"amptool": "src/amptool", **{f"amptool.{t}": t for t in SUBTREES}},
-    package_data={"amptool.samples": ["data/*.npz", "data/*.md", "data/*.py"]},
+    package_data={"amptool": ["py.typed"],
+                  "amptool.samples": ["data/*.npz", "data/*.md", "data/*.py"]},
     include_package_data=False,
 )

@@ -34,6 +34,7 @@ def expected_members():
             members.add(f"amptool/{tree}/{path.relative_to(ROOT / tree)}")
     members.add("amptool/samples/data/digits.npz")
     members.add("amptool/samples/data/DIGITS.md")
+    members.add("amptool/py.typed")  # PEP 561: the package's annotations are for its users
     return {m for m in members if "__pycache__" not in m}
 
 
