@@ -11,6 +11,7 @@ sub-cells; if not, the block's own operators need fp32 and it stays whole. Cells
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from amptool.precision import within
@@ -65,6 +66,11 @@ def sub_units(leaves: list, unit: str, avoid=()) -> list:
         unit = parts[0]
 
 
+def _with_kept(trial: Callable[[list, str], bool], others: list, cells: list,
+               phase: str) -> bool:
+    return trial(others + cells, phase)
+
+
 def bisect_cells(leaves: list, trial: Callable[[list, str], bool], avoid=()) -> list:
     """Cells to keep in fp32 (blocks where their own operators need it, else the cells
     inside them), given that every candidate leaf in fp32 passes and none fails; no kept
@@ -77,7 +83,7 @@ def bisect_cells(leaves: list, trial: Callable[[list, str], bool], avoid=()) -> 
         others = [k for k in kept if k != unit]
         if not trial(others + parts, "split"):
             continue  # the block's own construct needs fp32: it stays whole
-        found = bisect(parts, lambda cells, phase, others=others: trial(others + cells, phase))
+        found = bisect(parts, functools.partial(_with_kept, trial, others))
         if found == parts:
             continue  # every part is needed: that is the block, its own construct included
         kept = in_order(leaves, others + found)

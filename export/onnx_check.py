@@ -67,12 +67,12 @@ def _mixed_nodes(model, types: dict) -> list:
         if node.op_type not in _SHARED_T:
             continue
         positions = _SHARED_T[node.op_type] or range(len(node.input))
-        floats = {p: types.get(node.input[p]) for p in positions
+        floats = {p: types[node.input[p]] for p in positions
                   if p < len(node.input) and node.input[p]
                   and types.get(node.input[p]) in _FLOAT_RANK}
         if len(set(floats.values())) < 2:
             continue
-        target = max(floats.values(), key=_FLOAT_RANK.get)
+        target = max(floats.values(), key=_FLOAT_RANK.__getitem__)
         found.append((index, [p for p, t in floats.items() if t != target], target))
     return found
 

@@ -14,7 +14,7 @@ import time
 from functools import partial
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 from amptool.errors import DivergedError, UsageError
 from amptool.fileio import LineLog, ensure_out_dir, output_dir
@@ -376,7 +376,7 @@ class _TrainingRun:
         tries = state.first_batch_tries
         accuracy = self.parts.evaluator.score == "accuracy"
         best = state.best_score if state.best_score > float("-inf") else None
-        task = {} if accuracy else {"score": self.parts.evaluator.score,
+        task: Dict[str, Any] = {} if accuracy else {"score": self.parts.evaluator.score,
                                     "val_score": state.val_score, "best_score": best,
                                     "val_loss": state.val_loss}
         model, policy = self.parts.spec.name, self.parts.policy.describe()

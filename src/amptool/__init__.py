@@ -5,6 +5,7 @@ free of MindSpore: ``from amptool import train, export, parity, search, convert_
 and ``AmpStep``, ``find_fp32_cells``, ``find_overflow`` for a training loop of one's own.
 """
 import os as _os
+from typing import Any as _Any
 
 # MindSpore logs plugin-probe warnings (no Ascend/GPU libraries) at import; keep them to
 # errors unless the user asked for more.
@@ -26,7 +27,7 @@ _API = ("AmpStep", "CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "
         "search", "train")
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> _Any:
     if name in _API:
         import importlib
 
@@ -34,5 +35,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'amptool' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(list(globals()) + list(_API))

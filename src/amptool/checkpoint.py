@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from .errors import UsageError
 
@@ -87,8 +88,8 @@ def check_parser(path: Path, size: int) -> None:
                      "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python; or save it as safetensors")
 
 
-def _chain(exc: BaseException) -> list:
-    found = []
+def _chain(exc: Optional[BaseException]) -> list:
+    found: list = []
     while exc is not None and len(found) < 8:
         found.append(exc)
         exc = exc.__cause__ or exc.__context__

@@ -131,7 +131,7 @@ def _read_spans(fh, spans: list):
     import numpy as np
 
     data = np.empty(sum(stop - start for start, stop in spans), np.uint8)
-    view, pos = memoryview(data), 0
+    view, pos = data.data, 0
     for start, stop in spans:
         fh.seek(start)
         if fh.readinto(view[pos:pos + stop - start]) != stop - start:
@@ -172,7 +172,8 @@ def _stream_ckpt(path: Path, wanted):
     with open(path, "rb") as fh:
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             records = list(_records(mapped, path.stat().st_size))
-        pending, spans, head = None, [], None
+        pending, spans = None, []
+        head: tuple = ()  # (dims, kind) of the pending entry
         for tag, dims, kind, span in records:
             if pending is not None and tag != pending:
                 yield pending, _build(_read_spans(fh, spans), *head)
@@ -276,7 +277,7 @@ def write_entry(fh, name: str, dims, type_name: str, data) -> None:
     import numpy as np
 
     raw = memoryview(data) if isinstance(data, (bytes, bytearray)) else \
-        memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
+        np.ascontiguousarray(data).reshape(-1).data.cast("B")
     for start in range(0, max(len(raw), 1), SLICE_BYTES):
         part = raw[start:start + SLICE_BYTES]
         fh.write(record_head(name, dims, type_name, len(part)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -31,9 +32,9 @@ def read_config_file(path: str | Path) -> dict:
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":
-            try:
+            if sys.version_info >= (3, 11):
                 import tomllib
-            except ModuleNotFoundError:  # Python < 3.11
+            else:
                 import tomli as tomllib
             data = tomllib.loads(text)
         elif suffix == ".json":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -193,20 +193,20 @@ class ModelData:
     """A data source split for a model, read on demand: ``rows`` holds every sample in its
     stored form, ``fit`` makes model inputs of them (None: fed as read)."""
 
-    rows: object
-    labels: object
+    rows: Any
+    labels: Any
     """int32 class labels (N,), or a ``feed.Targets`` of the loss's targets."""
     train_idx: np.ndarray
     val_idx: np.ndarray
     preprocess: Optional[Preprocess]
     """Image standardization (None for inputs fed as they are)."""
     source: str
-    fit: Optional[object] = None
+    fit: Optional[Callable] = None
     skipped: list = field(default_factory=list)
     """Image files left out as unreadable."""
     workers: int = 1
     """Pipeline workers reading ahead."""
-    loss: object = None
+    loss: Any = None
     """The ``losses.LossSpec`` the targets fit (None: not decided, targets as stored)."""
     target_names: tuple = ("y",)
     """The data arrays the targets come from, in order."""

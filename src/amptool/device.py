@@ -149,7 +149,9 @@ def release_compiled(graph: bool = True) -> None:
     if not graph:
         return
 
-    class _Step(ms.nn.Cell):
+    from mindspore import nn
+
+    class _Step(nn.Cell):
         def construct(self, x):
             return x + 1
 

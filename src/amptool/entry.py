@@ -22,4 +22,5 @@ def make_callable(package: str, entry: str) -> None:
     """Make the package ``package`` callable as the function ``entry`` ("module:function")."""
     module = sys.modules[package]
     module.__class__ = _CallablePackage
+    assert isinstance(module, _CallablePackage)
     module._entry = entry

@@ -67,8 +67,8 @@ def network_error(exc: BaseException):
         return None
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     frames = re.findall(r"# \d+ In file (.+?):(\d+)", text)
-    own = {str(Path(m.__file__).parent) for name, m in list(sys.modules.items())
-           if name.partition(".")[0] == "amptool" and getattr(m, "__file__", None)}
+    own = {str(Path(file).parent) for name, m in list(sys.modules.items())
+           if name.partition(".")[0] == "amptool" and (file := getattr(m, "__file__", None))}
     outside = [f for f in frames if "/mindspore/" not in f[0].replace("\\", "/")
                and str(Path(f[0]).parent) not in own]
     where = outside[-1:]  # MindSpore names no user line for a syntax it cannot parse

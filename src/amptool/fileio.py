@@ -13,7 +13,7 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .errors import UsageError
 from .staging import (TEMP_PREFIX, atomic_path, atomic_set, current_umask, drop_own_temps,
@@ -168,13 +168,15 @@ class LineLog:
     def __init__(self, path: str | os.PathLike, append: bool = True):
         self.path = str(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
-        self.fd = os.open(self.path, flags, 0o666)
+        self.fd: Optional[int] = os.open(self.path, flags, 0o666)
 
     @property
     def closed(self) -> bool:
         return self.fd is None
 
     def write(self, line: str) -> None:
+        if self.fd is None:
+            raise ValueError(f"write to {self.path} after it was closed")
         data = line.encode("utf-8")
         end = os.lseek(self.fd, 0, os.SEEK_END)
         try:

@@ -43,7 +43,8 @@ def read_training(folder) -> Optional[TrainingRecord]:
         info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    steps, epochs = [], []
+    steps: list = []
+    epochs: list = []
     path = folder / "metrics.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
     for line in lines:
@@ -179,12 +180,15 @@ def skipped_figure(rec: TrainingRecord) -> str:
                      "in all (their updates were not applied).")
 
 
+def _rank(value: Optional[float]) -> float:
+    return value if sc.finite(value) else float("-inf")
+
+
 def score_figure(rec: TrainingRecord) -> str:
     name = score_name(rec)
     points = tuple((e["epoch"], hp.as_float(epoch_score(e))) for e in rec.epochs)
     chart = sc.Chart("epoch", name, (sc.Series(name, points, BLUE, "dots"),), whole_x=True)
-    best = max(range(len(points)), key=lambda i: points[i][1] if sc.finite(points[i][1])
-               else float("-inf"))
+    best = max(range(len(points)), key=lambda i: _rank(points[i][1]))
     return hp.figure("validation", sc.render(chart),
                      f"Held-out score after each epoch ({name}, higher is better): best "
                      f"{hp.number(points[best][1])} after epoch {points[best][0]}, whose "

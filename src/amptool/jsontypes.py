@@ -61,7 +61,7 @@ def _read(value: Any, kind: Any, where: str) -> Any:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any or value is None:
         return value
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _read_object(value, kind, where)
     if origin is Union:
         others = [a for a in args if a is not type(None)]

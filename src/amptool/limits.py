@@ -95,7 +95,7 @@ def _value_text(value: Optional[float]) -> str:
     return "off" if value is None else format(value, "g")
 
 
-def default_thresholds(ref_precision: str, cand_precision: str) -> Thresholds:
+def default_thresholds(ref_precision: Optional[str], cand_precision: Optional[str]) -> Thresholds:
     return SAME_PRECISION if ref_precision == cand_precision == "fp32" else FP16_VS_FP32
 
 
@@ -239,7 +239,7 @@ _UNSET = object()
 
 def flag_overrides(**values) -> dict:
     """Threshold flags given on the command line (unset ones dropped)."""
-    out = {}
+    out: dict = {}
     for name, raw in values.items():
         if isinstance(raw, bool):
             if raw:

@@ -19,7 +19,7 @@ import functools
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -190,6 +190,7 @@ def build_loss(spec: LossSpec, outputs: int = 1):
 
     first_only = True
     if spec.kind == "factory":
+        assert spec.factory is not None  # a factory reference is loaded with its function
         try:
             fn = spec.factory()
         except Exception as exc:
@@ -304,7 +305,7 @@ def probe_loss(spec: LossSpec, loss_cell, outputs: list, targets: list, names: t
     ys = tuple(ms.Tensor(np.asarray(y)) for y in targets)
     shapes = (f"outputs {', '.join(str(list(o.shape)) for o in outputs)}, targets "
               f"{', '.join(f'{n} {list(y.shape)} {y.dtype}' for n, y in zip(names, targets))}")
-    value = None
+    value: Any = None
     for graph in ((False, True) if spec.kind == "factory" else (False,)):
         try:
             with execution_mode(graph=graph):

@@ -6,7 +6,7 @@ accuracy without labels) gives an ``n/a`` row, never a pass.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -83,8 +83,8 @@ def labels_fit(labels: Optional[np.ndarray], ref: np.ndarray) -> bool:
     if labels is None or not is_class_logits(ref):
         return False
     y = np.asarray(labels)
-    return (y.ndim == 1 and len(y) == len(ref) and len(y) > 0 and np.all(y == np.round(y))
-            and y.min() >= 0 and y.max() < ref.shape[1])
+    return bool(y.ndim == 1 and len(y) == len(ref) and len(y) > 0 and np.all(y == np.round(y))
+                and y.min() >= 0 and y.max() < ref.shape[1])
 
 
 TIE_SHARE = 0.01
@@ -117,9 +117,10 @@ def top1_metrics(r: np.ndarray, c: np.ndarray, row_err: np.ndarray,
     n = len(r)
     clear = int(agree.sum()) + ties
     lo, hi = wilson(n - clear, n)
-    out = {"top1_agree": float(agree.mean()), "top1_agree_clear": float(clear / n),
-           "near_tie_flips": ties, "tie_tol": tol, "counted": n,
-           "top1_agree_clear_ci": [1.0 - hi, 1.0 - lo]}
+    out: Dict[str, Any] = {"top1_agree": float(agree.mean()),
+                           "top1_agree_clear": float(clear / n),
+                           "near_tie_flips": ties, "tie_tol": tol, "counted": n,
+                           "top1_agree_clear_ci": [1.0 - hi, 1.0 - lo]}
     if labels_fit(labels, r):
         y = np.asarray(labels).astype(np.int64)
         out["ref_acc"] = float((ref_top == y).mean())

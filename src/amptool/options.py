@@ -19,7 +19,7 @@ import re
 import sys
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Callable, List, Optional
+from typing import Annotated, Any, Callable, List, Optional, Sequence
 
 import typer
 import typer.core
@@ -32,7 +32,7 @@ from .limits import default_text as limit_default
 try:  # newer typer releases vendor click: their errors are not the click package's
     from typer._click import exceptions as cli_errors
 except ImportError:  # pragma: no cover - older typer on the click package
-    from click import exceptions as cli_errors
+    from click import exceptions as cli_errors  # type: ignore[no-redef]  # the same API
 
 NO_ARGS_IS_HELP = getattr(cli_errors, "NoArgsIsHelpError", ())
 """Raised for a group called without a command (click >= 8.2); help is shown."""
@@ -107,7 +107,9 @@ def with_limits(func: Callable) -> Callable:
         limits = {name: kwargs.pop(name, None) for name in LIMIT_OPTIONS}
         return func(*args, limits=limits, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=kept + extra)
+    # inspect.signature reads the attribute; functools.wraps' type does not declare it
+    wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=kept + extra)
     wrapper.__annotations__ = {**{p.name: p.annotation for p in kept}, **LIMIT_OPTIONS}
     del wrapper.__wrapped__
     return wrapper
@@ -271,7 +273,8 @@ def os_error_line(exc: OSError) -> str:
            errno.EFBIG: "raise the file size limit or write elsewhere",
            errno.EACCES: "check the permissions or choose another path",
            errno.EPERM: "check the permissions or choose another path",
-           errno.EROFS: "choose a path on a writable file system"}.get(exc.errno, "check the path")
+           errno.EROFS: "choose a path on a writable file system"}.get(exc.errno or 0,
+                                                                        "check the path")
     return f"{path}: {reason}; {fix}" if path else f"{reason}; {fix}"
 
 
@@ -331,11 +334,13 @@ def usage_line(exc: cli_errors.UsageError, command: str = "amptool") -> str:
 class AmpToolGroup(typer.core.TyperGroup):
     """The root command group: click's own errors become amptool's one-line errors."""
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
-             **extra: Any) -> Any:
+    def main(self, args: Optional[Sequence[str]] = None, prog_name: Optional[str] = None,
+             complete_var: Optional[str] = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
         try:
             code = super().main(args=args, prog_name="amptool", complete_var=complete_var,
-                                standalone_mode=False, **extra)
+                                standalone_mode=False, windows_expand_args=windows_expand_args,
+                                **extra)
             code = code if type(code) is int else 0
         except NO_ARGS_IS_HELP as exc:
             code = self._show_help(exc)

@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from amptool.config import decided_later
 from amptool.errors import UsageError
@@ -201,8 +201,9 @@ def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple
     from amptool.export.api import ExportConfig, export
     from amptool.export.onnx import OnnxUnsupported
 
-    common = {"run": str(out / "train"), "precision": "both", "out": str(out / "export"),
-              "force": True, "device": device, "dynamic_batch": True}
+    common: Dict[str, Any] = {"run": str(out / "train"), "precision": "both",
+                              "out": str(out / "export"), "force": True, "device": device,
+                              "dynamic_batch": True}
     if "ONNX" in formats and cfg.onnx == "on":
         results = list(export(ExportConfig(formats=formats, **common)).artefacts)
     else:

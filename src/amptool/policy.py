@@ -100,6 +100,7 @@ def make_policy(level: str = "O2", dtype: str = "float16", fp32_types=(), fp32_c
     if errors:
         raise UsageError("bad precision policy: " + "; ".join(errors),
                          "fix the policy file or options")
+    assert dt is not None  # an unknown dtype is one of the errors
     return Policy(lvl, dt, **lists)
 
 

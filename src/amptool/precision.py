@@ -90,7 +90,7 @@ def resolve_fp32_cells(net, policy: Policy) -> dict:
         return {}
     black = tuple(ms.amp.get_black_list()) if policy.level == "O2" else ()
     forced16 = set(policy.fp16_cells)
-    kept = {}
+    kept: dict = {}
     for path, cell in paths.items():
         if path == "" or path in forced16:
             continue

@@ -7,16 +7,16 @@ and convert through ``RunDir``), the parity report (``ParityReportRecord``: ``am
 ``amptool.artefact.manifest``.
 
 Each carries ``schema_version``; a record without one was written before it existed (version
-0), and may lack the ``added()`` keys. Nested sections whose keys vary with the check (a
+0), and may lack the ``ADDED_FIELD`` keys. Nested sections whose keys vary with the check (a
 report's metrics, limits, findings) are typed as objects of any keys.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .artefact.manifest import ModelRecord, PolicyRecord, Preprocess, Task
-from .schema import Door, Real, added
+from .schema import ADDED_FIELD, Door, Real
 
 RUN_VERSION = 1
 """The ``schema_version`` of run.json this release writes and the newest it reads."""
@@ -52,17 +52,17 @@ class RunData:
 
     preprocess: Optional[Preprocess]
     """How images became model inputs; null for inputs fed as they are."""
-    source: str = added()
+    source: str = field(metadata=ADDED_FIELD)
     """The ``--data`` spec."""
-    train_samples: int = added()
+    train_samples: int = field(metadata=ADDED_FIELD)
     """Samples in the training split."""
-    val_samples: int = added()
+    val_samples: int = field(metadata=ADDED_FIELD)
     """Samples in the held-out split."""
-    val_fraction: float = added()
+    val_fraction: float = field(metadata=ADDED_FIELD)
     """The held-out fraction."""
-    skipped_files: int = added()
+    skipped_files: int = field(metadata=ADDED_FIELD)
     """Image files skipped as unreadable."""
-    augment: List[str] = added()
+    augment: List[str] = field(metadata=ADDED_FIELD)
     """The training-only augmentations."""
 
 
@@ -80,7 +80,7 @@ class LossRecord(Task):
 class RunRecord:
     """run.json: the record of a training run in its ``--out`` folder."""
 
-    schema_version: int = added()
+    schema_version: int = field(metadata=ADDED_FIELD)
     """The version of this layout; absent from records written before it existed."""
     config: RunConfig
     """The run's settings."""
@@ -88,21 +88,21 @@ class RunRecord:
     """The precision policy it trained with."""
     data: RunData
     """The data it trained on."""
-    model: ModelRecord = added()
+    model: ModelRecord = field(metadata=ADDED_FIELD)
     """The model reference and the copy of its code kept in ``model/``."""
-    loss: LossRecord = added()
+    loss: LossRecord = field(metadata=ADDED_FIELD)
     """The loss (a file's copy kept with the run)."""
-    metric: Optional[Dict[str, Any]] = added()
+    metric: Optional[Dict[str, Any]] = field(metadata=ADDED_FIELD)
     """The task metric (``name``; a file's copy kept with the run); null without one."""
-    loss_scale: Dict[str, Any] = added()
+    loss_scale: Dict[str, Any] = field(metadata=ADDED_FIELD)
     """The loss scale settings (kind, init, factor, window)."""
-    versions: Dict[str, str] = added()
+    versions: Dict[str, str] = field(metadata=ADDED_FIELD)
     """amptool, MindSpore, numpy and Python versions."""
-    device: str = added()
+    device: str = field(metadata=ADDED_FIELD)
     """The device it trained on."""
-    seed: int = added()
+    seed: int = field(metadata=ADDED_FIELD)
     """The random seed."""
-    workers: int = added()
+    workers: int = field(metadata=ADDED_FIELD)
     """Worker processes."""
     policy_auto: Optional[Dict[str, Any]] = None
     """With ``--policy auto``: the cells the range pass kept in fp32 and its policy file."""
@@ -144,9 +144,9 @@ class ReportInputs:
     """How many."""
     labels: bool
     """Whether labels were found."""
-    targets: List[str] = added()
+    targets: List[str] = field(metadata=ADDED_FIELD)
     """The target arrays fed to the task metric."""
-    labels_from: Optional[str] = added()
+    labels_from: Optional[str] = field(metadata=ADDED_FIELD)
     """Where the labels came from; null without labels."""
 
 
@@ -223,7 +223,7 @@ class CandidateReport:
 class ParityReportRecord:
     """The parity report: ``amptool parity --json-out FILE`` (and ``--json``), parity.json."""
 
-    schema_version: int = added()
+    schema_version: int = field(metadata=ADDED_FIELD)
     """The version of this layout; absent from reports written before it existed."""
     passed: bool
     """The verdict: every candidate passed."""
@@ -315,7 +315,7 @@ class ParitySummary:
 class SummaryRecord:
     """summary.json: what ``amptool run`` did (printed by ``amptool run --json``)."""
 
-    schema_version: int = added()
+    schema_version: int = field(metadata=ADDED_FIELD)
     """The version of this layout; absent from summaries written before it existed."""
     passed: bool
     """The parity verdict."""
@@ -331,9 +331,9 @@ class SummaryRecord:
     """The parity stage."""
     seconds_by_stage: Dict[str, Real]
     """Time of each stage."""
-    warnings: List[str] = added()
+    warnings: List[str] = field(metadata=ADDED_FIELD)
     """What was skipped on the way, one line each."""
-    seconds: Real = added()
+    seconds: Real = field(metadata=ADDED_FIELD)
     """Time of the whole run."""
 
 
@@ -343,7 +343,7 @@ class SummaryRecord:
 class GoldenMeta:
     """The ``meta`` entry of a golden outputs file (.npz): what the stored reference was."""
 
-    schema_version: int = added()
+    schema_version: int = field(metadata=ADDED_FIELD)
     """The version of this layout; absent from files written before it existed."""
     reference: str
     """The reference's file."""
@@ -359,15 +359,15 @@ class GoldenMeta:
     """The reference's inputs (name, shape, dtype); one stored array ``input_<i>`` each."""
     outputs_meta: List[Dict[str, Any]]
     """The reference's outputs; one stored array ``output_<i>`` each."""
-    model: Any = added()
+    model: Any = field(metadata=ADDED_FIELD)
     """The model reference, where known (vetted before any of its code runs)."""
-    num_classes: Optional[int] = added()
+    num_classes: Optional[int] = field(metadata=ADDED_FIELD)
     """Classes of a classifier; null when unknown."""
-    task: Optional[Dict[str, Any]] = added()
+    task: Optional[Dict[str, Any]] = field(metadata=ADDED_FIELD)
     """The training run's loss; null when unknown."""
-    class_logits: Optional[List[int]] = added()
+    class_logits: Optional[List[int]] = field(metadata=ADDED_FIELD)
     """The outputs the model declares as class logits; null without a declaration."""
-    target_names: List[str] = added()
+    target_names: List[str] = field(metadata=ADDED_FIELD)
     """Names of the stored target arrays ``target_<i>``."""
-    labels_from: Optional[str] = added()
+    labels_from: Optional[str] = field(metadata=ADDED_FIELD)
     """The target the labels were taken from; null without labels."""

@@ -5,7 +5,7 @@ A field's type is one of str, int, float, bool, ``Real`` (a number, or the strin
 ``inf``, ``-inf`` that ``fileio.jsonable`` writes), ``Any``, a nested dataclass,
 ``Optional[X]`` (null allowed), ``List[X]``, ``Dict[str, X]``, ``Literal[...]`` or a ``Union``.
 A field without a default is a key every document has; a field with a default is a key a
-document may leave out; a field made by ``added()`` is a key documents written before
+document may leave out; a field whose metadata is ``ADDED_FIELD`` is a key documents written before
 ``schema_version`` existed (version 0) may lack. Keys the types do not name are accepted and
 ignored: a document stays readable when a release of the same version adds a key.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, Optional, Union
 
 from .errors import UsageError
@@ -27,9 +28,10 @@ Real = Union[float, Literal["nan", "inf", "-inf"]]
 """A float as ``fileio.jsonable`` writes it: a number, or nan/inf as a string."""
 
 
-def added(**kwargs) -> Any:
-    """A field whose key documents of version 0 (no ``schema_version``) may lack."""
-    return dataclasses.field(metadata={ADDED: True}, **kwargs)
+ADDED_FIELD = MappingProxyType({ADDED: True})
+"""The metadata of a field whose key documents of version 0 (no ``schema_version``) may lack:
+``name: int = field(metadata=ADDED_FIELD)`` (a plain ``dataclasses.field`` call, so that type
+checkers see the field has no default)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def misfit(value, kind, where: str, legacy: bool = False) -> Optional[Misfit]:
     origin, args = shape_of(kind)
     if kind is Any:
         return None
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _object_misfit(value, kind, where, legacy)
     if origin is Union:
         if any(misfit(value, a, where, legacy) is None for a in args):
@@ -219,7 +221,7 @@ def _object_schema(cls: type, defs: dict) -> dict:
     for f in dataclasses.fields(cls):
         properties[f.name] = {**type_schema(types[f.name], defs),
                               **({"description": docs[f.name]} if f.name in docs else {})}
-    return {"description": " ".join(inspect.getdoc(cls).split()).replace("``", "`"),
+    return {"description": " ".join((inspect.getdoc(cls) or "").split()).replace("``", "`"),
             "type": "object",
             "properties": properties,
             "required": [f.name for f in dataclasses.fields(cls) if required(f)]}
@@ -230,7 +232,7 @@ def type_schema(kind, defs: dict) -> dict:
     origin, args = shape_of(kind)
     if kind is Any:
         return {}
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         name = kind.__name__
         if name not in defs:
             defs[name] = {}
@@ -258,11 +260,14 @@ def field_docs(cls: type) -> dict:
 
     docs: dict = {}
     for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
-        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        assert isinstance(tree, ast.ClassDef)
+        body = tree.body
         docs.update({node.target.id: " ".join(after.value.value.split()).replace("``", "`")
                      for node, after in zip(body, body[1:])
                      if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                     and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)})
+                     and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                     and isinstance(after.value.value, str)})
     return docs
 
 

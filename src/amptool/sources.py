@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -163,7 +163,9 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
         raise UsageError(f"data source '{kind}' holds token ids, not images",
                          "train a token model on it (e.g. --model "
                          f"{'textcls' if kind == 'tokens' else 'causallm'})")
-    names, ys = ("y",), None
+    names: Sequence[str] = ("y",)
+    ys: Optional[list] = None
+    rows: Union[ImageFiles, ArrayRows]
     if kind == "boxes":  # its targets by their own names; as class labels, the shapes
         arrays = dict(zip(*_named_first(spec, arg, boxes_dataset())))
         x = arrays.pop("x")

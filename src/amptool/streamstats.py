@@ -287,7 +287,7 @@ class ReferenceSpread:
         """Add another shard's figures of the same output; returns self."""
         self.bad += other.bad
         self.absmax = max(self.absmax, other.absmax)
-        if other.mean is not None:
+        if other.mean is not None and other.m2 is not None:
             self._add(other.samples, other.mean, other.m2)
         return self
 
@@ -295,7 +295,7 @@ class ReferenceSpread:
         """``degenerate_reference``'s answer on the batches seen."""
         from .metrics import degenerate_reason
 
-        if self.mean is None or not self.mean.size:
+        if self.mean is None or self.m2 is None or not self.mean.size:
             return None
         if self.bad:
             return degenerate_reason(self.bad, 0.0, 0.0, None)

@@ -7,7 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from html import escape
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
 
 MAX_POINTS = 400
 """Points drawn per series at most."""
@@ -81,7 +84,7 @@ class _Frame:
         return self.bottom - (y - lo) / (hi - lo) * (self.bottom - self.top)
 
 
-def finite(value) -> bool:
+def finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and math.isfinite(value)
 
@@ -219,7 +222,7 @@ def _x_axis(chart: Chart, frame: _Frame) -> list:
             parts.append(f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end"{weight} '
                          f'transform="rotate(-40 {x:.1f} {y:.1f})" fill="#57606a">'
                          f'{escape(_short(name))}</text>')
-        label_y = chart.height - 6
+        label_y: float = chart.height - 6
     else:
         for t in nice_ticks(frame.x0, frame.x1, 8, chart.whole_x):
             x = frame.px(t)
@@ -274,7 +277,8 @@ def _draw(frame: _Frame, s: Series) -> list:
         return [_bars(frame, s)]
     if s.style == "points":
         return [_points(frame, s)]
-    runs, run = [], []
+    runs: list = []
+    run: list = []
     for x, y in s.points:
         shown = _shown(frame, y)
         if shown is None:

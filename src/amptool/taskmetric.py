@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Optional
 
 from amptool.errors import UsageError
 
@@ -42,7 +42,7 @@ def load_metric(spec: str) -> Callable:
     return fn
 
 
-def evaluate(fn: Callable, spec: str, outputs: list, labels, side: str) -> float:
+def evaluate(fn: Callable, spec: Optional[str], outputs: list, labels, side: str) -> float:
     """``fn`` on one side's outputs; a float, or one line saying what went wrong."""
     try:
         value = fn(list(outputs), labels)
@@ -94,6 +94,6 @@ def call_hook(fn: Callable, hook: str, spec: str, side: str, *args):
                          "outputs", "fix the metric function") from None
 
 
-def stream_result(fn: Callable, spec: str, state, side: str) -> float:
+def stream_result(fn: Any, spec: str, state, side: str) -> float:
     """A streamed metric's value, checked as ``evaluate`` checks a whole one's."""
     return evaluate(lambda *_: fn.result(state), spec, [], None, side)

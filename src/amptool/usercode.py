@@ -30,6 +30,8 @@ def import_user_file(path: Path, what: str, after: str):
     module_name = f"amptool_user_{what}_{abs(hash(str(path.resolve())))}"
     try:
         spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"no Python module loader for {path.name}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
@@ -56,6 +58,7 @@ def call_factory(factory, where, args: dict):
         if signature is not None:
             signature.bind(**args)
     except TypeError as exc:
+        assert signature is not None  # only bind raises TypeError here
         missing = [n for n, p in signature.parameters.items() if p.default is p.empty
                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in args]
         unknown = sorted(set(args) - set(signature.parameters))

@@ -4,6 +4,8 @@ Same reader functions as ``mindir.py``; each refuses with one line.
 """
 from __future__ import annotations
 
+from typing import NoReturn
+
 from amptool.errors import UsageError
 
 FORMAT = "AIR"
@@ -14,7 +16,7 @@ def is_encrypted(path) -> bool:
     return False
 
 
-def _refuse(path):
+def _refuse(path) -> NoReturn:
     raise UsageError(f"{path}: amptool reads MINDIR and ONNX files, not AIR",
                      "inspect the MINDIR export of the same model")
 

@@ -3,7 +3,7 @@ nested in it say what each key holds; ``read_manifest`` holds a manifest to them
 Keys are never part of it.
 
 ``schema_version`` is ``MANIFEST_VERSION``. A manifest without one was written before it
-existed and is read as version 0: the keys added since (``added()`` fields: ``files``,
+existed and is read as version 0: the keys added since (``ADDED_FIELD`` fields: ``files``,
 ``total_size``, ``deployment``, ``task``, the model's ``spec``, ``args``, ``input_spec`` and
 ``inputs``; ``ModelRecord`` is run.json's too) may be missing from it. A newer version is
 refused (upgrade amptool); keys no type names are ignored, so a release may add keys without
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
 from amptool.errors import UsageError
-from amptool.schema import Door, added, check_document
+from amptool.schema import ADDED_FIELD, Door, check_document
 
 MANIFEST_VERSION = 1
 """The ``schema_version`` this release writes and the newest it reads."""
@@ -109,17 +109,17 @@ class ModelRecord:
 
     name: str
     """The sample's name, or the factory reference."""
-    spec: str = added()
+    spec: str = field(metadata=ADDED_FIELD)
     """The reference ``--model`` takes to rebuild it."""
     input_shape: Optional[List[int]]
     """(C, H, W) of an image model; null for other inputs."""
     num_classes: Optional[int]
     """Classes of a classifier; null when the outputs are not class logits."""
-    args: Dict[str, Any] = added()
+    args: Dict[str, Any] = field(metadata=ADDED_FIELD)
     """Keyword arguments given to the factory."""
-    input_spec: Any = added()
+    input_spec: Any = field(metadata=ADDED_FIELD)
     """The ``--input-spec`` given, or null."""
-    inputs: List[ModelInput] = added()
+    inputs: List[ModelInput] = field(metadata=ADDED_FIELD)
     """The inputs the model declares."""
     class_logits: Optional[List[int]] = None
     """Indices of the outputs that are class logits, where the model declares them."""
@@ -212,7 +212,7 @@ class Task:
 class Manifest:
     """The manifest beside an artefact ``model_fp16.mindir``: ``model_fp16.mindir.json``."""
 
-    schema_version: int = added()
+    schema_version: int = field(metadata=ADDED_FIELD)
     """The version of this layout; absent from manifests written before it existed."""
     format: Literal["MINDIR", "AIR", "ONNX"]
     """The artefact's format."""
@@ -234,9 +234,9 @@ class Manifest:
     """Bytes of the main file."""
     sha256: str
     """Hex digest of the main file."""
-    files: List[FileFacts] = added()
+    files: List[FileFacts] = field(metadata=ADDED_FIELD)
     """Every file of the artefact, the main file first."""
-    total_size: int = added()
+    total_size: int = field(metadata=ADDED_FIELD)
     """Bytes of all ``files``."""
     checkpoint: CheckpointFacts
     """The checkpoint the weights came from."""
@@ -260,10 +260,10 @@ class Manifest:
     """Whether the MINDIR is encrypted (the key is never written)."""
     export_seconds: float
     """Time the export of this artefact took."""
-    deployment: Optional[Deployment] = added()
+    deployment: Optional[Deployment] = field(metadata=ADDED_FIELD)
     """The runtime settings written with the artefact; null (as absent) when none were
     recorded: readers then take no settings as needed."""
-    task: Optional[Task] = added()
+    task: Optional[Task] = field(metadata=ADDED_FIELD)
     """The training run's loss; null when unknown."""
 
 
@@ -292,7 +292,8 @@ def read_manifest(artefact_path: str | os.PathLike) -> dict | None:
 
 def summarize_params(weights: dict) -> dict:
     """{count, bytes, tensors, dtypes: {dtype: count}} from name -> (dtype, shape)."""
-    count, nbytes, dtypes = 0, 0, {}
+    count, nbytes = 0, 0
+    dtypes: Dict[str, int] = {}
     for dtype, shape in weights.values():
         n = 1
         for d in shape:

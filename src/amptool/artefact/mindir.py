@@ -98,7 +98,7 @@ def _copy_out(buf, fh, start: int, end: int) -> np.ndarray:
         return np.frombuffer(buf, np.uint8, end - start, start).copy()
     out = np.empty(end - start, np.uint8)
     fh.seek(start)
-    if fh.readinto(memoryview(out)) != end - start:
+    if fh.readinto(out.data) != end - start:
         raise WireError("truncated parameter")
     return out
 
