@@ -134,7 +134,9 @@ def _reference(cfg: CkptConfig, model: str) -> dict:
     from amptool.trust import recorded_reference
 
     if cfg.model:
-        return user_reference(cfg.model, cfg.model_args, cfg.input_spec)
+        given = user_reference(cfg.model, cfg.model_args, cfg.input_spec)
+        assert given is not None  # a model was named
+        return given
     from amptool.errors import UsageError
 
     run_dir = RunDir(Path(cfg.src).parent)

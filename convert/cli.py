@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import typer
 
@@ -195,7 +195,9 @@ def search_command(
                        level=level.upper(),
                        policy=str(policy) if policy else None, threshold_table=table,
                        threshold_flags=flags, metric=metric, out=str(out),
-                       force=force, device=device, range_safety=_range_safety(range_safety),
+                       # typer gives the field's default ('auto') when --device is not given
+                       force=force, device=device,  # type: ignore[arg-type]
+                       range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
     check_config(cfg)  # every mistake before the consent is recorded
     opt.consent(trust_model)
@@ -228,7 +230,7 @@ def _range_safety(text: str) -> Optional[float]:
     return value
 
 
-def _limits(path: Optional[Path], flags: dict) -> tuple:
+def _limits(path: Optional[Path], flags: dict) -> Tuple[dict, dict]:
     """(table, flags) over parity's fp16-vs-fp32 limits for the output the search judges,
     the network's first (a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then
     flags), checked now; the search lays them over the limits its network's task takes.
@@ -236,7 +238,7 @@ def _limits(path: Optional[Path], flags: dict) -> tuple:
     from amptool.config import read_config_file
     from amptool.limits import flag_overrides, validate_file_thresholds
 
-    table = {}
+    table: dict = {}
     if path:
         data = read_config_file(path)
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data

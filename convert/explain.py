@@ -6,6 +6,7 @@ from typing import Optional
 
 from amptool.config import decided_later
 from amptool.errors import UsageError
+from amptool.policy import Policy
 
 LEVEL_MEANING = {
     "O0": "everything in float32",
@@ -55,7 +56,7 @@ class PolicyConfig:
 
 @dataclass
 class PolicyReport:
-    policy: object
+    policy: Policy
     meaning: str
     rows: list
     out: Optional[str]

@@ -5,7 +5,7 @@ reference and the found policy confirmed in graph mode."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def judge(ref, out, labels, th, logits: bool = True,
     largest ``max_abs``, every failed check) and ``outputs``, each output's own."""
     refs, outs = as_outputs(ref), as_outputs(out)
     limits = th if isinstance(th, OutputLimits) else OutputLimits.single(th, logits)
-    per = []
+    per: List[Dict[str, Any]] = []
     for i, (r, c) in enumerate(zip(refs, outs)):
         th_i, role = limits.of(i, r)
         verdict = judge_output(r, c, _labels_for(labels, r) if role.logits else None, role, th_i)
@@ -59,8 +59,9 @@ def judge(ref, out, labels, th, logits: bool = True,
     if len(per) == 1:
         metrics = dict(per[0]["metrics"])
     else:
-        logits = next((p["metrics"] for p in per if "top1_agree" in p["metrics"]), {})
-        metrics = {**{k: v for k, v in logits.items() if k.startswith(COUNTED_KEYS)},
+        classes: Dict[str, Any] = next(
+            (p["metrics"] for p in per if "top1_agree" in p["metrics"]), {})
+        metrics = {**{k: v for k, v in classes.items() if k.startswith(COUNTED_KEYS)},
                    "cosine": lowest_cosine([p["metrics"]["cosine"] for p in per]),
                    "max_abs": max(p["metrics"]["max_abs"] for p in per),
                    "nonfinite": sum(p["metrics"]["nonfinite"] for p in per),
@@ -182,7 +183,7 @@ def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
                       "(fp32_cells), then search again")
 
 
-def confirm_policy(src, policy, x, ref, th: Thresholds, task=None) -> dict:
+def confirm_policy(src, policy, x, ref, th: Union[Thresholds, OutputLimits], task=None) -> dict:
     """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
     GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
     from amptool.checkpoint import build_with_weights

@@ -22,7 +22,7 @@ def write_range_plot(path: str, ranges: list, kept: list, safety) -> None:
     plt = pyplot()
     rows = [r for r in ranges if r["path"]]
     xs = list(range(len(rows)))
-    kept = set(kept)
+    marked = set(kept)
     width = max(8.0, 0.3 * len(rows))
     fig, (top, low) = plt.subplots(2, 1, figsize=(width, 7.5), sharex=True)
     top.semilogy(xs, _shown([r["out_max"] for r in rows]), "o-", ms=3, lw=0.8,
@@ -47,11 +47,11 @@ def write_range_plot(path: str, ranges: list, kept: list, safety) -> None:
                      label="not finite in fp16")
     low.set_ylabel("fp16 error")
     for x, r in zip(xs, rows):
-        if r["path"] in kept:
+        if r["path"] in marked:
             for ax in (top, low):
                 ax.axvspan(x - 0.4, x + 0.4, color="red", alpha=0.12, lw=0)
     top.set_title(f"range pass: {len(rows)} cells, kept in fp32 (shaded): "
-                  f"{', '.join(sorted(kept)) or 'none'}", fontsize=9)
+                  f"{', '.join(sorted(marked)) or 'none'}", fontsize=9)
     low.set_xticks(xs)
     low.set_xticklabels([r["path"] for r in rows], rotation=60, ha="right", fontsize=7)
     for ax in (top, low):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from amptool.config import decided_later
 from amptool.errors import CheckFailed, UsageError
@@ -31,6 +31,9 @@ from amptool.precision import within
 
 from .bisection import bisect_cells, in_order, sub_units
 from .result import Confirmation, SearchLimits, SearchResult, Trial, TrialMetrics
+
+if TYPE_CHECKING:
+    from .judge import OutputLimits
 
 __all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "check_config",
            "search_policy"]
@@ -103,7 +106,8 @@ class SearchConfig:
 class Trials:
     """Runs and memoizes trials on one eager network whose cells' dtypes are switched."""
 
-    def __init__(self, net, policy, x, ref, labels, thresholds: Thresholds, emit,
+    def __init__(self, net, policy, x, ref, labels, thresholds: Union[Thresholds, OutputLimits],
+                 emit,
                  logits: bool = True, task=None):
         from amptool.precision import cell_paths, ms_dtype, output_fp32, resolve_fp32_cells
 
@@ -274,7 +278,9 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     where = cell_origins(net, kept)
     ranged_at = {r["path"]: r for r in ranged}
     notes = {path: (f"{where.get(path, '?')}; range pass: "
-                    f"{why_kept(ranged_at[path], cfg.range_safety)}" if path in ranged_at
+                    # a cell is range-kept only by a pass that ran, with a safety factor
+                    f"{why_kept(ranged_at[path], cast(float, cfg.range_safety))}"
+                    if path in ranged_at
                     else f"{where.get(path, '?')}; needed to pass parity") for path in kept}
     if cfg.plot:
         from .plot import write_range_plot

@@ -44,6 +44,7 @@ def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
         trained = from_run(run, None, ckpt=ckpt, model=model, model_args=model_args,
                            input_spec=input_spec)
     else:
+        assert ckpt is not None  # refused above without one
         trained = from_checkpoint(ckpt, model, data or "digits", model_args=model_args,
                                   input_spec=input_spec)
     inputs, y = trained.eval_split(data, samples)

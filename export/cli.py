@@ -8,7 +8,7 @@ import typer
 
 from amptool import options as opt
 from amptool.artefact.keys import ENV_VAR
-from amptool.export.api import ExportConfig
+from amptool.export.api import ExportConfig, ExportReport
 
 
 def _value(name: str):
@@ -80,7 +80,7 @@ def export_command(
     _print_report(export(cfg), as_json)
 
 
-def _print_report(report: list, as_json: bool) -> None:
+def _print_report(report: ExportReport, as_json: bool) -> None:
     """The written artefacts: as JSON, or a line each (size, its ratio to the fp32 one,
     parameter dtypes) and the deployment settings it needs."""
     from amptool.export.deploy import summary_line

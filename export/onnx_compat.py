@@ -206,7 +206,7 @@ def rewrite_for_onnx(net) -> list:
         done.extend(_swap_primitives(path, cell))
     classes: dict = {}
     for path, cell in cell_paths(net).items():
-        cls = type(cell)
+        cls: type = type(cell)
         if cls not in classes:
             classes[cls] = exportable_class(cls)
         if classes[cls] is not None:

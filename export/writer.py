@@ -42,21 +42,21 @@ def write_all(cfg, trained, policy, jobs: list) -> list:
     params = trained.checkpoint  # read into each network as it is built, a tensor at a time
     ckpt_facts = {"path": str(trained.checkpoint.resolve()),
                   "sha256": sha256(trained.checkpoint)}
-    results = []
+    results: list = []
     copy = model_copy(trained.spec, Path(jobs[0][2]).parent) if jobs else None
     kept_dir = copy[0].parent if copy else None
     made_dir = kept_dir is not None and not kept_dir.exists()
     try:
         with contextlib.ExitStack() as stack:
             if copy:  # the artefacts' folder carries the model file they were made from
-                kept_dir.mkdir(parents=True, exist_ok=True)
+                copy[0].parent.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(atomic_path(copy[0])).write_bytes(copy[1])
             _stage(cfg, trained, policy, jobs, params, ckpt_facts, copy[2] if copy else {}, stack,
                    results)
             order = [(prec, fmt) for prec, fmt, _ in jobs]
             results.sort(key=lambda r: order.index((r.precision, r.format)))
     except BaseException:
-        if made_dir and not any(kept_dir.iterdir()):
+        if made_dir and kept_dir is not None and not any(kept_dir.iterdir()):
             kept_dir.rmdir()
         raise
     return results

@@ -123,7 +123,7 @@ def parity_command(
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
     html = opt.report_file(report, beside(json_out))
-    thresholds = flag_overrides(**limits, max_abs_scaled=max_abs_scaled,
+    thresholds = flag_overrides(**(limits or {}), max_abs_scaled=max_abs_scaled,
                                 max_metric_drop=max_metric_drop,
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
     flags = dict(data=data, samples=samples, inputs=_s(inputs), save_outputs=_s(save_outputs),

@@ -110,8 +110,9 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
         return entry
     outputs = [judge(i, r, c) for i, (r, c) in enumerate(zip(ref_out, outs))]
     entry["emulated"] = {"weights": source, "outputs": outputs}
-    entry["depends"] = not all(o["passed"] for o in outputs)
-    entry["message"] = describe(kept, outputs, entry["depends"])
+    depends = not all(o["passed"] for o in outputs)
+    entry["depends"] = depends
+    entry["message"] = describe(kept, outputs, depends)
     return entry
 
 

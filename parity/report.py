@@ -218,7 +218,7 @@ def _junit_properties(suite, cand: CandidateResult, report: ParityReport) -> Non
         ET.SubElement(props, "property", name="depends_on_kept_fp32_cells",
                       value=str(deployment.depends).lower())
     notes = [finding_text(f) for f in cand.findings]
-    if deployment and deployment.emulated:
+    if deployment and deployment.emulated and deployment.message:
         notes.append(deployment.message)
     if notes:
         ET.SubElement(suite, "system-out").text = "\n".join(notes)

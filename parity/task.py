@@ -9,7 +9,7 @@ line naming the file and the function.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from amptool.judge import drop_within
 from amptool.taskmetric import FIX, evaluate, load_metric
@@ -32,7 +32,7 @@ def judge_task_value(spec: str, ref_value: float, value: float, limit: Optional[
     from amptool.counts import count_resolution, drop_interval
 
     drop = ref_value - value
-    metrics = {"task_ref": ref_value, "task_cand": value, "task_drop": drop}
+    metrics: Dict[str, Any] = {"task_ref": ref_value, "task_cand": value, "task_drop": drop}
     counts = rate_counts(ref_value, value, samples)
     if counts is not None:  # the sides' per-sample outcomes are unknown: taken as independent
         metrics.update(counted=samples, task_drop_ci=drop_interval(*counts, samples))
@@ -45,7 +45,7 @@ def judge_task_value(spec: str, ref_value: float, value: float, limit: Optional[
             "passed": all(c["passed"] for c in checks)}
 
 
-def rate_counts(ref_value: float, cand_value: float, n: int) -> Optional[tuple]:
+def rate_counts(ref_value: float, cand_value: float, n: int) -> Optional[Tuple[int, int]]:
     """(k_ref, k_cand) when both values are counts over ``n`` samples (k/n in [0, 1], one
     of them strictly inside), else None."""
     if n < 1 or not all(0.0 <= v <= 1.0 for v in (ref_value, cand_value)):

@@ -173,6 +173,12 @@ class AmpStep:
         self._build(loss_cell, reducer)
         return self
 
+    @property
+    def _built(self) -> TrainStep:
+        """The step graph, built at the first batch (or by ``assemble``)."""
+        assert self.trainer is not None, "the step is built at its first batch"
+        return self.trainer
+
     def _build(self, loss_cell, reducer=None) -> None:
         from amptool.precision import apply_policy
 
@@ -209,17 +215,17 @@ class AmpStep:
         ``tried_at``) gave ``loss, finite``: the one settling ``amptool train`` runs too."""
         tries = 1
         if self.loss_scale_kind.kind == "dynamic":
-            first_skipped, first_streak, _ = self.trainer.counters()
+            first_skipped, first_streak, _ = self._built.counters()
             while (not bool(finite.asnumpy()) and np.isfinite(float(loss.asnumpy()))
                    and tries < max_tries):
-                scale = self.trainer.scale_value()
+                scale = self._built.scale_value()
                 if scale >= tried_at:  # at its floor of 1: another try would overflow again
                     break
                 loss, finite = self._run(tensors)
                 tries, tried_at = tries + 1, scale
             if tries > 1:  # the tries are one step: the first try's skip stands for them all
                 overflowed = not bool(finite.asnumpy())
-                self.trainer.set_skip_counters(first_skipped - 1 + int(overflowed),
+                self._built.set_skip_counters(first_skipped - 1 + int(overflowed),
                                                first_streak - 1 + tries if overflowed else 0)
         self.settle_tries = tries
         return loss, finite
@@ -238,13 +244,13 @@ class AmpStep:
         from amptool.device import execution_mode
 
         if ms.get_context("mode") == ms.GRAPH_MODE:
-            return self.trainer.step(*tensors)
+            return self._built.step(*tensors)
         with execution_mode(graph=True):  # the step compiles once, whatever the loop's mode
-            return self.trainer.step(*tensors)
+            return self._built.step(*tensors)
 
     def _result(self, loss, finite) -> StepResult:
         return StepResult(float(loss.asnumpy()), bool(finite.asnumpy()),
-                          self.trainer.scale_value())
+                          self._built.scale_value())
 
     def _probe_loss(self, tensors: list):
         """The loss cell, once the loss took the fp32 network's outputs on the first rows of

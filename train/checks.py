@@ -7,6 +7,8 @@ problems come back in one ``UsageError``. Claiming the folder is no check: the r
 with the folder held (``config.claim_out_folder``)."""
 from __future__ import annotations
 
+from typing import Any, Callable, List, Tuple
+
 from amptool.errors import UsageError
 
 from .config import AUTO, TrainConfig
@@ -105,7 +107,8 @@ def _reference_problems(cfg: TrainConfig) -> list:
 
     from .sink import check_sink_size
 
-    checks = [(check_sink_size, cfg.sink_size), (check_reference, cfg.model)]
+    checks: List[Tuple[Callable[[Any], object], Any]] = [(check_sink_size, cfg.sink_size),
+                                                         (check_reference, cfg.model)]
     if cfg.input_spec:
         checks.append((lambda spec: parse_signature(spec, "--input-spec"), cfg.input_spec))
     if isinstance(cfg.data, str) and cfg.data:

@@ -157,6 +157,7 @@ def build_step(cfg: TrainConfig, net, policy, loss_cell, loss, metric, loss_scal
     # the step a user's own loop gets from amptool.AmpStep, assembled from this run's parts
     amp = AmpStep.assemble(net, policy, loss_cell, optimizer, loss_scale,
                            reducer=world if world > 1 else None, inputs=inputs)
+    assert amp.trainer is not None  # assemble builds the step
     items = ckpt.state_items(net, optimizer, amp.trainer.scaler_state())
     evaluator = Evaluator(amp.amp_net, loss_cell, loss.classifier, metric, cfg.metric)
     return optimizer, amp, items, evaluator

@@ -60,6 +60,12 @@ class Job:
         self.ours: set = set()  # pids seen as msrun's descendants: the ones stop() may kill
         self._offset, self._partial = 0, ""
 
+    @property
+    def _started(self) -> subprocess.Popen:
+        """msrun's process, which ``run`` starts before anything asks for it."""
+        assert self.proc is not None, "msrun has not been started"
+        return self.proc
+
     # -- running -------------------------------------------------------------------------
     def run(self, emit: Callable[[dict], None]) -> None:
         with open(self.logs / "msrun.log", "w", encoding="utf-8") as log:
@@ -96,7 +102,7 @@ class Job:
         import psutil
 
         try:
-            for child in psutil.Process(self.proc.pid).children(recursive=True):
+            for child in psutil.Process(self._started.pid).children(recursive=True):
                 self.born.setdefault(child.pid, _born(child.pid))
                 self.ours.add(child.pid)
         except psutil.Error:
@@ -193,14 +199,15 @@ class Job:
         """Exit codes msrun logged for these pids; msrun looks once a second, so wait a bit."""
         deadline = time.monotonic() + 2.5
         while True:
-            codes = {}
+            codes: dict = {}
             try:
                 text = (self.logs / "msrun.log").read_text(errors="replace")
                 for pid, code in _EXIT_LINE.findall(text):
                     codes.setdefault(int(pid), int(code))
             except OSError:
                 pass
-            if pids & set(codes) or self.proc.poll() is not None or time.monotonic() > deadline:
+            if pids & set(codes) or self._started.poll() is not None \
+                    or time.monotonic() > deadline:
                 return codes
             time.sleep(POLL_S)
 
@@ -260,7 +267,7 @@ class Job:
             info = json.loads(path.read_text())
         except (OSError, ValueError):
             info = {}
-        info["pids"] = sorted(self.ours | {self.proc.pid})
+        info["pids"] = sorted(self.ours | {self._started.pid})
         path.write_text(json.dumps(info, indent=2) + "\n")
 
     @staticmethod

@@ -55,7 +55,7 @@ def output_role(index: int, ref, classifier: Optional[bool] = None,
                       not (logits and is_class_logits(np.asarray(ref))))
 
 
-def output_limits(role: OutputRole, output: tuple, ref_precision: Optional[str],
+def output_limits(role: OutputRole, output: Optional[tuple], ref_precision: Optional[str],
                   cand_precision: Optional[str], table: Optional[dict] = None,
                   flags: Optional[dict] = None) -> Thresholds:
     """The limits of one output (``output``: its index and name) of a candidate in

@@ -123,6 +123,7 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
     spec = resolve_model(model, model_args, input_spec)
     preprocess = None
     if data and data.lower() != "none" and spec.input_shape is not None:
-        preprocess = load_model_data(data, spec, val_fraction).preprocess.to_dict()
+        prep = load_model_data(data, spec, val_fraction).preprocess
+        preprocess = prep.to_dict() if prep is not None else None
     return TrainedModel(spec, path, policy_for(), preprocess, data if preprocess else None,
                         val_fraction if preprocess else None)
