@@ -11,6 +11,7 @@ and ``.npy`` files, copying each in chunks into a stored (uncompressed, zip64) m
 from __future__ import annotations
 
 import mmap
+import os
 import shutil
 import struct
 import zipfile
@@ -155,8 +156,11 @@ class Spool:
     """Arrays of ``count`` rows each, written batch by batch as ``.npy`` files of ``folder``;
     mutable. ``append`` takes one batch of every array (in order); ``arrays`` reads them."""
 
-    def __init__(self, folder: Path, count: int, prefix: str = "output") -> None:
+    def __init__(self, folder: Path, count: int, prefix: str = "output",
+                 span: Optional[tuple] = None) -> None:
         self.folder, self.count, self.prefix = Path(folder), int(count), prefix
+        self.start, self.stop = span or (0, self.count)
+        """Rows written here: a shard's; several shards write one file, each its rows."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self.files: list = []
         self.written = 0
@@ -172,16 +176,23 @@ class Spool:
         self.written += len(batch[0]) if batch else 0
 
     def _open(self, index: int, first: np.ndarray):
-        fh = open(self.path(index), "wb")
+        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if self.span_is_whole else 0)
+        fh = os.fdopen(os.open(self.path(index), flags, 0o600), "r+b")
         header = {"descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False,
                   "shape": (self.count,) + tuple(first.shape[1:])}
         np.lib.format.write_array_header_2_0(fh, header)
+        row = int(np.prod(first.shape[1:], dtype=np.int64)) * first.dtype.itemsize
+        fh.seek(fh.tell() + self.start * row)
         return fh
+
+    @property
+    def span_is_whole(self) -> bool:
+        return (self.start, self.stop) == (0, self.count)
 
     def close(self) -> list:
         """The arrays written (``StoredArray`` each); their rows must be all ``count``."""
         for fh in self.files:
             fh.close()
-        if self.written != self.count:
-            raise RuntimeError(f"spooled {self.written} rows, {self.count} announced")
+        if self.written != self.stop - self.start:
+            raise RuntimeError(f"spooled {self.written} rows, {self.stop - self.start} announced")
         return [stored_at(str(self.path(i))) for i in range(len(self.files))]

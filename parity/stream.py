@@ -114,8 +114,26 @@ def fed_batches(inputs: InputSet, preprocess: Optional[dict], batches: list,
     return prefetched(make())
 
 
-def _run(runner, fed: list) -> list:
-    return [np.asarray(o) for o in runner.run(fed)]
+def pad_size(count: int, size: int) -> Optional[int]:
+    """The one batch shape of a pass over ``count`` samples in batches of ``size``: ``size``
+    when there are several batches (a shorter last one is padded to it, so no second shape
+    is compiled), None when one batch holds them all (run as it is)."""
+    return size if count > size else None
+
+
+def padded(fed: list, size: Optional[int]) -> list:
+    """``fed`` with its last row repeated up to ``size`` rows (as it is when None or full)."""
+    n = len(fed[0]) if fed else 0
+    if size is None or n == 0 or n >= size:
+        return fed
+    return [np.concatenate([f, np.repeat(f[-1:], size - n, axis=0)]) for f in fed]
+
+
+def _run(runner, fed: list, pad: Optional[int] = None) -> list:
+    """``runner``'s outputs on ``fed`` (padded to ``pad`` rows, the padding's rows dropped)."""
+    n = len(fed[0]) if fed else 0
+    outs = [np.asarray(o) for o in runner.run(padded(fed, pad))]
+    return outs if pad is None or n >= pad else [o[:n] for o in outs]
 
 
 def run_reference(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
@@ -124,8 +142,9 @@ def run_reference(runner, inputs: InputSet, preprocess: Optional[dict], size: in
     """Run the reference on ``span`` of the inputs (all by default), its outputs written to
     ``outputs`` (and what it was fed to ``fed_spool``); its ``ReferenceSpread`` per output."""
     spreads: list = []
+    pad = pad_size(inputs.count, size)
     for _, _, fed, _ in fed_batches(inputs, preprocess, spans(span or (0, inputs.count), size)):
-        outs = _run(runner, fed)
+        outs = _run(runner, fed, pad)
         outputs.append(outs)
         if fed_spool is not None:
             fed_spool.append(fed)
@@ -152,8 +171,9 @@ def run_candidate(runner, inputs: InputSet, preprocess: Optional[dict], size: in
         return [rows_of(r, a, b) for r in ref_arrays]
 
     batches = spans(span or (0, inputs.count), size)
+    pad = pad_size(inputs.count, size)
     for a, b, fed, ref_rows in fed_batches(inputs, preprocess, batches, refs):
-        stats.update(a, b, ref_rows, _run(runner, fed))
+        stats.update(a, b, ref_rows, _run(runner, fed, pad))
 
 
 def spool_outputs(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
@@ -161,6 +181,7 @@ def spool_outputs(runner, inputs: InputSet, preprocess: Optional[dict], size: in
     """Run ``runner`` on the inputs batch by batch, its outputs written to ``folder``
     (``StoredArray`` each)."""
     spool = Spool(folder, inputs.count)
+    pad = pad_size(inputs.count, size)
     for _, _, fed, _ in fed_batches(inputs, preprocess, spans((0, inputs.count), size)):
-        spool.append(_run(runner, fed))
+        spool.append(_run(runner, fed, pad))
     return spool.close()

@@ -250,3 +250,42 @@ def test_pages_read_through_a_memory_map_are_let_go(tmp_path):
     release_pages(mapped[:10])  # a view lets go of its map's pages too
     release_pages(first)  # in memory: left as it is
     assert np.array_equal(np.array(mapped[:512]), first)  # read again from the file
+
+
+class _Shapes:
+    """The batch sizes ``_Linear`` is fed."""
+
+    seen: list = []
+    plain = _Linear.run
+
+    @staticmethod
+    def run(runner, arrays):
+        _Shapes.seen.append(len(arrays[0]))
+        return _Shapes.plain(runner, arrays)
+
+
+def test_a_padded_last_batch_gives_the_unpadded_figures(tmp_path, monkeypatch):
+    from amptool.parity import stream
+
+    whole = _report(tmp_path, monkeypatch)  # one batch: run as it is
+    monkeypatch.setattr(_Linear, "run", _Shapes.run)
+    _Shapes.seen = []
+    padded = _report(tmp_path, monkeypatch, batch_size=16)  # 90 = 5 x 16 + 10
+    assert set(_Shapes.seen) == {16}  # every batch of one shape, the last one padded
+    assert _figures(padded) == _figures(whole)
+    monkeypatch.setattr(stream, "pad_size", lambda count, size: None)
+    _Shapes.seen = []
+    unpadded = _report(tmp_path, monkeypatch, batch_size=16)
+    assert 10 in _Shapes.seen and _figures(unpadded) == _figures(padded)
+    fed = [np.arange(6).reshape(3, 2)]
+    assert stream.padded(fed, 5)[0].tolist() == [[0, 1], [2, 3], [4, 5], [4, 5], [4, 5]]
+
+
+def test_shards_of_a_spool_write_one_file(tmp_path):
+    data = RNG.rand(20, 3).astype(np.float32)
+    for span in ((8, 20), (0, 8)):
+        spool = Spool(tmp_path, 20, span=span)
+        for a, b in spans(span, 4):
+            spool.append([data[a:b]])
+        spool.close()
+    assert np.array_equal(np.load(tmp_path / "output_0.npy"), data)
