@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from amptool.errors import UsageError, WorkerFailed
 from amptool.train.config import TrainConfig
-from amptool.train.launch import Layout, _python_shim, launch_workers, msrun_command
+from amptool.msjob import python_shim
+from amptool.train.launch import Layout, launch_workers, msrun_command
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
 
@@ -273,7 +274,7 @@ def test_msrun_command_for_the_second_of_two_hosts(tmp_path):
 def test_the_python_msrun_finds_is_this_interpreter(tmp_path):
     import sys
 
-    shim = _python_shim(tmp_path)
+    shim = python_shim(tmp_path)
     found = subprocess.run(["sh", "-c", "python -c 'import sys; print(sys.prefix)'"],
                            env={"PATH": f"{shim}:/usr/bin:/bin"}, capture_output=True, text=True)
     assert found.stdout.strip() == sys.prefix

@@ -1,7 +1,12 @@
 """Follow one msrun job to its end: status files, the lead rank's events, dead processes.
 
 The job stops (every process msrun started killed by process group) as soon as one rank
-reports a failure, dies without finishing, or has not joined the cluster in time.
+reports a failure, dies without finishing, or has not joined the cluster in time. Each
+process msrun starts reports through a small status file beside its log (``Status``:
+``rank_<R>.json``, ``scheduler.json``): phase ``started`` -> ``joining`` (calling
+``init()``) -> ``ready`` -> ``done`` with its result, or ``failed`` with the error. The
+lead rank may print one ``amptool-event {json}`` line per event into its log, which the
+job follows.
 """
 from __future__ import annotations
 
@@ -16,13 +21,30 @@ from typing import Callable, Optional
 
 from amptool import errors
 from amptool.errors import AmpToolError, WorkerFailed
+from amptool.fileio import write_json
 
-from .worker import EVENT_PREFIX, status_path
-
+EVENT_PREFIX = "amptool-event "
 POLL_S = 0.2
 SHUTDOWN_GRACE_S = 60.0
 _EXIT_LINE = re.compile(r"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
 _ERROR_LINE = re.compile(r"^\s*([\w.]*(Error|Exception|Exit)\b.*)$")
+
+
+def status_path(logs: Path, rank) -> Path:
+    return logs / ("scheduler.json" if rank is None else f"rank_{rank}.json")
+
+
+class Status:
+    """One process's status file, rewritten atomically at every phase."""
+
+    def __init__(self, logs: Path, rank):
+        self.path = status_path(logs, rank)
+        self.state = {"rank": rank, "pid": os.getpid(), "phase": "started",
+                      "started": time.time()}
+
+    def write(self, **fields) -> None:
+        self.state.update(fields)
+        write_json(self.path, self.state)
 
 
 def _alive(pid: int, born: Optional[float]) -> bool:
