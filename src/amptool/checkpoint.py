@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import UsageError
+from .fileio import atomic_path
 
 FORMATS = ("ckpt", "safetensors")
 SCALER_PREFIX = "amptool_loss_scale."
@@ -170,8 +171,6 @@ def write_checkpoint(path: str | os.PathLike, items: list, meta: dict | None = N
     as text by ``read_checkpoint``).
     """
     import mindspore as ms
-
-    from .fileio import atomic_path
 
     meta = dict(meta or {})
     if fmt == "safetensors":

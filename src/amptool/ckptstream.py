@@ -26,6 +26,9 @@ import contextlib
 import mmap
 from pathlib import Path
 
+from .checkpoint import is_float, misfit_error
+from .protowire import delimited_head, fields, read_varint, varint_bytes
+
 
 CRC_TRAILER = 17
 """``b"crc_num"`` and a 10-byte checksum that ``save_checkpoint(crc_check=True)`` appends."""
@@ -83,8 +86,6 @@ def _records(mapped, size: int):
     """(tag, dims, type name, (start, end) of the tensor's bytes) of every ``value`` record
     of a .ckpt mapped in ``mapped``, in file order. Only the fields' keys and lengths are
     read: the tensors' bytes are not touched (their pages never count as this process's)."""
-    from .protowire import fields
-
     trailer = max(size - CRC_TRAILER, 0)
     end = trailer if mapped[trailer:trailer + 7] == b"crc_num" else size
     for number, first, value, after in fields(mapped, 0, end):
@@ -105,8 +106,6 @@ def _records(mapped, size: int):
 
 def _tensor_fields(mapped, start: int, end: int) -> tuple:
     """(dims, type name, (start, end) of the bytes) of a ``TensorProto`` in ``mapped``."""
-    from .protowire import fields, read_varint
-
     dims, kind, span = [], None, (end, end)
     for num, key, value, after in fields(mapped, start, end):
         wire = mapped[key] & 7
@@ -225,8 +224,6 @@ def load_streamed(net, path, source: str = "checkpoint", to_dtype=None) -> None:
     names another one for float parameters: the parameter takes it). Names or shapes
     that do not fit the network are refused in one error, as ``load_into_net`` does.
     """
-    from .checkpoint import is_float, misfit_error
-
     params = {p.name: p for p in net.get_parameters()}
     loaded, mismatched = set(), []
     for name, value in iter_checkpoint(path, lambda n: n in params):
@@ -259,8 +256,6 @@ def record_head(name: str, dims, type_name: str, nbytes: int) -> bytes:
     """The bytes of one ``Checkpoint`` record (one ``value``: tag, then the tensor's dims and
     type) that come before its ``nbytes`` of tensor content, as ``save_checkpoint`` writes
     them; ``type_name`` is MindSpore's (``Float16``, ``Int32``, ``str``...)."""
-    from .protowire import delimited_head, varint_bytes
-
     tag, kind = name.encode("utf-8"), type_name.encode("utf-8")
     head = b"".join(varint_bytes(1 << 3) + varint_bytes(int(d)) for d in dims) + \
         delimited_head(2, len(kind)) + kind + delimited_head(3, nbytes)

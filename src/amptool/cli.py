@@ -10,8 +10,16 @@ from typing import Optional
 import typer
 
 from . import options as opt
-from .pipeline import PipelineConfig
+from .pipeline import PipelineConfig, format_summary, run_pipeline
 from .train.config import TrainConfig
+from amptool.convert import cli as convert_cli
+from .errors import CheckFailed
+from amptool.export import cli as export_cli
+from amptool.parity import cli as parity_cli
+from amptool.train import cli as train_cli
+from amptool.train.cli import score_text
+from .hostinfo import host_info
+from .interrupts import stop_on_signals
 
 app = typer.Typer(cls=opt.AmpToolGroup, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
@@ -22,8 +30,6 @@ app = typer.Typer(cls=opt.AmpToolGroup, add_completion=False, no_args_is_help=Tr
 @opt.handle_errors
 def info(as_json: opt.JsonOption = False) -> None:
     """Show the MindSpore version, usable devices and which export formats work here."""
-    from .hostinfo import host_info
-
     facts = host_info()
     if as_json:
         formats = {fmt: {"available": ok, "reason": why}
@@ -68,9 +74,6 @@ def run_command(
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
     from amptool.models import parse_model_args
 
-    from .errors import CheckFailed
-    from .pipeline import PipelineConfig, format_summary, run_pipeline
-
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
@@ -103,7 +106,6 @@ def _write_report(path: Path, result, cfg: PipelineConfig) -> None:
     from amptool.parity.report import failure_fix, failure_line
 
     from .htmlreport import ReportPage, write_report
-    from .pipeline import format_summary
 
     report, passed = result.parity, result.passed
     line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
@@ -130,17 +132,10 @@ def _stage_printer(event: dict) -> None:
             typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
                        f"val acc {event['val_acc']:.4f}")
         else:
-            from amptool.train.cli import score_text
-
             typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} {score_text(event)}")
 
 
 def _register_subcommands() -> None:
-    from amptool.convert import cli as convert_cli
-    from amptool.export import cli as export_cli
-    from amptool.parity import cli as parity_cli
-    from amptool.train import cli as train_cli
-
     for module in (train_cli, export_cli, parity_cli, convert_cli):
         module.register(app)
     app.command("run")(opt.handle_errors(run_command))
@@ -152,8 +147,6 @@ _register_subcommands()
 def main() -> None:
     """The ``amptool`` console script. SIGTERM stops a command like Ctrl+C: staged files
     are removed and it exits 130 with one line."""
-    from .interrupts import stop_on_signals
-
     stop_on_signals()
     app()
 

@@ -17,7 +17,9 @@ import numpy as np
 from amptool.errors import UsageError
 from amptool.feed import ImageFiles, Stream, at_epochs, batches, pipeline
 from amptool.rows import Targets
-from amptool.sources import SEQUENCE_KINDS, open_arrays, open_images, parse_data_spec
+from amptool.sources import (SEQUENCE_KINDS, check_rows, class_labels, open_arrays, open_images,
+                             parse_data_spec)
+from amptool.losses import default_loss
 
 SPLIT_SEED = 0
 STATS_SAMPLES = 10_000
@@ -317,9 +319,6 @@ def load_model_data(spec: str, model, val_fraction: float = 0.2,
 def _fit_targets(spec: str, model, rows, names: tuple, ys: list, loss, strict: bool,
                  image: bool) -> tuple:
     """(the loss, the labels ModelData streams: int32 class labels or a ``Targets``)."""
-    from amptool.losses import default_loss
-    from amptool.sources import check_rows, class_labels
-
     counts = [len(rows)] if image else [len(a) for a in rows.arrays]
     if loss is None:
         try:

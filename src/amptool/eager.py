@@ -9,6 +9,8 @@ from typing import Optional
 
 import numpy as np
 
+from .device import execution_mode
+
 
 @contextlib.contextmanager
 def eager(net, batch_stats: bool = False):
@@ -17,8 +19,6 @@ def eager(net, batch_stats: bool = False):
     normalize with the batch's own statistics, as a training step computes them, and get
     their running statistics back after; dropout stays off."""
     import mindspore as ms
-
-    from .device import execution_mode
 
     was_training = net.training
     norms = [c for _, c in net.cells_and_names() if isinstance(c, _batch_norms())] \

@@ -21,6 +21,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.rows import Targets, target_columns
+from .interrupts import keep_handlers
 
 
 def default_workers() -> int:
@@ -278,8 +279,6 @@ def _read(data, rows, index_batches, workers: int) -> Iterator:
     """(inputs, labels) of every batch of the pipeline ``data`` (of ``rows`` in
     ``index_batches``); an amptool error raised in a worker comes out as itself, a file
     that cannot be decoded as one usage error naming it."""
-    from .interrupts import keep_handlers
-
     done = 0
     _RAISED.clear()
     n_inputs = 1 if isinstance(rows, ImageFiles) else len(rows.arrays)

@@ -6,11 +6,10 @@ import platform
 import amptool
 
 from .device import available_devices, import_mindspore
+from .artefact import FORMATS, availability
 
 
 def host_info() -> dict:
-    from .artefact import FORMATS, availability
-
     ms = import_mindspore()
     formats = {}
     for fmt in FORMATS:

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from . import htmlpage as hp
+from . import __version__, htmlpage as hp
 from . import svgchart as sc
 from .htmltraining import TrainingRecord, policy_part, policy_reasons, read_training
 from .htmltraining import training_cards, training_section
+from .artefact.files import total_size
+from .artefact.manifest import read_manifest
+from .fileio import write_text
 
 if TYPE_CHECKING:
     from .artefact.manifest import KeptCell
@@ -51,8 +54,6 @@ class ReportPage:
 
 def write_report(path, page: ReportPage) -> None:
     """Render ``page`` and write it to ``path`` all at once."""
-    from .fileio import write_text
-
     write_text(path, render(page))
 
 
@@ -84,8 +85,6 @@ def render(page: ReportPage) -> str:
 
 
 def _version() -> str:
-    from . import __version__
-
     return __version__
 
 
@@ -120,8 +119,6 @@ def labels(report: "ParityReport") -> dict:
 
 
 def _size(path) -> Optional[int]:
-    from .artefact.files import total_size
-
     try:
         return total_size(path) if path and Path(path).exists() else None
     except OSError:
@@ -328,8 +325,6 @@ def kept_reason(cell: "KeptCell", policy: dict, auto: dict) -> str:
 
 
 def _deployment_part(cand: "CandidateResult", auto: dict) -> str:
-    from .artefact.manifest import read_manifest
-
     dep, settings = cand.deployment, cand.deployment.settings
     try:
         policy = (read_manifest(cand.path) or {}).get("policy") or {}

@@ -20,6 +20,7 @@ import numpy as np
 
 from amptool.limits import Thresholds, resolve_thresholds
 from amptool.metrics import check_metrics, compute_metrics, is_class_logits, passed
+from amptool.streamstats import OutputStats
 
 DROP_TOLERANCE = 1e-12
 """A task metric's drop may exceed its budget by this much (float rounding of equal rates)."""
@@ -109,8 +110,6 @@ def output_stats(role: OutputRole, limits: Thresholds):
     """The streamed statistics of one output (``amptool.streamstats.OutputStats``) as
     ``judge_output`` computes them: its tolerances and role; labels count only on class
     logits (``update``'s caller gives None elsewhere)."""
-    from amptool.streamstats import OutputStats
-
     return OutputStats(limits.atol, limits.rtol, logits=role.logits)
 
 

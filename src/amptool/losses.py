@@ -24,6 +24,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .errors import UsageError, first_line
+from .device import execution_mode
+from .trust import trust_file
+from .usercode import import_module, import_user_file
 
 DEFAULT = "cross-entropy"
 IGNORE_INDEX = -100
@@ -134,15 +137,10 @@ def resolve_loss(name: Optional[str]) -> Optional[LossSpec]:
     where, _, factory_name = name.rpartition(":")
     is_file = where.endswith(".py")
     if is_file:
-        from .usercode import import_user_file
-        from .trust import trust_file
-
         if Path(where).is_file():
             trust_file(where, "--loss")
         module = import_user_file(Path(where), "loss", "':factory'")
     else:
-        from .usercode import import_module
-
         module = import_module(where, "loss")
     factory = getattr(module, factory_name, None)
     if not callable(factory):
@@ -297,8 +295,6 @@ def probe_loss(spec: LossSpec, loss_cell, outputs: list, targets: list, names: t
     factory's, as the training step compiles it): its value, or one line saying why the
     loss does not take (outputs, targets) and return a scalar."""
     import mindspore as ms
-
-    from .device import execution_mode
 
     check_shapes(spec, outputs, targets, names)
     outs = tuple(ms.Tensor(np.asarray(o, np.float32)) for o in outputs)

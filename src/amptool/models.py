@@ -20,6 +20,9 @@ from typing import Callable, Optional
 from .errors import UsageError, first_line
 from .signature import InputSpec, format_signature, image_signature, parse_signature
 from .usercode import call_factory, import_module, import_user_file
+from .device import execution_mode, import_mindspore
+from amptool.samples import NAMES
+from .trust import trust_file, vet_recorded
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,6 @@ class ModelSpec:
 
 
 def model_names() -> list[str]:
-    from amptool.samples import NAMES
-
     return sorted(NAMES)
 
 
@@ -117,12 +118,8 @@ def resolve_model(name, args: Optional[dict] = None, input_spec: Optional[str] =
     (with ``probe=False``, for a caller that reads the network's structure alone) accepts a
     model that declares no input signature: its ``inputs`` are then empty.
     """
-    from .device import import_mindspore
-
     if isinstance(name, dict):
         if name.get("recorded_in"):  # read from a file, not given by the user
-            from .trust import vet_recorded
-
             name = vet_recorded(name)
         return resolve_model(name["model"], name.get("model_args"), name.get("input_spec"),
                              probe, signature)
@@ -195,8 +192,6 @@ def _find_factory(name: str, samples: dict) -> tuple:
     where, factory_name = name.rsplit(":", 1)
     is_file = where.endswith(".py")
     if is_file and Path(where).is_file():  # named by the user, or vetted: theirs to run
-        from .trust import trust_file
-
         trust_file(where, "--model")
     module = _import_file(Path(where)) if is_file else import_module(where)
     factory = getattr(module, factory_name, None)
@@ -278,8 +273,6 @@ def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
     """``net`` on numpy arrays in PyNative mode; a network that does not accept the
     signature becomes one error naming what it expected."""
     import mindspore as ms
-
-    from .device import execution_mode
 
     was_training = net.training
     try:

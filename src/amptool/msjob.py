@@ -26,6 +26,7 @@ from typing import Callable, Iterator, Optional
 
 from amptool.errors import AmpToolError, UsageError, WorkerFailed
 from amptool.jobwatch import Status
+from amptool.device import import_mindspore
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"
 
@@ -170,8 +171,6 @@ def serve_scheduler(logs: Path, serves: bool) -> int:
     if not serves:  # several nodes on one host: node 0's scheduler serves, this one is idle
         return 0
     Status(logs, None).write()
-    from amptool.device import import_mindspore
-
     import_mindspore()
     from mindspore.communication import init
 

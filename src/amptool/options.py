@@ -28,6 +28,8 @@ from .config import SHOWN
 from .errors import DEBUG_ENV, AmpToolError, UsageError, debugging, network_error
 from .fileio import jsonable
 from .limits import default_text as limit_default
+from .device import quiet_framework_logs
+from .trust import trust_folder
 
 try:  # newer typer releases vendor click: their errors are not the click package's
     from typer._click import exceptions as cli_errors
@@ -144,6 +146,10 @@ TrustModelOption = Annotated[Optional[List[Path]], typer.Option(
     "--trust-model", metavar="FOLDER", help="Trust the model code FOLDER keeps (FOLDER/model/"
     "*.py, in a run or artefact folder made elsewhere): remembered by sha256 in your trust "
     "store, so a record naming it runs. Repeatable.")]
+ShardWorkersOption = Annotated[Optional[int], typer.Option(
+    "--workers", help="Processes on this host (msrun, at most its cores) that each compare a "
+                      "contiguous shard of the samples; their statistics merge into the "
+                      "report one process makes.")]
 ReportOption = Annotated[Optional[str], typer.Option(
     "--report", metavar="PATH|off", help="Write the HTML report to PATH: one self-contained "
     "file, readable offline (verdict, charts, tables); 'off' writes none.")]
@@ -151,8 +157,6 @@ ReportOption = Annotated[Optional[str], typer.Option(
 
 def consent(folders: Optional[List[Path]]) -> None:
     """Record the user's ``--trust-model`` consent before the command reads any record."""
-    from .trust import trust_folder
-
     for folder in folders or ():
         trust_folder(folder)
 
@@ -242,8 +246,6 @@ def handle_errors(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from .device import quiet_framework_logs
-
         quiet_framework_logs()  # failures come as one line of ours, not MindSpore's log
         try:
             return func(*args, **kwargs)

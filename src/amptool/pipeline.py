@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
-from amptool.config import decided_later
+from amptool.config import build_config, decided_later, layered
 from amptool.errors import UsageError
+from amptool.artefact import onnx_installed
+from amptool.export.api import ExportConfig, export
+from amptool.fileio import output_dir, write_json
+from amptool.parity.config import ParityConfig
+from amptool.train.config import TrainConfig
+from amptool.artefact.files import total_size
+from amptool.train.checks import validate
 
 if TYPE_CHECKING:
     from amptool.parity.report import ParityReport
@@ -48,8 +55,6 @@ class PipelineConfig:
         """A pipeline as ``amptool run`` builds it: the config file at ``path`` (the
         pipeline's keys and any training setting but out, resume and workers), then
         ``flags`` (None: not given)."""
-        from amptool.config import layered
-
         return layered(build_pipeline_config, path, flags)
 
     def to_dict(self) -> dict:
@@ -59,8 +64,6 @@ class PipelineConfig:
                 "overwrite": self.overwrite}
 
     def train_config(self):
-        from amptool.train.config import TrainConfig
-
         base = self.train if self.train is not None else TrainConfig()
         return dataclasses.replace(base, out=str(Path(self.out) / "train"), resume=False,
                                    overwrite=self.overwrite, workers=1)
@@ -93,9 +96,6 @@ _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 def build_pipeline_config(file_values: dict, flags: dict, source: str) -> PipelineConfig:
     """Flat keys (a config file, then flags) into a PipelineConfig: the pipeline's own keys
     plus any training setting except out, resume and workers."""
-    from amptool.config import build_config
-    from amptool.train.config import TrainConfig
-
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - set(_NOT_IN_PIPELINE)
     norm = {k.replace("-", "_"): v for k, v in file_values.items()}
     unknown = sorted(k for k in norm if k not in train_keys and k not in PIPELINE_KEYS)
@@ -111,15 +111,11 @@ def build_pipeline_config(file_values: dict, flags: dict, source: str) -> Pipeli
 
 def check_config(cfg: PipelineConfig) -> tuple:
     """Validate before any work; return the export formats."""
-    from amptool.artefact import onnx_installed
-
     if cfg.onnx not in ("auto", "on", "off"):
         raise UsageError(f"unknown --onnx '{cfg.onnx}'", "use auto, on or off")
     if cfg.onnx == "on" and not onnx_installed():
         raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
                          "pip install 'amptool[onnx]', or pass --onnx off")
-    from amptool.train.checks import validate
-
     validate(cfg.train_config(), folder=False)
     if cfg.samples is not None and (isinstance(cfg.samples, bool)
                                     or not isinstance(cfg.samples, int) or cfg.samples < 1):
@@ -135,8 +131,6 @@ def run_pipeline(cfg: PipelineConfig,
     (``passed`` is the parity verdict)."""
     emit = on_event or (lambda event: None)
     formats = check_config(cfg)
-    from amptool.fileio import output_dir
-
     with output_dir(cfg.out) as out:
         claim_out_folder(cfg, out, emit)
         return _run_stages(cfg, out, formats, emit, on_event)
@@ -160,9 +154,7 @@ def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None
 
 def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
                 on_event: Optional[Callable[[dict], None]]) -> PipelineResult:
-    from amptool.fileio import write_json
     from amptool.parity.compare import parity
-    from amptool.parity.config import ParityConfig
     from amptool.parity.report import write_junit, write_report_json
     from amptool.train.run import run_training
 
@@ -198,7 +190,6 @@ def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple
     ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning;
     with ``--onnx on`` every format is one export, all or nothing: such a failure writes
     none of them."""
-    from amptool.export.api import ExportConfig, export
     from amptool.export.onnx import OnnxUnsupported
 
     common: Dict[str, Any] = {"run": str(out / "train"), "precision": "both",
@@ -230,7 +221,6 @@ def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
               seconds: float) -> "PipelineSummary":
     """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
     with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
-    from amptool.artefact.files import total_size
     from amptool.records import SUMMARY_VERSION
     from amptool.runsummary import ParityFigures, PipelineSummary
 
@@ -262,7 +252,6 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
     reference). ``cosine`` is the lowest and ``max_abs`` the largest over every output;
     ``outputs`` has each one's verdict."""
-    from amptool.artefact.files import total_size
     from amptool.runsummary import ArtefactRow
 
     size = total_size(result.path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .errors import UsageError
+from .fileio import atomic_path
 
 
 def pyplot():
@@ -19,8 +20,6 @@ def pyplot():
 
 def save_figure(fig, path: str) -> None:
     """Write ``fig`` as a PNG at ``path`` atomically and close it."""
-    from .fileio import atomic_path
-
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(str(tmp), dpi=110)
     pyplot().close(fig)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import DeviceError, UsageError
+from .config import read_config_file
+from .fileio import write_text
 
 LEVELS = ("O0", "O1", "O2", "O3")
 DTYPES = ("float16", "bfloat16")
@@ -124,8 +126,6 @@ def load_policy(path: str | Path) -> Policy:
     A run.json or export manifest (a mapping with a ``policy`` mapping inside) is
     accepted too: its recorded policy is returned.
     """
-    from .config import read_config_file
-
     data = read_config_file(path)
     if isinstance(data.get("policy"), dict):
         data = data["policy"]
@@ -152,8 +152,6 @@ def save_policy(policy: Policy, path: str | Path, force: bool = False,
                 notes: Optional[dict] = None) -> Path:
     """Write ``policy`` atomically in the format its extension names (``notes``: cell path
     -> comment, in TOML and YAML)."""
-    from .fileio import write_text
-
     path = Path(path)
     text = policy.to_text(policy_format(path), notes)
     if path.exists() and not force:

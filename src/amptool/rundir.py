@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import UsageError
+from .fileio import write_json
+from .records import RUN_DOOR, RunRecord
+from .schema import check_document
+from .trust import recorded_reference
 
 CHECKPOINTS = ("best", "last")
 CKPT_SUFFIXES = (".ckpt", ".safetensors")
@@ -43,9 +47,6 @@ class RunDir:
         """run.json, held to ``records.RunRecord`` (a UsageError names the file and the field
         that does not fit): config.model, policy and data.preprocess (a mapping for image
         models, null for inputs fed as they are) at least."""
-        from .records import RUN_DOOR, RunRecord
-        from .schema import check_document
-
         self.require()
         try:
             info = json.loads(self.info_path.read_text(encoding="utf-8"))
@@ -70,8 +71,6 @@ class RunDir:
     def model_reference(self, info: Optional[dict] = None) -> dict:
         """The model run.json names, as a reference ``resolve_model`` vets before running
         any of its code (see trust.vet_recorded)."""
-        from .trust import recorded_reference
-
         info = info if info is not None else self.read()
         config = info["config"]
         ref = {k: config.get(k) for k in ("model", "model_args", "input_spec")}
@@ -79,8 +78,6 @@ class RunDir:
         return recorded_reference(ref, kept, self.info_path, self.path)
 
     def write(self, info: dict) -> None:
-        from .fileio import write_json
-
         write_json(self.info_path, info)
 
     def trained_files(self) -> list:

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Optional, Union
 
 from .errors import UsageError
+import amptool
 
 SCHEMA_VERSION_KEY = "schema_version"
 ADDED = "added"
@@ -188,8 +189,6 @@ def check_document(doc, cls: type, door: Door, path) -> None:
                          f"{Misfit(SCHEMA_VERSION_KEY, 'a whole number', version).text()}",
                          door.fix)
     if version > door.version:
-        import amptool
-
         raise UsageError(f"{door.what} {path}: field '{SCHEMA_VERSION_KEY}' is {version}, "
                          f"newer than amptool {amptool.__version__} reads ({door.version})",
                          "upgrade amptool")

@@ -36,7 +36,7 @@ import numpy as np
 
 from .errors import UsageError
 from .exactsum import ExactSum
-from .metrics import is_class_logits
+from .metrics import degenerate_reason, is_class_logits
 from .sketch import GRID, LogHistogram, substate
 from .streamtop1 import FLIP_CAP, Top1Stats
 
@@ -293,8 +293,6 @@ class ReferenceSpread:
 
     def reason(self) -> Optional[str]:
         """``degenerate_reference``'s answer on the batches seen."""
-        from .metrics import degenerate_reason
-
         if self.mean is None or self.m2 is None or not self.mean.size:
             return None
         if self.bad:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from amptool.errors import UsageError
+from amptool.usercode import import_user_file
 
 FIX = "fn(outputs: list of numpy arrays, labels or None) -> float, higher is better"
 
@@ -32,8 +33,6 @@ def check_metric_spec(spec: str) -> tuple:
 
 def load_metric(spec: str) -> Callable:
     """The function named by ``path/file.py:fn``."""
-    from amptool.usercode import import_user_file
-
     path, name = check_metric_spec(spec)
     module = import_user_file(path, "metric", "':fn'")
     fn = getattr(module, name, None)

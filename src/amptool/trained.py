@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import UsageError
-from .models import ModelSpec
-from .policy import Policy
+from .models import ModelSpec, resolve_model, user_reference
+from .policy import Policy, policy_for, policy_from_dict
+from .data import load_eval_inputs, load_model_data
+from .losses import loss_from_record, task_record
+from .rundir import RunDir
 
 
 @dataclass
@@ -56,10 +59,6 @@ class TrainedModel:
     def eval_split(self, data: Optional[str] = None, samples: Optional[int] = None) -> tuple:
         """(inputs, y): the held-out split, one array per input, preprocessed as in training
         (``data`` overrides the source)."""
-        from .data import load_eval_inputs
-
-        from .losses import loss_from_record
-
         source = data or self.data or ("digits" if self.spec.input_shape else "tokens")
         return load_eval_inputs(source, self.spec, self.preprocess, self.val_fraction or 0.2,
                                 samples, loss_from_record(self.task))
@@ -71,10 +70,6 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
     """The model of a training run folder; ``ckpt``/``model`` override the run's. A ``model``
     the user names runs without vetting; it takes the run's recorded factory arguments and
     signature where it is the run's own model and ``model_args``/``input_spec`` are not given."""
-    from .models import resolve_model
-    from .policy import policy_from_dict
-    from .rundir import RunDir
-
     run_dir = RunDir(run)
     info = run_dir.read()
     path = Path(ckpt) if ckpt else run_dir.find_checkpoint(which)
@@ -82,8 +77,6 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
     policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
     data = info["data"]
-    from .models import user_reference
-
     user_reference(model, model_args, input_spec)  # arguments without a model are refused
     ref = run_dir.model_reference(info)
     if model:
@@ -94,8 +87,6 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
                "input_spec": input_spec if input_spec is not None or not own
                else ref.get("input_spec")}
     prep = dict(data["preprocess"]) if data["preprocess"] else None
-    from .losses import task_record
-
     task = task_record(info.get("loss"))
     spec = resolve_model(ref)
     if task is not None and not task.get("classifier", True):  # no class logits to judge
@@ -111,10 +102,6 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
                     input_spec: Optional[str] = None) -> TrainedModel:
     """A checkpoint and the model it was trained with; preprocessing is recomputed from
     ``data`` exactly as training derives it (``None`` or "none": unknown)."""
-    from .data import load_model_data
-    from .models import resolve_model
-    from .policy import policy_for
-
     if not model:
         raise UsageError("--ckpt needs --model", "name the model the checkpoint was trained with")
     path = Path(ckpt)

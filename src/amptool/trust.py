@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .errors import UsageError
+from .fileio import sha256, write_bytes, write_json
+from amptool.samples import NAMES
 
 STORE_ENV = "AMPTOOL_TRUST_STORE"
 """The trust store's path, overriding the one under the user's configuration folder."""
@@ -81,8 +83,6 @@ def is_trusted(digest: str) -> bool:
 def trust_code(digest: str, file, how: str) -> None:
     """Remember the code with sha256 ``digest`` (read from ``file``) as trusted; ``how``:
     what the user did to consent. Concurrent writers keep every entry."""
-    from .fileio import write_json
-
     path = store_path()
     if digest in read_store(path):
         return
@@ -100,8 +100,6 @@ def trust_code(digest: str, file, how: str) -> None:
 
 def trust_file(path, how: str) -> str:
     """Trust the code in ``path`` (a model file the user named); its sha256."""
-    from .fileio import sha256
-
     digest = sha256(path)
     trust_code(digest, path, how)
     return digest
@@ -166,8 +164,6 @@ def vet_recorded(ref: dict) -> dict:
     chose runs. A sample always; a model file only from the copy kept in the run or
     artefact folder, with its recorded sha256, trusted by this user; a package factory only
     from a trusted package."""
-    from amptool.samples import NAMES
-
     name, where = ref.get("model"), ref["recorded_in"]
     clean = {k: ref.get(k) for k in ("model_args", "input_spec")}
     if not isinstance(name, str) or not name:
@@ -208,8 +204,6 @@ def vet_recorded_code(name: str, kept: Optional[dict], where, folder, what: str)
 def _vet_file(ref: dict, name: str, target: str, what: str = "model") -> Path:
     """The kept copy of a recorded model (loss, metric) file, once it is the recorded code
     and trusted."""
-    from .fileio import sha256
-
     where, folder = ref["recorded_in"], Path(ref["folder"]).resolve()
     kept = (folder / ref["file"]).resolve() if ref.get("file") else None
     problem = f"{where} names the {what} file {target}, which amptool does not run on a file's word"
@@ -249,8 +243,6 @@ def keep_code_file(file, folder, what: str) -> dict:
     the facts to record: ``file`` relative to ``folder`` and its ``sha256``."""
     import hashlib
 
-    from .fileio import write_bytes
-
     data = Path(file).read_bytes()
     kept = Path(folder) / KEPT_FOLDER
     own = Path(file).resolve().parent == kept.resolve()  # a resumed run's copy: kept as it is
@@ -266,8 +258,6 @@ def keep_code_file(file, folder, what: str) -> dict:
 def keep_model_file(spec, folder) -> dict:
     """Copy the model's file into ``folder``/model/ (a run folder carries the code it was
     trained with) and return the facts to record; nothing for other models."""
-    from .fileio import write_bytes
-
     copy = model_copy(spec, folder)
     if copy is None:
         return {}

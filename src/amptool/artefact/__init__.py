@@ -12,6 +12,9 @@ from __future__ import annotations
 import importlib.util
 from typing import Optional
 
+from amptool.device import available_devices
+from amptool.errors import AmpToolError
+
 FORMATS = ("MINDIR", "AIR", "ONNX")
 """Every artefact format, in the order they are listed."""
 
@@ -27,8 +30,6 @@ def availability(fmt: str) -> tuple:
     if fmt == "MINDIR":
         return True, "works on every backend", ""
     if fmt == "AIR":
-        from amptool.device import available_devices
-
         devices = available_devices()
         if "Ascend" in devices:
             return True, "Ascend device present", ""
@@ -53,8 +54,6 @@ def reader(fmt: str):
 def stored_weights(path, fmt: str, encrypted: bool = False) -> Optional[dict]:
     """name -> array of the floating-point weights an artefact stores, or None where they
     cannot be read here (encrypted MindIR, AIR, onnx not installed, unreadable file)."""
-    from amptool.errors import AmpToolError
-
     if encrypted or fmt not in ("MINDIR", "ONNX"):
         return None
     try:

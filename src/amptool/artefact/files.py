@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from amptool.errors import UsageError
+from amptool.fileio import sha256
 
 GRAPH_SUFFIX = "_graph.mindir"
 VARIABLES_SUFFIX = "_variables"
@@ -141,8 +142,6 @@ def check_files(path: str | os.PathLike, manifest: dict | None,
 
 
 def file_facts_of(folder: Path, name: str) -> dict:
-    from amptool.fileio import sha256
-
     f = folder / name
     return {"path": name, "size": f.stat().st_size, "sha256": sha256(f)}
 

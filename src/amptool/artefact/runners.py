@@ -19,8 +19,12 @@ import numpy as np
 from amptool.errors import UsageError, first_line
 from amptool.models import flat_outputs
 
-from . import reader
-from .keys import ENV_VAR, coerce_key
+from . import mindir, onnx as onnx_format, reader
+from .keys import ENV_VAR, coerce_key, key_from_env
+from amptool import device
+from .files import locate, total_size
+from .manifest import read_manifest
+from amptool.device import import_mindspore
 
 
 def detect_format(path) -> str:
@@ -102,16 +106,12 @@ class MindIRRunner(Runner):
     format = "MINDIR"
 
     def __init__(self, path, key: bytes | None, manifest: dict | None, facts: dict):
-        from . import mindir
-
         self.cell = mindir.load_graph(path, key)  # facts read (and let go) before
         super().__init__(path, facts, manifest)
 
     def close(self) -> None:
         if self.cell is not None:
             from amptool.device import release_compiled
-
-            from .files import total_size
 
             self.cell = None
             release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)
@@ -135,8 +135,6 @@ class ONNXRunner(Runner):
     format = "ONNX"
 
     def __init__(self, path, manifest: dict | None, facts: dict):
-        from . import onnx as onnx_format
-
         self.session = onnx_format.load_session(path)
         self.providers = list(self.session.get_providers())  # the preferred one first
         super().__init__(path, facts, manifest)
@@ -160,15 +158,11 @@ def infer_precision(facts: dict) -> str | None:
 
 
 def _env_key() -> bytes | None:
-    from .keys import key_from_env
-
     return key_from_env(ENV_VAR, required=False)
 
 
 def _ensure_device() -> None:
     """Select the best backend unless this process already chose one (mode left as is)."""
-    from amptool import device
-
     if not device._selected:
         device.set_device(device.resolve_device("auto"))
 
@@ -180,9 +174,6 @@ class Artefact:
     encrypted MindIR."""
 
     def __init__(self, path, key=None):
-        from .files import locate
-        from .manifest import read_manifest
-
         path = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
         fmt = detect_format(path)
         if not path.is_file():
@@ -194,18 +185,12 @@ class Artefact:
                              "run the MINDIR export of the same model")
         self.path, self.format, self.manifest, self.key = path, fmt, manifest, coerce_key(key)
         if fmt == "MINDIR":
-            from amptool.device import import_mindspore
-
-            from . import mindir
-
             import_mindspore()
             _ensure_device()
             if mindir.is_encrypted(path) and self.key is None:
                 self.key = _env_key()
             self.facts = mindir.describe(path, self.key)
         else:
-            from . import onnx as onnx_format
-
             onnx_format.require_onnx()
             self.facts = onnx_format.describe(path)
         self.inputs, self.outputs = self.facts["inputs"], self.facts["outputs"]

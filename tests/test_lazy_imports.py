@@ -1,0 +1,432 @@
+"""Imports of amptool's own modules sit at module level, where the dependency graph shows them.
+
+An import inside a function hides an edge of that graph. Each one that stays lazy is listed
+in BUDGET with the reason it must: a new one fails here until it is moved up or listed, and
+an entry whose import is gone fails until it is dropped.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"amptool": ROOT / "src" / "amptool", "amptool.train": ROOT / "train",
+           "amptool.convert": ROOT / "convert", "amptool.export": ROOT / "export",
+           "amptool.parity": ROOT / "parity", "amptool.samples": ROOT / "samples"}
+
+START_UP = ("on the CLI start-up path (--help, usage errors), which the target is not on: "
+            "every `amptool --help` would pay its import")
+START_UP_NUMPY = "on the CLI start-up path (--help, usage errors): would import numpy"
+START_UP_MINDSPORE = ("on the CLI start-up path (--help, usage errors): would import "
+                      "MindSpore")
+KEEPS_LIGHT = ("the importing module imports no numpy at module level; the target does, "
+               "and callers (the CLI's option checks, report writers) rely on that")
+KEEPS_MINDSPORE_OUT = ("the importing module imports no MindSpore at module level; the target "
+                       "(a sample network) does")
+PATCHED = ("read at call time: tests replace it on its module (monkeypatch.setattr), which a "
+           "name bound at import would not see")
+PENDING = "pending: the file has another change in progress"
+NOT_YET = "pending: this stage's imports are not moved to module level yet"
+
+_GROUPS: Dict[str, Tuple[str, ...]] = {
+    START_UP_NUMPY: (
+        "amptool.artefact:availability -> amptool.artefact.onnx",
+        "amptool.artefact:reader -> amptool.artefact.mindir",
+        "amptool.artefact:reader -> amptool.artefact.onnx",
+        "amptool.cli:run_command -> amptool.models",
+        "amptool.pipeline:_run_stages -> amptool.parity.compare",
+        "amptool.pipeline:_run_stages -> amptool.train.run",
+        "amptool.pipeline:export_artefacts -> amptool.export.onnx",
+        "amptool.precision:cast_outputs -> amptool.models",
+    ),
+    START_UP: (
+        "amptool.artefact:reader -> amptool.artefact.air",
+        "amptool.cli:run_command -> amptool.parity.report",
+        "amptool.cli:_write_report -> amptool.parity.report",
+        "amptool.cli:_write_report -> amptool.htmlreport",
+        "amptool.pipeline:claim_out_folder -> amptool.rundir",
+        "amptool.pipeline:_run_stages -> amptool.parity.report",
+        "amptool.pipeline:summarize -> amptool.records",
+        "amptool.pipeline:summarize -> amptool.runsummary",
+        "amptool.pipeline:train_figures -> amptool.runsummary",
+        "amptool.pipeline:_row -> amptool.runsummary",
+        "amptool.pipeline:deployment_row -> amptool.runsummary",
+        "amptool.pipeline:output_rows -> amptool.parity.report",
+        "amptool.pipeline:output_rows -> amptool.runsummary",
+        "amptool.pipeline:_fixed -> amptool.parity.report",
+    ),
+    KEEPS_MINDSPORE_OUT: (
+        "amptool.models:sample_spec -> amptool.samples.models",
+        "amptool.models:resolve_model -> amptool.samples.models",
+    ),
+    KEEPS_LIGHT: (
+        "amptool.htmltraining:policy_reasons -> amptool.ranges",
+        "amptool.parityreport:CandidateVerdict.cosine -> amptool.judge",
+    ),
+    PATCHED: (
+        "amptool.artefact.runners:MindIRRunner.close -> amptool.device",
+        "amptool.ckptstream:iter_checkpoint -> amptool.checkpoint",
+        "amptool.ranges:outside_policy -> amptool.precision",
+        "amptool.trained:TrainedModel.fp32_weights -> amptool.checkpoint",
+    ),
+    NOT_YET: (
+        "amptool.train.ampstep:resolve_level -> amptool.policy",
+        "amptool.train.ampstep:AmpStep._build -> amptool.precision",
+        "amptool.train.ampstep:AmpStep._run -> amptool.device",
+        "amptool.train.ampstep:AmpStep._probe_loss -> amptool.losses",
+        "amptool.train.ampstep:AmpStep._probe_loss -> amptool.models",
+        "amptool.train.ampstep:_loss_spec -> amptool.losses",
+        "amptool.train.checks:_value_problems -> amptool.data",
+        "amptool.train.checks:_task_problems -> amptool.losses",
+        "amptool.train.checks:_task_problems -> amptool.taskmetric",
+        "amptool.train.checks:_reference_problems -> amptool.models",
+        "amptool.train.checks:_reference_problems -> amptool.signature",
+        "amptool.train.checks:_reference_problems -> amptool.sources",
+        "amptool.train.checks:_reference_problems -> amptool.train.sink",
+        "amptool.train.checks:_folder_problems -> amptool.fileio",
+        "amptool.train.checks:_folder_problems -> amptool.rundir",
+        "amptool.train.cli:train_command -> amptool.models",
+        "amptool.train.cli:_configs -> amptool.config",
+        "amptool.train.cli:_configs -> amptool.train.config",
+        "amptool.train.cli:_train -> amptool.errors",
+        "amptool.train.cli:_train -> amptool.train.run",
+        "amptool.train.cli:_write_report -> amptool.htmlreport",
+        "amptool.train.config:TrainConfig.from_file -> amptool.config",
+        "amptool.train.config:build_command_config -> amptool.config",
+        "amptool.train.config:build_command_config -> amptool.errors",
+        "amptool.train.config:merge_previous -> amptool.rundir",
+        "amptool.train.config:merge_previous -> amptool.trust",
+        "amptool.train.config:claim_out_folder -> amptool.rundir",
+        "amptool.train.launch:launch_workers -> amptool.train.checks",
+        "amptool.train.launch:_fix_after_failure -> amptool.rundir",
+        "amptool.train.loop:_TrainingRun.restore -> amptool.checkpoint",
+        "amptool.train.loop:_TrainingRun.train -> amptool.taskmetric",
+        "amptool.train.loop:_TrainingRun.train -> amptool.policy",
+        "amptool.train.loop:_TrainingRun.train -> amptool.ranges",
+        "amptool.train.loop:_TrainingRun.train -> amptool.sources",
+        "amptool.train.loop:_TrainingRun.train_epoch -> amptool.rows",
+        "amptool.train.loop:_TrainingRun.sink_epoch -> amptool.train.sink",
+        "amptool.train.loop:_TrainingRun.epoch_order -> amptool.data",
+        "amptool.train.loop:_TrainingRun.end_epoch -> amptool.checkpoint",
+        "amptool.train.overflow:auto_policy -> amptool.data",
+        "amptool.train.overflow:range_pass -> amptool.policy",
+        "amptool.train.overflow:range_pass -> amptool.precision",
+        "amptool.train.overflow:auto_candidates -> amptool.precision",
+        "amptool.train.overflow:auto_candidates -> amptool.ranges",
+        "amptool.train.overflow:overflow_culprit -> amptool.checkpoint",
+        "amptool.train.overflow:overflow_culprit -> amptool.precision",
+        "amptool.train.overflow:overflow_culprit -> amptool.forensics",
+        "amptool.train.parts:_resolve_policy -> amptool.policy",
+        "amptool.train.parts:build_parts -> amptool.device",
+        "amptool.train.parts:build_parts -> amptool.policy",
+        "amptool.train.parts:build_parts -> amptool.train.engine",
+        "amptool.train.parts:build_parts -> amptool.train.sink",
+        "amptool.train.parts:_model_and_data -> amptool.data",
+        "amptool.train.parts:_model_and_data -> amptool.feed",
+        "amptool.train.parts:_model_and_data -> amptool.losses",
+        "amptool.train.parts:_model_and_data -> amptool.models",
+        "amptool.train.parts:_metric -> amptool.taskmetric",
+        "amptool.train.parts:check_task -> amptool.rows",
+        "amptool.train.parts:check_task -> amptool.losses",
+        "amptool.train.parts:check_task -> amptool.models",
+        "amptool.train.parts:check_task -> amptool.taskmetric",
+        "amptool.train.parts:build_step -> amptool.checkpoint",
+        "amptool.train.parts:build_step -> amptool.train.ampstep",
+        "amptool.train.parts:build_step -> amptool.train.engine",
+        "amptool.train.run:run_training -> amptool.fileio",
+        "amptool.train.run:run_training -> amptool.train.checks",
+        "amptool.train.run:run_training -> amptool.train.config",
+        "amptool.train.run:run_training -> amptool.train.launch",
+        "amptool.train.run:run_training -> amptool.train.loop",
+        "amptool.train.summary:Evaluator.evaluate -> amptool.rows",
+        "amptool.train.summary:Evaluator.evaluate -> amptool.taskmetric",
+        "amptool.train.worker:_train -> amptool.device",
+        "amptool.train.worker:_train -> amptool.models",
+        "amptool.train.worker:_train -> amptool.train.loop",
+        "amptool.train.worker:_work -> amptool.train.config",
+        "amptool.convert.ckpt:_reference -> amptool.models",
+        "amptool.convert.ckpt:_reference -> amptool.rundir",
+        "amptool.convert.ckpt:_reference -> amptool.trust",
+        "amptool.convert.ckpt:_reference -> amptool.errors",
+        "amptool.convert.ckpt:_plan -> amptool.ckptstream",
+        "amptool.convert.ckpt:_plan -> amptool.models",
+        "amptool.convert.ckpt:_plan -> amptool.policy",
+        "amptool.convert.ckpt:_plan -> amptool.precision",
+        "amptool.convert.ckpt:convert_checkpoint -> amptool.device",
+        "amptool.convert.ckpt:_stream_ckpt -> amptool.ckptstream",
+        "amptool.convert.ckpt:_stream_ckpt -> amptool.fileio",
+        "amptool.convert.ckpt:_beyond_fp16 -> amptool.ranges",
+        "amptool.convert.cli:policy_command -> amptool.convert.explain",
+        "amptool.convert.cli:policy_command -> amptool.models",
+        "amptool.convert.cli:ckpt_command -> amptool.convert.ckpt",
+        "amptool.convert.cli:ckpt_command -> amptool.models",
+        "amptool.convert.cli:search_command -> amptool.convert.search",
+        "amptool.convert.cli:search_command -> amptool.models",
+        "amptool.convert.cli:_range_safety -> amptool.convert.search",
+        "amptool.convert.cli:_limits -> amptool.config",
+        "amptool.convert.cli:_limits -> amptool.limits",
+        "amptool.convert.cli:_thresholds_of -> amptool.limits",
+        "amptool.convert.cli:_print_event -> amptool.ranges",
+        "amptool.convert.explain:build_policy -> amptool.policy",
+        "amptool.convert.explain:explain_policy -> amptool.policy",
+        "amptool.convert.explain:explain_policy -> amptool.device",
+        "amptool.convert.explain:explain_policy -> amptool.models",
+        "amptool.convert.explain:explain_policy -> amptool.precision",
+        "amptool.convert.judge:as_outputs -> amptool.models",
+        "amptool.convert.judge:TaskCheck.load -> amptool.taskmetric",
+        "amptool.convert.judge:TaskCheck.judge -> amptool.taskmetric",
+        "amptool.convert.judge:confirm_policy -> amptool.checkpoint",
+        "amptool.convert.judge:confirm_policy -> amptool.device",
+        "amptool.convert.judge:confirm_policy -> amptool.precision",
+        "amptool.convert.search:__getattr__ -> amptool.convert.judge",
+        "amptool.convert.search:Trials.__init__ -> amptool.precision",
+        "amptool.convert.search:Trials.closed -> amptool.precision",
+        "amptool.convert.search:Trials.evaluate -> amptool.precision",
+        "amptool.convert.search:Trials.evaluate -> amptool.convert.judge",
+        "amptool.convert.search:base_policy -> amptool.policy",
+        "amptool.convert.search:_check_out -> amptool.policy",
+        "amptool.convert.search:check_config -> amptool.limits",
+        "amptool.convert.search:check_config -> amptool.taskmetric",
+        "amptool.convert.search:check_config -> amptool.options",
+        "amptool.convert.search:check_config -> amptool.plotting",
+        "amptool.convert.search:search_policy -> amptool.device",
+        "amptool.convert.search:search_policy -> amptool.policy",
+        "amptool.convert.search:search_policy -> amptool.convert.subject",
+        "amptool.convert.search:_search -> amptool.checkpoint",
+        "amptool.convert.search:_search -> amptool.policy",
+        "amptool.convert.search:_search -> amptool.precision",
+        "amptool.convert.search:_search -> amptool.ranges",
+        "amptool.convert.search:_search -> amptool.convert.judge",
+        "amptool.convert.search:_search -> amptool.convert.trace",
+        "amptool.convert.search:_search -> amptool.convert.plot",
+        "amptool.convert.search:_range_pass -> amptool.ranges",
+        "amptool.convert.search:_run_search -> amptool.convert.judge",
+        "amptool.convert.search:_final_policy -> amptool.policy",
+        "amptool.convert.search:fp16_fractions -> amptool.checkpoint",
+        "amptool.convert.search:fp16_fractions -> amptool.precision",
+        "amptool.convert.subject:load_subject -> amptool.trained",
+        "amptool.convert.trace:record_execution -> amptool.models",
+        "amptool.export.air:check_available -> amptool.artefact",
+        "amptool.export.air:write -> amptool.errors",
+        "amptool.export.api:artefact_path -> amptool.artefact",
+        "amptool.export.api:export -> amptool.device",
+        "amptool.export.api:export -> amptool.fileio",
+        "amptool.export.api:export -> amptool.export.loader",
+        "amptool.export.api:_check_existing -> amptool.export.writer",
+        "amptool.export.cli:export_command -> amptool.artefact.keys",
+        "amptool.export.cli:export_command -> amptool.export.api",
+        "amptool.export.cli:export_command -> amptool.models",
+        "amptool.export.cli:_print_report -> amptool.export.deploy",
+        "amptool.export.cli:inspect_command -> amptool.artefact.keys",
+        "amptool.export.cli:inspect_command -> amptool.errors",
+        "amptool.export.cli:inspect_command -> amptool.export.inspect",
+        "amptool.export.deploy:kept_cells -> amptool.ckptstream",
+        "amptool.export.deploy:kept_cells -> amptool.precision",
+        "amptool.export.graph:build_network -> amptool.checkpoint",
+        "amptool.export.graph:build_network -> amptool.ckptstream",
+        "amptool.export.graph:build_network -> amptool.precision",
+        "amptool.export.inspect:inspect_artefact -> amptool.artefact",
+        "amptool.export.inspect:inspect_artefact -> amptool.artefact.files",
+        "amptool.export.inspect:inspect_artefact -> amptool.artefact.manifest",
+        "amptool.export.inspect:inspect_artefact -> amptool.artefact.runners",
+        "amptool.export.inspect:inspect_artefact -> amptool.device",
+        "amptool.export.inspect:deployment_line -> amptool.export.deploy",
+        "amptool.export.loader:load_trained -> amptool.policy",
+        "amptool.export.loader:load_trained -> amptool.trained",
+        "amptool.export.manifest:build_manifest -> amptool",
+        "amptool.export.mindir:write -> amptool.artefact.files",
+        "amptool.export.mindir:write -> amptool.errors",
+        "amptool.export.mindir:write -> amptool.export.split",
+        "amptool.export.mindir:_export -> amptool.export.split",
+        "amptool.export.mindir:_write_streamed -> amptool.artefact.files",
+        "amptool.export.mindir:_write_streamed -> amptool.artefact.mindir",
+        "amptool.export.mindir:_write_streamed -> amptool.fileio",
+        "amptool.export.mindir:stream_single -> amptool.artefact.mindir",
+        "amptool.export.mindir:stream_single -> amptool.fileio",
+        "amptool.export.mindir:check_runs -> amptool.artefact.mindir",
+        "amptool.export.mindir:check_runs -> amptool.errors",
+        "amptool.export.onnx:write -> amptool.export.onnx_check",
+        "amptool.export.onnx:write -> amptool.export.onnx_compat",
+        "amptool.export.onnx:write -> amptool.export.split",
+        "amptool.export.onnx:write -> amptool.device",
+        "amptool.export.onnx:_read_lean -> amptool.protowire",
+        "amptool.export.onnx:_write_lean -> amptool.protowire",
+        "amptool.export.onnx:pack_external_data -> amptool.artefact.files",
+        "amptool.export.onnx:_unsupported -> amptool.export.onnx_locate",
+        "amptool.export.onnx:_reference -> amptool.device",
+        "amptool.export.onnx_check:_session -> amptool.artefact.onnx",
+        "amptool.export.onnx_compat:rewrite_for_onnx -> amptool.precision",
+        "amptool.export.onnx_compat:_rewrite_function -> amptool.export.onnx_ops",
+        "amptool.export.split:check_free_space -> amptool.fileio",
+        "amptool.export.writer:format_module -> amptool.export.air",
+        "amptool.export.writer:format_module -> amptool.export.mindir",
+        "amptool.export.writer:format_module -> amptool.export.onnx",
+        "amptool.export.writer:write_all -> amptool.trust",
+        "amptool.export.writer:_stage -> amptool.artefact.manifest",
+        "amptool.export.writer:_stage -> amptool.fileio",
+        "amptool.export.writer:_stage -> amptool.policy",
+        "amptool.export.writer:_stage -> amptool.export.deploy",
+        "amptool.export.writer:_stage_settings -> amptool.export.deploy",
+        "amptool.export.writer:artefact_forms -> amptool.artefact.files",
+        "amptool.export.writer:artefact_forms -> amptool.export.deploy",
+        "amptool.export.writer:_check_space -> amptool.fileio",
+        "amptool.export.writer:_check_space -> amptool.export.split",
+        "amptool.export.writer:_build -> amptool.export.graph",
+        "amptool.export.writer:_write_format -> amptool.export.graph",
+        "amptool.export.writer:_manifest -> amptool.artefact",
+        "amptool.export.writer:_manifest -> amptool.artefact.files",
+        "amptool.export.writer:_manifest -> amptool.policy",
+        "amptool.export.writer:_manifest -> amptool.export.manifest",
+        "amptool.parity.cli:parity_command -> amptool.limits",
+        "amptool.parity.cli:parity_command -> amptool.models",
+        "amptool.parity.cli:parity_command -> amptool.parity.compare",
+        "amptool.parity.cli:check_outputs -> amptool.errors",
+        "amptool.parity.cli:check_outputs -> amptool.parity.plot",
+        "amptool.parity.cli:emit_report -> amptool.errors",
+        "amptool.parity.cli:emit_report -> amptool.parity.report",
+        "amptool.parity.cli:emit_report -> amptool.parity.plot",
+        "amptool.parity.cli:emit_report -> amptool.htmlreport",
+        "amptool.parity.compare:parity -> amptool.device",
+        "amptool.parity.compare:parity -> amptool.records",
+        "amptool.parity.compare:open_all -> amptool.parity.task",
+        "amptool.parity.compare:open_all -> amptool.parity.localize",
+        "amptool.parity.compare:_compare_all -> amptool.parity.shard",
+        "amptool.parity.compare:_data_spec -> amptool.sources",
+        "amptool.parity.compare:make_inputs -> amptool.parity.inputs",
+        "amptool.parity.compare:finish_candidate -> amptool.parity.task",
+        "amptool.parity.compare:finish_candidate -> amptool.parity.emulate",
+        "amptool.parity.compare:finish_candidate -> amptool.parity.localize",
+        "amptool.parity.compare:resolution_findings -> amptool.counts",
+        "amptool.parity.config:ParityConfig.from_file -> amptool.config",
+        "amptool.parity.config:ParityConfig.user_model -> amptool.models",
+        "amptool.parity.config:_build -> amptool.config",
+        "amptool.parity.config:_build -> amptool.errors",
+        "amptool.parity.config:_build -> amptool.limits",
+        "amptool.parity.config:_build -> amptool.artefact.keys",
+        "amptool.parity.emulate:EmulatedRunner.__init__ -> amptool.ckptstream",
+        "amptool.parity.emulate:EmulatedRunner.__init__ -> amptool.parity.layers",
+        "amptool.parity.emulate:EmulatedRunner.__init__ -> amptool.policy",
+        "amptool.parity.emulate:EmulatedRunner.__init__ -> amptool.precision",
+        "amptool.parity.emulate:kept_of -> amptool.ckptstream",
+        "amptool.parity.emulate:kept_of -> amptool.models",
+        "amptool.parity.emulate:kept_of -> amptool.parity.localize",
+        "amptool.parity.emulate:kept_of -> amptool.precision",
+        "amptool.parity.emulate:settings_ignored -> amptool.parity.localize",
+        "amptool.parity.emulate:_emulated_outputs -> amptool.parity.inputs",
+        "amptool.parity.emulate:_emulated_outputs -> amptool.parity.stream",
+        "amptool.parity.emulate:describe -> amptool.parity.report",
+        "amptool.parity.inputs:load_data_inputs -> amptool.data",
+        "amptool.parity.inputs:load_data_inputs -> amptool.losses",
+        "amptool.parity.inputs:load_signature_inputs -> amptool.data",
+        "amptool.parity.inputs:load_signature_inputs -> amptool.losses",
+        "amptool.parity.inputs:load_signature_inputs -> amptool.models",
+        "amptool.parity.inputs:load_npz_inputs -> amptool.losses",
+        "amptool.parity.inputs:load_npz_inputs -> amptool.sources",
+        "amptool.parity.inputs:save_golden -> amptool.fileio",
+        "amptool.parity.inputs:save_golden -> amptool.parity.store",
+        "amptool.parity.inputs:save_golden -> amptool.records",
+        "amptool.parity.inputs:_stored_golden -> amptool.parity.store",
+        "amptool.parity.inputs:load_golden -> amptool.parity.sides",
+        "amptool.parity.inputs:load_golden -> amptool.records",
+        "amptool.parity.inputs:load_golden -> amptool.schema",
+        "amptool.parity.inputs:load_golden -> amptool.losses",
+        "amptool.parity.inputs:load_golden -> amptool.trust",
+        "amptool.parity.layers:_Capture.__init__ -> amptool.precision",
+        "amptool.parity.layers:LayerProbe.__init__ -> amptool.ckptstream",
+        "amptool.parity.layers:LayerProbe.__init__ -> amptool.models",
+        "amptool.parity.layers:LayerProbe._fresh -> amptool.ckptstream",
+        "amptool.parity.localize:_checkpoint_weights -> amptool.ckptstream",
+        "amptool.parity.localize:policy_of -> amptool.policy",
+        "amptool.parity.localize:vet_layer_models -> amptool.trust",
+        "amptool.parity.localize:localize_candidate -> amptool.parity.layers",
+        "amptool.parity.localize:localize_candidate -> amptool.parity.weights",
+        "amptool.parity.shardworker:_work -> amptool.device",
+        "amptool.parity.shardworker:_work -> amptool.parity.compare",
+        "amptool.parity.shardworker:_work -> amptool.parity.shard",
+        "amptool.parity.sides:EagerRunner.__init__ -> amptool.ckptstream",
+        "amptool.parity.sides:EagerRunner.__init__ -> amptool.models",
+        "amptool.parity.sides:open_side -> amptool.artefact.files",
+        "amptool.parity.sides:_open_artefact -> amptool.artefact.files",
+        "amptool.parity.sides:_open_artefact -> amptool.artefact.manifest",
+        "amptool.parity.sides:_open_artefact -> amptool.artefact.runners",
+        "amptool.parity.sides:_open_artefact -> amptool.trust",
+        "amptool.parity.sides:side_weights -> amptool.artefact",
+        "amptool.parity.sides:side_weights -> amptool.ckptstream",
+        "amptool.parity.task:judge_task_value -> amptool.counts",
+    ),
+}
+
+BUDGET: Dict[str, str] = {key: reason for reason, keys in _GROUPS.items() for key in keys}
+
+
+def _modules() -> Iterator[Tuple[str, Path, bool]]:
+    """(dotted name, file, is a package's __init__) of each source file, each once: the stage
+    folders are walked where they live, not through the core folder's links to them."""
+    for package, folder in FOLDERS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if package == "amptool" and (folder / parts[0]).is_symlink():
+                continue
+            is_init = parts[-1] == "__init__"
+            if is_init:
+                parts = parts[:-1]
+            yield ".".join([package, *parts]), path, is_init
+
+
+def _targets(node, module: str, is_init: bool, known: set) -> List[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = module if is_init else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            anchor = anchor.rpartition(".")[0]
+        base = f"{anchor}.{base}" if base else anchor
+    subs = [f"{base}.{alias.name}" for alias in node.names]
+    return subs if all(s in known for s in subs) else [base]
+
+
+def _function_imports(tree) -> Iterator[Tuple[str, ast.AST]]:
+    """(qualified function name, import statement) of each import inside a function."""
+    def walk(node, name: str, in_function: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{name}.{child.name}" if name else child.name
+                yield from walk(child, inner, in_function or not isinstance(child, ast.ClassDef))
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                if in_function:
+                    yield name, child
+            else:
+                yield from walk(child, name, in_function)
+    yield from walk(tree, "", False)
+
+
+def lazy_imports() -> Tuple[List[str], int]:
+    """(``module:function -> imported module`` of each function-level import of an amptool
+    module, the number of function-level import statements of any module)."""
+    modules = list(_modules())
+    known = {name for name, _, _ in modules}
+    own, statements = [], 0
+    for name, path, is_init in modules:
+        for function, node in _function_imports(ast.parse(path.read_text(), str(path))):
+            statements += 1
+            for target in _targets(node, name, is_init, known):
+                if target == "amptool" or target.startswith("amptool."):
+                    own.append(f"{name}:{function} -> {target}")
+    return own, statements
+
+
+def test_each_lazy_import_of_an_own_module_has_a_reason():
+    found, _ = lazy_imports()
+    unlisted = sorted(set(found) - set(BUDGET))
+    gone = sorted(set(BUDGET) - set(found))
+    assert not unlisted, ("imports of amptool modules inside functions: move them to module "
+                          "level, or add them to BUDGET with the reason they must stay lazy:\n"
+                          + "\n".join(unlisted))
+    assert not gone, "BUDGET entries whose import is gone: drop them\n" + "\n".join(gone)
+
+
+def test_each_budget_entry_is_listed_once():
+    keys = [key for keys in _GROUPS.values() for key in keys]
+    assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
