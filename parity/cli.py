@@ -78,6 +78,15 @@ ConfigOption = Annotated[Optional[Path], typer.Option(
 JsonOutOption = Annotated[Optional[Path], typer.Option(
     "--json-out", help="Write the full report as JSON to this file.")]
 JunitOption = Annotated[Optional[Path], typer.Option(help="Write a JUnit XML report.")]
+NodesOption = Annotated[Optional[int], typer.Option(
+    help="Hosts taking part (msrun); --workers is per host; every host runs from one shared "
+         f"folder. {_default('nodes')}")]
+NodeRankOption = Annotated[Optional[int], typer.Option(
+    help=f"This host's rank among --nodes (0 writes the report). {_default('node_rank')}")]
+MasterAddrOption = Annotated[Optional[str], typer.Option(
+    help=f"Address of the host of node rank 0 (msrun). {_default('master_addr')}")]
+MasterPortOption = Annotated[Optional[int], typer.Option(
+    help=f"msrun's port; 0 picks a free one (one host only). {_default('master_port')}")]
 PlotOption = Annotated[Optional[Path], typer.Option(
     help="Write a per-layer error chart (PNG; needs matplotlib; implies --per-layer).")]
 
@@ -112,6 +121,11 @@ def parity_command(
                                         ".html (no report without --json-out).") = None,
     plot: PlotOption = None,
     device: opt.defaulted(opt.DeviceOption, ParityConfig, "device") = None,
+    workers: opt.defaulted(opt.ShardWorkersOption, ParityConfig, "workers") = None,
+    nodes: NodesOption = None,
+    node_rank: NodeRankOption = None,
+    master_addr: MasterAddrOption = None,
+    master_port: MasterPortOption = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,
     limits: Optional[dict] = None,
@@ -130,7 +144,9 @@ def parity_command(
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
                  layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
-                 ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings)
+                 ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings,
+                 workers=workers, nodes=nodes, node_rank=node_rank, master_addr=master_addr,
+                 master_port=master_port)
     cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,
                                  **flags)
     if save_outputs is None and cfg.save_outputs:
@@ -139,6 +155,10 @@ def parity_command(
 
     opt.consent(trust_model)
     result = parity(cfg)
+    if result is None:  # a host other than node 0: its ranks are done
+        typer.echo(f"node {cfg.node_rank}: its {cfg.workers} rank(s) compared their shards; "
+                   "node 0 merges them into the report")
+        return
     emit_report(result, json_out, junit, plot,
                 "json" if as_json else "quiet" if quiet else "", html)
 

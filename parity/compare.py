@@ -22,11 +22,9 @@ from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
 from amptool.parity.culprit import pick_culprit
 from amptool.parity.inputs import (
-    DEFAULT_DATA,
     InputSet,
-    load_data_inputs,
     load_golden,
-    load_npz_inputs,
+    make_inputs,
     save_golden,
 )
 from amptool.parity.report import ParityReport
@@ -79,11 +77,14 @@ def check_config(cfg: ParityConfig) -> None:
         raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
 
 
-def parity(cfg: ParityConfig) -> ParityReport:
+def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     """Compare every candidate with the reference on real inputs (a breach is a report whose
     ``passed`` is False, not an exception).
 
     Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
+    With ``cfg.sharded`` the samples are split across processes started by msrun and their
+    statistics merged into the same report; on a node other than 0 (which writes it) the
+    result is None.
     """
     check_config(cfg)
     t0 = time.perf_counter()
@@ -94,6 +95,8 @@ def parity(cfg: ParityConfig) -> ParityReport:
     with execution_mode(graph=False):
         set_device(device, graph=False)
         report = _compare_all(cfg, device)
+    if report is None:
+        return None
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
     report["schema_version"] = PARITY_REPORT_VERSION
@@ -101,7 +104,7 @@ def parity(cfg: ParityConfig) -> ParityReport:
 
 
 @dataclass
-class _Baseline:
+class Baseline:
     """What every candidate of one check is judged against."""
 
     cfg: ParityConfig
@@ -117,7 +120,21 @@ class _Baseline:
     probes: dict = field(default_factory=dict)
 
 
-def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
+@dataclass(frozen=True)
+class Opened:
+    """The sides of one check, opened (their graphs not loaded), and what they are checked by."""
+
+    fn: Optional[object]
+    """The ``--metric`` function, or None."""
+    ref: Side
+    cands: list
+    golden_in: Optional[InputSet]
+    golden_out: Optional[list]
+    names: list
+
+
+def open_all(cfg: ParityConfig) -> Opened:
+    """The metric, the reference (or golden outputs) and the candidates, checked to fit."""
     fn = None
     if cfg.metric:
         from amptool.parity.task import load_metric
@@ -137,20 +154,36 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> dict:
         vet_layer_models(cfg, ref, cands)
     names = output_names(ref)
     check_output_tables(cfg.file_thresholds, names)
+    return Opened(fn, ref, cands, golden_in, golden_out, names)
+
+
+def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[dict]:
+    if cfg.sharded:
+        from amptool.parity.shard import compare_sharded
+
+        return compare_sharded(cfg, open_all(cfg), device)
+    sides = open_all(cfg)
+    ref, cands = sides.ref, sides.cands
     with tempfile.TemporaryDirectory(prefix="amptool-parity-") as tmp:
-        inputs, ref_out, spreads = _reference_outputs(cfg, ref, cands, golden_in, golden_out,
-                                                      Path(tmp))
-        run = _Baseline(cfg, ref, inputs, ref_out, names, reference_notes(spreads, names),
-                        Path(tmp))
-        if fn is not None:
-            run.task = (fn, _reference_metric(run, fn))
+        inputs, ref_out, spreads = _reference_outputs(cfg, ref, cands, sides.golden_in,
+                                                      sides.golden_out, Path(tmp))
+        run = Baseline(cfg, ref, inputs, ref_out, sides.names,
+                       reference_notes(spreads, sides.names), Path(tmp))
+        if sides.fn is not None:
+            run.task = (sides.fn, _reference_metric(run, sides.fn))
         results = [_judge(run, cand) for cand in cands]
+    return report_dict(run, results, device)
+
+
+def report_dict(run: Baseline, results: list, device: str) -> dict:
+    """The report of every candidate's entry (``finish_candidate``) against ``run``."""
     label_fp16_fidelity(results, device)
-    return {"passed": all(r["passed"] for r in results), "reference": ref.describe(),
+    inputs = run.inputs
+    return {"passed": all(r["passed"] for r in results), "reference": run.ref.describe(),
             "inputs": {"description": inputs.description, "samples": inputs.count,
                        "labels": inputs.labels is not None,
                        "targets": list(inputs.target_names), "labels_from": inputs.labels_from},
-            "candidates": results, "golden_saved": cfg.save_outputs or None}
+            "candidates": results, "golden_saved": run.cfg.save_outputs or None}
 
 
 def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
@@ -168,6 +201,12 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
         if cfg.save_outputs:
             save_golden(cfg.save_outputs, ref, inputs, fed.close(), stored)
         return inputs, stored, spreads
+    golden_inputs, golden_out = golden_head(cfg, golden_inputs, golden_out)
+    return golden_inputs, golden_out, stored_spreads(golden_out, cfg.batch_size)
+
+
+def golden_head(cfg: ParityConfig, golden_inputs: InputSet, golden_out: list) -> tuple:
+    """(InputSet, outputs) of a golden file, its first ``--samples`` when given."""
     if cfg.inputs:
         raise UsageError("--inputs cannot replace the inputs stored with --load-outputs",
                          "drop --inputs: golden outputs carry their inputs")
@@ -179,10 +218,10 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
                              "golden file")
         golden_inputs = golden_inputs.head(cfg.samples)
         golden_out = [head_of(o, cfg.samples) for o in golden_out]
-    return golden_inputs, golden_out, stored_spreads(golden_out, cfg.batch_size)
+    return golden_inputs, golden_out
 
 
-def _reference_metric(run: _Baseline, fn) -> float:
+def _reference_metric(run: Baseline, fn) -> float:
     """The task metric on the reference's outputs: streamed from disk, or given them
     memory-mapped."""
     task = TaskStream(fn, run.cfg.metric, run.inputs.metric_targets, "reference")
@@ -228,67 +267,34 @@ def label_fp16_fidelity(results: list, device: str) -> None:
                                    "fix": "judge fp16 safety by the fp16 MindIR's verdict"})
 
 
-def _data_spec(cfg: ParityConfig, sides: list) -> str:
-    if cfg.data:
-        return cfg.data
-    from amptool.sources import readable_here
-
-    for src in sides:
-        if src.data and readable_here(src.data):
-            return src.data
-    return DEFAULT_DATA
-
-
-def make_inputs(cfg: ParityConfig, ref: Side, cands: list) -> InputSet:
-    sides = [ref] + cands
-    if cfg.inputs:
-        task = next((s.task for s in sides if s.task), None)
-        classes = next((s.num_classes for s in sides if s.num_classes), None)
-        return load_npz_inputs(cfg.inputs, ref.input_names, cfg.samples, task,
-                               tuple(str(i["name"]) for i in ref.inputs), classes)
-    val = cfg.val_fraction or next((s.val_fraction for s in sides if s.val_fraction), 0.2)
-    prep = next((s.preprocess for s in sides if s.preprocess), None)
-    model_ref = next((s.model_ref for s in sides if s.model_ref), None)
-    task = next((s.task for s in sides if s.task), None)
-    if prep is None and model_ref is not None:  # inputs that are not images
-        from amptool.parity.inputs import load_signature_inputs
-
-        spec = _data_spec(cfg, sides)
-        spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
-        resolved = next((s.spec for s in sides if s.model_ref is model_ref), None)
-        return load_signature_inputs(spec, model_ref, val, cfg.samples, task, resolved)
-    if prep is None:
-        raise UsageError("no manifest or run.json says how to preprocess inputs",
-                         "pass --inputs FILE.npz with ready inputs")
-    classes = next((s.num_classes for s in sides if s.num_classes), None)
-    declared = next((s.class_logits for s in sides if s.class_logits is not None), None)
-    if classes is None and declared is None and (task is None or task.get("classifier", True)):
-        raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
-    return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)
-
-
-def accumulate_candidate(run: _Baseline, cand: Side, spool: Path,
+def accumulate_candidate(run: Baseline, cand: Side, spool: Path,
                          span: Optional[tuple] = None) -> tuple:
     """(CandidateStats, fp16_faithful) of a candidate run on ``span`` of the inputs (all by
     default; a shard's statistics merge with the others'); ``spool``: a folder for what a
     whole-array ``--metric`` is given."""
     cfg, inputs = run.cfg, run.inputs
-    task = None if run.task is None else TaskStream(
-        run.task[0], cfg.metric, inputs.metric_targets, "candidate", Spool(spool, inputs.count))
-    stats = CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))], task,
-                           keep_failing=cfg.per_layer)
+    stats = empty_stats(run, cand, spool)
     with cand.opened() as runner:  # let go before the next side opens
         run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
         return stats, fp16_faithful(cand, runner)
 
 
-def _judge(run: _Baseline, cand: Side) -> dict:
+def empty_stats(run: Baseline, cand: Side, spool: Path) -> CandidateStats:
+    """A candidate's statistics before any sample (``spool``: as ``accumulate_candidate``)."""
+    cfg, inputs = run.cfg, run.inputs
+    task = None if run.task is None else TaskStream(
+        run.task[0], cfg.metric, inputs.metric_targets, "candidate", Spool(spool, inputs.count))
+    return CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))], task,
+                          keep_failing=cfg.per_layer)
+
+
+def _judge(run: Baseline, cand: Side) -> dict:
     spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
     stats, faithful = accumulate_candidate(run, cand, spool)
     return finish_candidate(run, cand, stats, faithful, spool)
 
 
-def finish_candidate(run: _Baseline, cand: Side, stats: CandidateStats, faithful,
+def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
                      spool: Path) -> dict:
     """A candidate's report entry from its statistics (merged over every sample)."""
     cfg, ref, inputs = run.cfg, run.ref, run.inputs
@@ -328,7 +334,7 @@ def finish_candidate(run: _Baseline, cand: Side, stats: CandidateStats, faithful
     return result
 
 
-def _plan(run: _Baseline, cand: Side, index: int) -> OutputPlan:
+def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
     """How one output is judged, as ``amptool.judge`` rules: its role (class logits or not)
     and its limits. The labels of class logits: the run's integer class labels where the
     model declares its class-logits outputs, else the inputs' labels."""
@@ -343,7 +349,7 @@ def _plan(run: _Baseline, cand: Side, index: int) -> OutputPlan:
     return OutputPlan(name, role, th, np.asarray(labels) if fits else None)
 
 
-def _judge_whole(run: _Baseline, cand: Side, index: int, r, c) -> dict:
+def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:
     """One output of whole arrays (stored or in memory) judged as ``_judge`` does."""
     stats = CandidateStats([_plan(run, cand, index)])
     for a, b in spans((0, len(c)), run.cfg.batch_size):

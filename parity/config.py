@@ -59,6 +59,22 @@ class ParityConfig:
     batch_size: int = 512
     """Samples per call for artefacts with a dynamic batch dimension (each new batch shape
     costs a graph compilation, so few large calls are fastest)."""
+    workers: int = 1
+    """Processes on this host that each compare a shard of the samples (through msrun);
+    their statistics merge into one report, the same as one process makes."""
+    nodes: int = 1
+    """Hosts taking part; ``workers`` processes run on each."""
+    node_rank: int = 0
+    """This host's index among ``nodes`` (0 merges the shards and writes the report)."""
+    master_addr: str = "127.0.0.1"
+    """Address of the host of node rank 0 (msrun's scheduler)."""
+    master_port: int = 0
+    """Port of msrun's scheduler; 0 picks a free one (one host only)."""
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the samples are split across several processes."""
+        return self.workers * self.nodes > 1
 
     @classmethod
     def from_file(cls, path=None, artefacts=(), key_file=None, **flags) -> "ParityConfig":

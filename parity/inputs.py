@@ -328,3 +328,42 @@ def load_golden(path: str):
                       f"golden {meta['description']}", meta["preprocess"],
                       several if len(several) > 1 else None, names, meta.get("labels_from"))
     return src, inputs, outputs
+
+
+def _data_spec(cfg, sides: list) -> str:
+    if cfg.data:
+        return cfg.data
+    from amptool.sources import readable_here
+
+    for src in sides:
+        if src.data and readable_here(src.data):
+            return src.data
+    return DEFAULT_DATA
+
+
+def make_inputs(cfg, ref, cands: list) -> InputSet:
+    """The inputs of a check: ``cfg``'s ready inputs or data, read as the sides' records
+    (``ref`` then ``cands``) say."""
+    sides = [ref] + cands
+    if cfg.inputs:
+        task = next((s.task for s in sides if s.task), None)
+        classes = next((s.num_classes for s in sides if s.num_classes), None)
+        return load_npz_inputs(cfg.inputs, ref.input_names, cfg.samples, task,
+                               tuple(str(i["name"]) for i in ref.inputs), classes)
+    val = cfg.val_fraction or next((s.val_fraction for s in sides if s.val_fraction), 0.2)
+    prep = next((s.preprocess for s in sides if s.preprocess), None)
+    model_ref = next((s.model_ref for s in sides if s.model_ref), None)
+    task = next((s.task for s in sides if s.task), None)
+    if prep is None and model_ref is not None:  # inputs that are not images
+        spec = _data_spec(cfg, sides)
+        spec = "random" if spec == DEFAULT_DATA and not cfg.data else spec
+        resolved = next((s.spec for s in sides if s.model_ref is model_ref), None)
+        return load_signature_inputs(spec, model_ref, val, cfg.samples, task, resolved)
+    if prep is None:
+        raise UsageError("no manifest or run.json says how to preprocess inputs",
+                         "pass --inputs FILE.npz with ready inputs")
+    classes = next((s.num_classes for s in sides if s.num_classes), None)
+    declared = next((s.class_logits for s in sides if s.class_logits is not None), None)
+    if classes is None and declared is None and (task is None or task.get("classifier", True)):
+        raise UsageError("the number of classes is unknown (no manifest)", "pass --inputs FILE.npz")
+    return load_data_inputs(_data_spec(cfg, sides), prep, classes, val, cfg.samples, task)

@@ -1,0 +1,117 @@
+"""Parity sharded across msrun's processes: the same report as one process, a rank that
+dies fails the gate in one line with nothing half-written, mistakes refused before launch."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from amptool.cli import app
+from amptool.errors import UsageError
+from amptool.parity.shard import shard_spans
+
+STREAMED = '''
+import os
+import numpy as np
+
+
+def top1(outputs, labels):
+    return float(np.mean(np.argmax(outputs[0], 1) == labels))
+
+
+def _update(state, outputs, labels):
+    if os.environ.get("AMPTOOL_TEST_DIE_ON_RANK") == os.environ.get("RANK_ID", "none"):
+        os._exit(7)
+    return state[0] + int((np.argmax(outputs[0], 1) == labels).sum()), state[1] + len(labels)
+
+
+top1.init = lambda: (0, 0)
+top1.update = _update
+top1.merge = lambda a, b: (a[0] + b[0], a[1] + b[1])
+top1.result = lambda s: s[0] / s[1]
+
+
+def whole(outputs, labels):
+    return float(np.mean(np.argmax(outputs[0], 1) == labels))
+'''
+
+
+def test_shards_are_contiguous_on_batch_boundaries():
+    assert shard_spans(300, 64, 2) == [(0, 128), (128, 300)]
+    assert shard_spans(300, 64, 3) == [(0, 64), (64, 192), (192, 300)]
+    with pytest.raises(UsageError, match="300 samples make 1 batch"):
+        shard_spans(300, 512, 2)
+
+
+@pytest.fixture(scope="module")
+def metric(tmp_path_factory):
+    path = tmp_path_factory.mktemp("metric") / "top1.py"
+    path.write_text(STREAMED)
+    (path.parent / "batches.toml").write_text("batch_size = 64\n")
+    return path
+
+
+def _parity(simplecnn, metric, *extra) -> tuple:
+    args = ["parity", simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", "300",
+            "--config", str(metric.parent / "batches.toml"), "--metric", f"{metric}:top1", *extra]
+    result = CliRunner().invoke(app, args)
+    return result.exit_code, result.stderr.strip()
+
+
+def _ours() -> set:
+    """The shard and log folders of sharded checks in the temporary folder."""
+    tmp = Path(tempfile.gettempdir())
+    return set(tmp.glob("amptool-parity-shards-*")) | set(tmp.glob("amptool-parity-logs-*"))
+
+
+pytestmark_slow = pytest.mark.slow
+
+
+@pytestmark_slow
+def test_two_workers_make_the_one_process_report(simplecnn, metric, tmp_path):
+    before = _ours()
+    code_one, _ = _parity(simplecnn, metric, "--json-out", str(tmp_path / "one.json"))
+    code_two, err = _parity(simplecnn, metric, "--workers", "2",
+                            "--json-out", str(tmp_path / "two.json"))
+    assert code_one == code_two and code_two in (0, 1), err
+    one = json.loads((tmp_path / "one.json").read_text())
+    two = json.loads((tmp_path / "two.json").read_text())
+    assert one["inputs"]["samples"] == 300 and one["candidates"][0]["task"] is not None
+    assert sorted(one) == sorted(two)
+    for key in one:
+        if key != "seconds":
+            assert one[key] == two[key], key
+    assert _ours() == before  # the shards' states and the logs removed
+
+
+@pytestmark_slow
+def test_a_rank_that_dies_fails_the_gate_in_one_line(simplecnn, metric, tmp_path, monkeypatch):
+    import psutil
+
+    monkeypatch.setenv("AMPTOOL_TEST_DIE_ON_RANK", "1")
+    before = set(Path(tempfile.gettempdir()).glob("amptool-parity-shards-*"))
+    code, err = _parity(simplecnn, metric, "--workers", "2",
+                        "--json-out", str(tmp_path / "r.json"))
+    assert code == 1 and "\n" not in err and "Traceback" not in err, err
+    assert "rank 1 of 2 exited with code 7" in err and "worker_1.log" in err
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.html").exists()
+    assert set(Path(tempfile.gettempdir()).glob("amptool-parity-shards-*")) == before
+    logs = Path(err.split("(log: ")[1].split(")")[0]).parent
+    pids = json.loads((logs / "launch.json").read_text())["pids"]
+    assert not [p for p in pids if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytestmark_slow
+def test_what_sharding_cannot_run_is_refused_before_launch(simplecnn, metric):
+    code, err = _parity(simplecnn, metric, "--workers", "64")
+    assert code == 2 and "--workers 64 is more than this host's" in err and "\n" not in err
+    args = ["parity", simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--workers", "2",
+            "--metric", f"{metric}:whole"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "\n" not in result.stderr.strip()
+    assert "is computed on every output at once" in result.stderr
+    assert "init/update/merge/result" in result.stderr
