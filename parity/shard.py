@@ -86,7 +86,8 @@ def shard_spans(count: int, size: int, world: int) -> list:
     batches = spans((0, count), size)
     if len(batches) < world:
         raise UsageError(f"{count} samples make {len(batches)} batch(es) of {size}, fewer than "
-                         f"the {world} processes asked for", "lower --workers or --batch-size")
+                         f"the {world} processes asked for",
+                         "lower --workers, or set a smaller batch_size in a --config file")
     bounds = [len(batches) * r // world for r in range(world + 1)]
     return [(batches[bounds[r]][0], batches[bounds[r + 1] - 1][1]) for r in range(world)]
 

@@ -66,6 +66,9 @@ def run_command(
                                    help="Add per-layer localization to the parity report."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "
                                                               "holds (refused without it)."),
+    workers: opt.defaulted(opt.noted(opt.ShardWorkersOption, "Parity's samples only; "
+                                     "training runs in one process."),
+                           PipelineConfig, "workers") = None,
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
     as_json: opt.JsonOption = False,
@@ -80,7 +83,8 @@ def run_command(
                  policy=_s(policy), range_safety=range_safety, epochs=epochs,
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
-                 samples=samples, per_layer=per_layer or None, overwrite=overwrite or None)
+                 samples=samples, per_layer=per_layer or None, overwrite=overwrite or None,
+                 workers=workers)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
     result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)

@@ -49,6 +49,10 @@ class PipelineConfig:
     overwrite: bool = False
     """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
     without it such a folder is refused."""
+    workers: int = 1
+    """Processes (msrun, on this host) that each compare a contiguous shard of the parity
+    check's samples; their statistics merge into the report one process makes. Training
+    runs in one process."""
 
     @classmethod
     def from_file(cls, path=None, **flags) -> "PipelineConfig":
@@ -89,7 +93,7 @@ class PipelineResult:
         return self.summary.to_dict()
 
 
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite")
+PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite", "workers")
 _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 
@@ -121,6 +125,9 @@ def check_config(cfg: PipelineConfig) -> tuple:
                                     or not isinstance(cfg.samples, int) or cfg.samples < 1):
         raise UsageError(f"samples must be a whole number >= 1 (got {cfg.samples!r})",
                          "give a positive --samples")
+    if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 1:
+        raise UsageError(f"workers must be a whole number >= 1 (got {cfg.workers!r})",
+                         "give a positive --workers")
     with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_installed())
     return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
 
@@ -174,7 +181,7 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
                                  samples=cfg.samples, per_layer=cfg.per_layer,
-                                 device=train_cfg.device))
+                                 device=train_cfg.device, workers=cfg.workers))
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
     write_junit(str(out / "parity.xml"), report)

@@ -67,10 +67,10 @@ def _ours() -> set:
     return set(tmp.glob("amptool-parity-shards-*")) | set(tmp.glob("amptool-parity-logs-*"))
 
 
-pytestmark_slow = pytest.mark.slow
+slow = pytest.mark.slow
 
 
-@pytestmark_slow
+@slow
 def test_two_workers_make_the_one_process_report(simplecnn, metric, tmp_path):
     before = _ours()
     code_one, _ = _parity(simplecnn, metric, "--json-out", str(tmp_path / "one.json"))
@@ -87,7 +87,7 @@ def test_two_workers_make_the_one_process_report(simplecnn, metric, tmp_path):
     assert _ours() == before  # the shards' states and the logs removed
 
 
-@pytestmark_slow
+@slow
 def test_a_rank_that_dies_fails_the_gate_in_one_line(simplecnn, metric, tmp_path, monkeypatch):
     import psutil
 
@@ -105,7 +105,7 @@ def test_a_rank_that_dies_fails_the_gate_in_one_line(simplecnn, metric, tmp_path
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
 
-@pytestmark_slow
+@slow
 def test_what_sharding_cannot_run_is_refused_before_launch(simplecnn, metric):
     code, err = _parity(simplecnn, metric, "--workers", "64")
     assert code == 2 and "--workers 64 is more than this host's" in err and "\n" not in err
@@ -115,3 +115,29 @@ def test_what_sharding_cannot_run_is_refused_before_launch(simplecnn, metric):
     assert result.exit_code == 2 and "\n" not in result.stderr.strip()
     assert "is computed on every output at once" in result.stderr
     assert "init/update/merge/result" in result.stderr
+
+
+class _Handed(Exception):
+    """Raised by the stand-in parity with the config the pipeline handed it."""
+
+
+def test_run_hands_its_workers_to_the_parity_step(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from amptool import pipeline
+    from amptool.parity import compare
+
+    def parity(cfg):
+        raise _Handed(cfg)
+
+    monkeypatch.setattr("amptool.train.run.run_training", lambda cfg, on_event=None: None)
+    monkeypatch.setattr(pipeline, "export_artefacts", lambda *args: ([], []))
+    monkeypatch.setattr(pipeline, "order_artefacts", lambda results: (
+        SimpleNamespace(path="ref.mindir"), [SimpleNamespace(path="cand.mindir")]))
+    monkeypatch.setattr(compare, "parity", parity)
+    cfg = pipeline.PipelineConfig.from_file(None, workers=2, out=str(tmp_path / "p"))
+    with pytest.raises(_Handed) as handed:
+        pipeline.run_pipeline(cfg)
+    assert handed.value.args[0].workers == 2 and handed.value.args[0].sharded
+    result = CliRunner().invoke(app, ["run", "--workers", "0", "--out", str(tmp_path / "q")])
+    assert result.exit_code == 2 and "workers must be a whole number >= 1" in result.stderr
