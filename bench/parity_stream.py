@@ -11,14 +11,18 @@ count, each run in a fresh process (its own peak RSS, ``ru_maxrss``):
 * ``compare``: the comparison alone (the statistics parity keeps, fed batches of the
   output's shape), what parity may spend beyond the floor.
 
+* ``workers``: ``amptool.parity`` with ``workers=2`` (the samples split across two msrun
+  processes, their statistics merged into the same report), at the largest count only,
+  against the one-process ``parity`` run of the same samples.
+
 Figures: seconds, samples/s and peak RSS of each, the ratio parity / bare and (parity -
 compare) / bare (target <= 1.1) and the peak RSS of each count over the 2,048-sample one (target:
-flat within 1.1x from 2,048 up).
+flat within 1.1x from 2,048 up); for 2 workers: wall seconds, samples/s and the speedup
+over one process (the launch, msrun's start and each process's graph loads included).
 
-A count that is no multiple of the batch (100,000 = 195 x 512 + 160) makes MindSpore compile
-its last batch's shape too, which raises bare inference's peak RSS as much as parity's
-(about +120 MB here): compare peaks of counts with the same batch shapes (2,048 with
-100,352; 2,208 with 100,000) to see what the sample count itself costs.
+A count that is no multiple of the batch (100,000 = 195 x 512 + 160) no longer compiles its
+last batch's shape: parity pads that batch to the batch size (its outputs dropped), while
+``bare`` here runs it as it is.
 
 Usage: python bench/parity_stream.py [--quick] [--sizes 256,2048,16384,100000]
 """
@@ -51,10 +55,10 @@ def _child(mode: str, ref: str, cand: str, samples: int) -> dict:
     from amptool.parity.config import ParityConfig
 
     cfg = ParityConfig(reference=ref, candidates=(cand,), data="random:0", samples=samples,
-                       emulate_settings=False)
+                       emulate_settings=False, workers=2 if mode == "workers" else 1)
     t0 = time.perf_counter()
     passed = None
-    if mode == "parity":
+    if mode in ("parity", "workers"):
         passed = compare.parity(cfg).passed
     elif mode == "compare":
         _compare_only(cfg)
@@ -126,6 +130,23 @@ def sweep(paths: dict, sizes: tuple) -> list:
     return rows
 
 
+def two_workers(paths: dict, rows: list) -> dict:
+    """2 workers against 1 process at the largest count measured (same samples)."""
+    row = max((r for r in rows if "ratio" in r), key=lambda r: r["samples"], default=None)
+    if row is None:
+        return {}
+    two = _measure("workers", paths, row["samples"])
+    if "error" in two:
+        return {"samples": row["samples"], "error": two["error"]}
+    one = row["parity"]
+    return {"samples": row["samples"], "workers": 2, "seconds_1": one["seconds"],
+            "seconds_2": two["seconds"],
+            "samples_per_s_1": round(row["samples"] / one["seconds"], 1),
+            "samples_per_s_2": round(row["samples"] / two["seconds"], 1),
+            "workers_speedup": round(one["seconds"] / two["seconds"], 3),
+            "same_verdict": two["passed"] == one["passed"]}
+
+
 def flatness(rows: list, base: int = 2048) -> dict:
     """Each count's parity peak RSS over the ``base``-sample run's (from ``base`` up)."""
     peaks = {r["samples"]: r["parity"].get("peak_rss") for r in rows if "parity" in r}
@@ -141,8 +162,9 @@ def run(quick: bool = False, sizes: tuple = ()) -> dict:
     with tempfile.TemporaryDirectory(prefix="amptool-bench-stream-") as tmp:
         paths = _prepare(MODEL, Path(tmp), epochs=0, dynamic=True)
         rows = sweep(paths, sizes)
+        workers = two_workers(paths, rows)
     return {"model": MODEL, "floats_per_sample": 1024, "data": "random:0", "rows": rows,
-            "peak_rss_over_2048": flatness(rows),
+            "peak_rss_over_2048": flatness(rows), "two_workers": workers,
             "targets": {"ratio_without_comparison": 1.1, "flat": 1.1}}
 
 
@@ -168,4 +190,14 @@ def summary(f: dict) -> list:
     return [(f"`amptool parity` minus its comparison ÷ bare inference, {f['model']} "
              f"({f['floats_per_sample']:,} floats a sample)", speed, "≤ 1.1×"),
             ("peak RSS of `amptool parity` by sample count", peaks, ""),
-            ("peak RSS ÷ the 2,048-sample run's", flat, "≤ 1.1×")]
+            ("peak RSS ÷ the 2,048-sample run's", flat, "≤ 1.1×")] + _workers_row(f)
+
+
+def _workers_row(f: dict) -> list:
+    """2 workers against 1 process, in words (none when not measured)."""
+    w = f.get("two_workers") or {}
+    if "workers_speedup" not in w:
+        return []
+    return [(f"`amptool parity --workers 2` ÷ 1 process, {w['samples']:,} samples (wall)",
+             f"{w['workers_speedup']:.2f}× ({w['seconds_2']:g} s vs {w['seconds_1']:g} s; "
+             f"{w['samples_per_s_2']:g} vs {w['samples_per_s_1']:g} samples/s)", "")]
