@@ -10,7 +10,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -124,7 +124,7 @@ class Baseline:
 class Opened:
     """The sides of one check, opened (their graphs not loaded), and what they are checked by."""
 
-    fn: Optional[object]
+    fn: Optional[Callable]
     """The ``--metric`` function, or None."""
     ref: Side
     cands: list

@@ -96,7 +96,7 @@ def compare_sharded(cfg: ParityConfig, sides: Opened, device: str) -> Optional[d
     """The report of ``cfg`` with the samples split across ``cfg.workers`` x ``cfg.nodes``
     ranks (None on a node other than 0: node 0 writes it)."""
     check_sharding(cfg, sides.fn)
-    if sides.golden_out is None:
+    if sides.golden_in is None or sides.golden_out is None:
         inputs, golden_out = make_inputs(cfg, sides.ref, sides.cands), None
     else:
         inputs, golden_out = golden_head(cfg, sides.golden_in, sides.golden_out)
@@ -182,7 +182,7 @@ def compare_shard(cfg: ParityConfig, sides: Opened, span: tuple, folder: Path) -
         run = Baseline(cfg, sides.ref, inputs, ref_out, sides.names, [], Path(tmp))
         ref_task = None
         if sides.fn is not None:
-            task = TaskStream(sides.fn, cfg.metric, inputs.metric_targets, "reference")
+            task = TaskStream(sides.fn, str(cfg.metric), inputs.metric_targets, "reference")
             for a, b in spans(span, cfg.batch_size):
                 task.update(a, b, [rows_of(r, a, b) for r in ref_out])
             ref_task, run.task = task.state, (sides.fn, None)
@@ -197,7 +197,7 @@ def compare_shard(cfg: ParityConfig, sides: Opened, span: tuple, folder: Path) -
 def _shard_reference(cfg: ParityConfig, sides: Opened, span: tuple, folder: Path) -> tuple:
     """(InputSet, the reference's outputs, their spreads over ``span``): the reference run
     on ``span`` into the shared spool, or the golden file's outputs."""
-    if sides.golden_out is not None:
+    if sides.golden_in is not None and sides.golden_out is not None:
         inputs, golden_out = golden_head(cfg, sides.golden_in, sides.golden_out)
         return inputs, golden_out, stored_spreads(golden_out, cfg.batch_size, span)
     inputs = make_inputs(cfg, sides.ref, sides.cands)
@@ -244,18 +244,20 @@ def _merged_report(cfg: ParityConfig, sides: Opened, inputs: InputSet, golden_ou
 
 def _merged_task(cfg: ParityConfig, fn, inputs: InputSet, states: list) -> TaskStream:
     """The reference's ``--metric`` stream, its ranks' states merged in rank order."""
-    merged = None
-    for state in states:
-        task = TaskStream(fn, cfg.metric, inputs.metric_targets, "reference")
+    def stream(state: dict) -> TaskStream:
+        task = TaskStream(fn, str(cfg.metric), inputs.metric_targets, "reference")
         task.state = state["reference_task"]
-        merged = task if merged is None else merged.merge(task)
+        return task
+
+    merged = stream(states[0])
+    for state in states[1:]:
+        merged.merge(stream(state))
     return merged
 
 
 def _merged_stats(run: Baseline, cand, spool: Path, parts: list) -> CandidateStats:
     """A candidate's statistics, its ranks' states merged in rank order."""
-    merged = None
-    for part in parts:
-        stats = empty_stats(run, cand, spool).load_state(part["stats"])
-        merged = stats if merged is None else merged.merge(stats)
+    merged = empty_stats(run, cand, spool).load_state(parts[0]["stats"])
+    for part in parts[1:]:
+        merged.merge(empty_stats(run, cand, spool).load_state(part["stats"]))
     return merged

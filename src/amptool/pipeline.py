@@ -182,6 +182,7 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
                                  samples=cfg.samples, per_layer=cfg.per_layer,
                                  device=train_cfg.device, workers=cfg.workers))
+    assert report is not None, "one host: parity returns its report"
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
     write_junit(str(out / "parity.xml"), report)
