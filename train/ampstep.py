@@ -21,6 +21,11 @@ from amptool.errors import UsageError
 
 from .engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 from .overflow import overflow_culprit, range_pass
+from amptool.device import execution_mode
+from amptool.losses import FIX, LossSpec, build_loss, probe_loss, resolve_loss
+from amptool.models import run_eager
+from amptool.policy import LEVELS, Policy, make_policy, policy_from_dict
+from amptool.precision import apply_policy
 
 AUTO = "auto"
 LEVEL_FIX = ("pass level='O0'..'O3', 'auto' (with calibration= batches), a Policy or a "
@@ -57,16 +62,12 @@ class RangePass:
 def resolve_level(level):
     """(the policy, whether the range pass picks fp32 cells) of ``level``: 'O0'..'O3',
     'auto' (O2 and the range pass), a ``Policy`` or a policy mapping."""
-    from amptool.policy import Policy, make_policy, policy_from_dict
-
     if isinstance(level, Policy):
         return level, False
     if isinstance(level, dict):
         return policy_from_dict(level, "level"), False
     if isinstance(level, str) and level.strip().lower() == AUTO:
         return make_policy("O2"), True
-    from amptool.policy import LEVELS
-
     if not isinstance(level, str) or level.strip().upper() not in LEVELS:
         raise UsageError(f"unknown AMP level {level!r}", LEVEL_FIX)
     return make_policy(level.strip()), False
@@ -180,8 +181,6 @@ class AmpStep:
         return self.trainer
 
     def _build(self, loss_cell, reducer=None) -> None:
-        from amptool.precision import apply_policy
-
         self.amp_net = apply_policy(self.net, self.policy)
         self.trainer = TrainStep(self.amp_net, loss_cell, self.optimizer, self.loss_scale_kind,
                                  reducer=reducer, inputs=self._inputs)
@@ -241,8 +240,6 @@ class AmpStep:
     def _run(self, tensors: list) -> tuple:
         import mindspore as ms
 
-        from amptool.device import execution_mode
-
         if ms.get_context("mode") == ms.GRAPH_MODE:
             return self._built.step(*tensors)
         with execution_mode(graph=True):  # the step compiles once, whatever the loop's mode
@@ -255,9 +252,6 @@ class AmpStep:
     def _probe_loss(self, tensors: list):
         """The loss cell, once the loss took the fp32 network's outputs on the first rows of
         the first batch (a mistake is one line before anything compiles)."""
-        from amptool.losses import build_loss, probe_loss
-        from amptool.models import run_eager
-
         split = len(tensors) - 1 if self._inputs is None else self._inputs
         if not 0 < split < len(tensors):
             raise UsageError(f"a step takes the network's inputs, then the targets: got "
@@ -321,8 +315,6 @@ def _target_names(targets: list) -> tuple:
 
 def _loss_spec(loss, n_targets: int):
     """The ``LossSpec`` of a loss name, cell or function taking ``n_targets`` targets."""
-    from amptool.losses import FIX, LossSpec, resolve_loss
-
     if isinstance(loss, LossSpec):
         return loss
     if isinstance(loss, str):

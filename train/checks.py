@@ -12,6 +12,9 @@ from typing import Any, Callable, List, Tuple
 from amptool.errors import UsageError
 
 from .config import AUTO, TrainConfig
+from amptool.fileio import check_out_dir
+from amptool.taskmetric import check_metric_spec
+from .sink import check_sink_size
 
 LEVELS = ("O0", "O1", "O2", "O3")
 CKPT_FORMATS = ("ckpt", "safetensors")
@@ -81,7 +84,6 @@ def _value_problems(cfg: TrainConfig) -> list:
 def _task_problems(cfg: TrainConfig) -> list:
     """What is wrong with ``loss`` and ``metric`` as written (their code is not run here)."""
     from amptool.losses import FIX, parse_builtin
-    from amptool.taskmetric import check_metric_spec
 
     problems = []
     if cfg.loss is not None:
@@ -105,8 +107,6 @@ def _reference_problems(cfg: TrainConfig) -> list:
     from amptool.signature import parse_signature
     from amptool.sources import parse_data_spec
 
-    from .sink import check_sink_size
-
     checks: List[Tuple[Callable[[Any], object], Any]] = [(check_sink_size, cfg.sink_size),
                                                          (check_reference, cfg.model)]
     if cfg.input_spec:
@@ -119,7 +119,6 @@ def _reference_problems(cfg: TrainConfig) -> list:
 def _folder_problems(cfg: TrainConfig) -> list:
     """(problem, fix) of the output folder: one the run cannot create or write, or, with
     ``resume``, one without the run's ``last`` checkpoint (in its checkpoint format)."""
-    from amptool.fileio import check_out_dir
     from amptool.rundir import RunDir
 
     problems = _raised(check_out_dir, cfg.out, fix=True)

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from amptool import options as opt
-from amptool.train.config import LaunchOptions, TrainConfig
+from amptool.train.config import LaunchOptions, TrainConfig, build_command_config
+from amptool.config import layered
+from amptool.errors import CheckFailed
 
 if TYPE_CHECKING:
     from amptool.train.summary import TrainSummary
@@ -135,9 +137,6 @@ def _configs(config: Optional[Path], flags: dict, command_flags: dict) -> tuple:
     given explicitly: in the ``--config`` file or as ``flags``)."""
     from dataclasses import replace
 
-    from amptool.config import layered
-    from amptool.train.config import build_command_config
-
     def build(file_values, given, source):
         return build_command_config(file_values, given, source), set(file_values)
 
@@ -152,7 +151,6 @@ def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optiona
     """Run the training with progress as ``launch`` asks; write the report (a diverged run's
     too) and print the summary. Of several hosts, the one that writes the run (node 0)
     writes the report."""
-    from amptool.errors import CheckFailed
     from amptool.train.run import run_training
 
     html = html if launch.node_rank == 0 else None

@@ -5,8 +5,9 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass, replac
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from amptool.config import decided_later
+from amptool.config import build_config, decided_later, layered
 from amptool.errors import UsageError
+from amptool.trust import vet_recorded, vet_recorded_code
 
 AUTO = "auto"
 """``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
@@ -93,8 +94,6 @@ class TrainConfig:
         """A training run as ``amptool train --config`` builds it: the config file at
         ``path``, then ``flags`` (None: not given); launch options in the file are checked
         and left to ``LaunchOptions``."""
-        from amptool.config import layered
-
         return layered(build_command_config, path, flags)[0]
 
     def to_dict(self) -> dict:
@@ -137,9 +136,6 @@ def build_command_config(file_values: Mapping[str, Any], flags: Mapping[str, Any
     """Every option of ``amptool train`` from a config file, overridden by the flags given
     (None: not given): ``(TrainConfig, LaunchOptions, as_json)``. Unknown keys and bad
     values are reported together in one error."""
-    from amptool.config import build_config
-    from amptool.errors import UsageError
-
     timeout = (file_values or {}).get("start_timeout", (file_values or {}).get("start-timeout"))
     bad_timeout = timeout is not None and (isinstance(timeout, bool)
                                            or not isinstance(timeout, (int, float)))
@@ -178,13 +174,9 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
         if getattr(cfg, f.name) == getattr(defaults, f.name):
             changes[f.name] = previous[f.name]
     if "model" in changes:  # code named by a file runs only once vetted, as for export --run
-        from amptool.trust import vet_recorded
-
         changes["model"] = vet_recorded(run_dir.model_reference())["model"]
     for what in ("loss", "metric"):  # the same for a loss or metric file the run names
         if changes.get(what):
-            from amptool.trust import vet_recorded_code
-
             kept = run_dir.read().get(what)
             changes[what] = vet_recorded_code(changes[what], kept if isinstance(kept, dict)
                                               else None, run_dir.info_path, run_dir.path, what)

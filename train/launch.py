@@ -28,6 +28,8 @@ from amptool.msjob import (
 from amptool.msjob import msrun_command as job_command
 
 from .config import TrainConfig
+from amptool.rundir import RunDir
+from .checks import validate
 
 WORKER_MODULE = "amptool.train.worker"
 
@@ -53,8 +55,6 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     dies or does not join in time; the job is stopped first, nothing it started survives.
     A rank's own amptool error (bad data, diverged run) is raised as that error.
     """
-    from .checks import validate
-
     validate(cfg)
     check_layout(cfg, nodes, node_rank, master_port)
     if start_timeout is None:
@@ -100,8 +100,6 @@ def _drop_partial_files(out: Path) -> None:
 
 
 def _fix_after_failure(exc: AmpToolError, out: Path, cfg: TrainConfig) -> str:
-    from amptool.rundir import RunDir
-
     last = RunDir(out).checkpoint_path("last", cfg.ckpt_format)
     kept = (f"last good checkpoint kept: {last}" if last.is_file()
             else "no checkpoint had been written yet")

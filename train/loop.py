@@ -34,6 +34,14 @@ from .overflow import (
 from .state import RunState
 from .parts import RunParts, build_parts
 from .summary import TrainSummary, versions, weights_digest
+from amptool import checkpoint as ckpt
+from amptool.data import epoch_batches
+from amptool.policy import save_policy
+from amptool.ranges import why_kept
+from amptool.rows import target_columns
+from amptool.sources import skipped_note
+from amptool.taskmetric import check_metric_spec
+from .sink import sink_calls
 
 Callback = Optional[Callable[[dict], None]]
 
@@ -94,8 +102,6 @@ class _TrainingRun:
         return self.rank == 0
 
     def restore(self) -> None:
-        from amptool import checkpoint as ckpt
-
         parts = self.parts
         meta = ckpt.restore_state(parts.net, parts.optimizer, parts.trainer.scaler_state(),
                                   ckpt.read_checkpoint(self.last_path),
@@ -154,14 +160,9 @@ class _TrainingRun:
             if self.parts.loss.file:  # a loss or metric file travels with the run, as the model's
                 info["loss"].update(keep_code_file(self.parts.loss.file, self.out, "loss"))
             if cfg.metric:
-                from amptool.taskmetric import check_metric_spec
-
                 info["metric"].update(keep_code_file(check_metric_spec(cfg.metric)[0],
                                                      self.out, "metric"))
             if self.parts.auto is not None:
-                from amptool.policy import save_policy
-                from amptool.ranges import why_kept
-
                 notes = {r["path"]: f"{r['where']}; range pass: {why_kept(r, cfg.range_safety)}"
                          for r in self.parts.auto["kept"]}
                 save_policy(self.parts.policy, self.out / self.parts.auto["file"], force=True,
@@ -173,8 +174,6 @@ class _TrainingRun:
                    else None)  # whole lines, each written at once: tail -f works
         data = self.parts.data
         if data.skipped:
-            from amptool.sources import skipped_note
-
             self.emit({"kind": "warning", "message": skipped_note(
                 data.skipped, len(data.skipped) + len(data.rows))})
         self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.state.epoch,
@@ -241,8 +240,6 @@ class _TrainingRun:
         host call runs ``sink`` steps on the device and is read back."""
         import mindspore as ms
 
-        from amptool.rows import target_columns
-
         if self.parts.sink:
             return self.sink_epoch(epoch, metrics)
         cfg, data, state = self.cfg, self.parts.data, self.state
@@ -264,8 +261,6 @@ class _TrainingRun:
     def sink_epoch(self, epoch: int, metrics) -> None:
         """One epoch through ``mindspore.data_sink``: each host call's advance is counted,
         then read back."""
-        from .sink import sink_calls
-
         order = self.epoch_order(epoch)
         pipeline = self.parts.data.train_pipeline(order, self.parts.augment, epoch)
         self.state.open_window(time.perf_counter())
@@ -287,8 +282,6 @@ class _TrainingRun:
 
     def epoch_order(self, epoch: int) -> list:
         """This rank's batches of positions in the training split for ``epoch``."""
-        from amptool.data import epoch_batches
-
         return list(epoch_batches(len(self.parts.data.train_idx), self.cfg.batch_size,
                                   self.cfg.seed, epoch, (self.rank, self.world)))
 
@@ -338,8 +331,6 @@ class _TrainingRun:
         return f"last good checkpoint kept in {self.out}; " if self.last_path.is_file() else ""
 
     def end_epoch(self, epoch: int, metrics) -> None:
-        from amptool import checkpoint as ckpt
-
         cfg, state = self.cfg, self.state
         check_updates(state, self.parts.loss_scale, self.parts.trainer.scale_value,
                       str(self.out) if self.last_path.is_file() else "")

@@ -9,6 +9,12 @@ from typing import Callable
 import numpy as np
 
 from amptool.errors import DivergedError
+from amptool.checkpoint import load_into_net
+from amptool.data import epoch_batches
+from amptool.forensics import first_overflow
+from amptool.policy import make_policy
+from amptool.precision import apply_policy, cell_origins, resolve_fp32_cells
+from amptool.ranges import measure_ranges, outside_policy, range_candidates
 
 AUTO_BATCHES = 2
 """Training batches the range pass of ``--policy auto`` runs over."""
@@ -26,8 +32,6 @@ def auto_policy(cfg, data, net, base) -> tuple:
     kept so in the fp16 probe; its candidates (outputs fp16 cannot hold, cells that break
     when computing in fp16) join the fp32 cells of the ``base`` policy unless it keeps them
     already. Returns (the policy to train under, the range pass's report for run.json)."""
-    from amptool.data import epoch_batches
-
     positions = [idx for idx, _ in zip(epoch_batches(len(data.train_idx), cfg.batch_size,
                                                      cfg.seed, 0), range(AUTO_BATCHES))]
     joined = None
@@ -43,9 +47,6 @@ def range_pass(net, joined, base, safety: float) -> tuple:
     ``joined`` (a list of numpy arrays, one per network input: the calibration batches in
     one call; None: nothing to measure): (``base`` with the cells found joined to its fp32
     cells, the found cells as dicts with ``where`` they come from)."""
-    from amptool.policy import make_policy
-    from amptool.precision import cell_origins
-
     found = [] if joined is None else auto_candidates(net, joined, base, safety)
     cells = list(base.fp32_cells) + [r.path for r in found]
     policy = make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
@@ -57,9 +58,6 @@ def auto_candidates(net, inputs: list, base, safety: float) -> list:
     """The range pass of ``--policy auto`` over one batch of ``inputs`` of the fp32 network
     ``net`` (batch statistics; the cells ``base`` keeps in fp32 stay so in the fp16 probe):
     the ``CellRange`` of the cells to keep that ``base`` does not keep already."""
-    from amptool.precision import resolve_fp32_cells
-    from amptool.ranges import measure_ranges, outside_policy, range_candidates
-
     kept = tuple(resolve_fp32_cells(net, base).values())
     ranges = measure_ranges(net, [inputs], batch_stats=True, fp32_kept=kept)
     return outside_policy(net, range_candidates(ranges, safety=safety), base)
@@ -135,10 +133,6 @@ def overflow_culprit(build, net, policy, inputs: list):
     """The first cell of ``net`` (its weights as they are now) whose ``policy`` output is
     not finite on ``inputs`` while its fp32 output is (``forensics.first_overflow``), or None;
     ``build()`` makes a fresh fp32 network of the same structure (twice)."""
-    from amptool.checkpoint import load_into_net
-    from amptool.precision import apply_policy
-    from amptool.forensics import first_overflow
-
     weights = {p.name: p for p in net.get_parameters()}
     fp32, low = build(), build()
     for built in (fp32, low):

@@ -8,16 +8,25 @@ from typing import Any, Optional
 
 import numpy as np
 
-from amptool.data import augmenting
+from amptool.data import augmenting, load_model_data
 
 from .config import AUTO, TrainConfig
 from .overflow import auto_policy
 from .summary import Evaluator
+from amptool import checkpoint as ckpt
+from amptool.device import import_mindspore, resolve_device, set_device
+from amptool.feed import check_workers
+from amptool.losses import build_loss, probe_loss, resolve_loss
+from amptool.models import resolve_model, run_eager
+from amptool.policy import check_dtype_on_device, policy_for
+from amptool.rows import target_columns
+from amptool.taskmetric import evaluate, load_metric
+from .ampstep import AmpStep
+from .engine import make_optimizer, parse_loss_scale
+from .sink import resolve_sink_size
 
 
 def _resolve_policy(cfg: TrainConfig):
-    from amptool.policy import policy_for
-
     return policy_for(None if cfg.policy == AUTO else cfg.policy, cfg.amp_level)
 
 
@@ -72,12 +81,6 @@ def build_parts(cfg: TrainConfig, world: int) -> RunParts:
     """The run's parts for one of ``world`` processes: the network built under the policy
     (after the range pass with ``--policy auto``), the loss and metric tried on it, the
     step assembled. A mistake in any of them is raised before anything is written."""
-    from amptool.device import import_mindspore, resolve_device, set_device
-    from amptool.policy import check_dtype_on_device
-
-    from .engine import parse_loss_scale
-    from .sink import resolve_sink_size
-
     ms = import_mindspore()
     device = resolve_device(cfg.device)
     sink = resolve_sink_size(cfg.sink_size, device, cfg.log_every)
@@ -103,11 +106,6 @@ def build_parts(cfg: TrainConfig, world: int) -> RunParts:
 
 def _model_and_data(cfg: TrainConfig) -> tuple:
     """(model reference, data): a model whose loss is no classifier's has no class count."""
-    from amptool.data import load_model_data
-    from amptool.feed import check_workers
-    from amptool.losses import resolve_loss
-    from amptool.models import resolve_model
-
     spec = resolve_model(cfg.model, cfg.model_args, cfg.input_spec)
     data = load_model_data(cfg.data, spec, cfg.val_fraction,
                            workers=check_workers(cfg.data_workers),
@@ -118,8 +116,6 @@ def _model_and_data(cfg: TrainConfig) -> tuple:
 
 
 def _metric(cfg: TrainConfig):
-    from amptool.taskmetric import load_metric
-
     return load_metric(cfg.metric) if cfg.metric else None
 
 
@@ -127,17 +123,11 @@ def check_task(cfg: TrainConfig, spec, data, net, metric):
     """The loss cell, once the loss took the fresh network's outputs on a few training
     rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
     either is one line before anything is written."""
-    from amptool.rows import target_columns
-    from amptool.losses import build_loss, probe_loss
-    from amptool.models import run_eager
-
     inputs, targets = next(iter(data.train_batches([np.arange(min(4, len(data.train_idx)))])))
     outputs = run_eager(net, inputs, spec.name, spec.inputs)
     cell = build_loss(data.loss, len(outputs))
     probe_loss(data.loss, cell, outputs, target_columns(targets), data.target_names)
     if metric is not None:
-        from amptool.taskmetric import evaluate
-
         val_in, val_y = data.val_inputs(4)
         evaluate(metric, cfg.metric, run_eager(net, val_in, spec.name, spec.inputs), val_y,
                  "held-out split")
@@ -148,11 +138,6 @@ def build_step(cfg: TrainConfig, net, policy, loss_cell, loss, metric, loss_scal
                inputs: int, world: int) -> tuple:
     """(optimizer, the loss-scaled step, the state a checkpoint holds, the evaluator) of the
     network under the policy."""
-    from amptool import checkpoint as ckpt
-
-    from .ampstep import AmpStep
-    from .engine import make_optimizer
-
     optimizer = make_optimizer(cfg.optimizer, net.trainable_params(), cfg.lr)
     # the step a user's own loop gets from amptool.AmpStep, assembled from this run's parts
     amp = AmpStep.assemble(net, policy, loss_cell, optimizer, loss_scale,

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
-from .config import LaunchOptions, TrainConfig, merge_previous
+from .config import LaunchOptions, TrainConfig, claim_out_folder, merge_previous, replace_run
 from .summary import TrainSummary
+from amptool.fileio import output_dir
+from .checks import validate
+from .launch import launch_workers
+from .loop import train_model
 
 Callback = Optional[Callable[[dict], None]]
 
@@ -20,12 +24,6 @@ def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable
     cfg = merge_previous(cfg, explicit)
     launch = launch or LaunchOptions()
     if cfg.workers > 1 or launch.nodes > 1:
-        from amptool.fileio import output_dir
-
-        from .checks import validate
-        from .config import claim_out_folder, replace_run
-        from .launch import launch_workers
-
         validate(cfg)
         with output_dir(cfg.out):  # the launcher holds the folder for its workers
             replace_run(cfg, claim_out_folder(cfg), on_event or (lambda event: None))
@@ -34,6 +32,4 @@ def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable
                                      master_port=launch.master_port, quiet=launch.quiet,
                                      on_event=on_event, start_timeout=launch.start_timeout)
         return TrainSummary.from_dict(summary)
-    from .loop import train_model
-
     return train_model(cfg, on_event=on_event)

@@ -12,6 +12,8 @@ import numpy as np
 import amptool
 from amptool.models import flat_outputs
 from amptool.trainsummary import TrainSummary
+from amptool.rows import target_columns
+from amptool.taskmetric import evaluate
 
 __all__ = ["Evaluator", "TrainSummary", "versions", "weights_digest"]
 
@@ -52,8 +54,6 @@ class Evaluator:
             return {"value": self.accuracy(data)}
         import mindspore as ms
 
-        from amptool.rows import target_columns
-
         self.net.set_train(False)
         total = count = 0.0
         outputs, targets = [], []
@@ -73,8 +73,6 @@ class Evaluator:
         val_loss = total / count
         if not self.metric:
             return {"value": -val_loss, "val_loss": val_loss}
-        from amptool.taskmetric import evaluate
-
         joined = [np.concatenate([o[i] for o in outputs]) for i in range(len(outputs[0]))]
         ys = [np.concatenate([t[i] for t in targets]) for i in range(len(targets[0]))]
         value = evaluate(self.metric, self.metric_spec, joined, ys[0] if len(ys) == 1 else ys,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from amptool.jobwatch import EVENT_PREFIX, Status
 from amptool.msjob import worker_main
+from amptool.device import import_mindspore, resolve_device, set_device
+from amptool.train.config import TrainConfig
 
 
 def _emit(event: dict) -> None:
@@ -22,8 +24,6 @@ def _emit(event: dict) -> None:
 
 
 def _train(cfg, status: Status, lead_ranks: set) -> dict:
-    from amptool.device import import_mindspore, resolve_device, set_device
-
     ms = import_mindspore()
     set_device(resolve_device(cfg.device))
     from amptool.models import resolve_model
@@ -45,8 +45,6 @@ def _train(cfg, status: Status, lead_ranks: set) -> dict:
 
 
 def _work(spec: dict, status: Status) -> dict:
-    from amptool.train.config import TrainConfig
-
     return _train(TrainConfig(**spec["config"]), status, set(spec["lead_ranks"]))
 
 

@@ -44,6 +44,7 @@ import numpy as np
 
 from amptool.cellprobe import LOCAL_ERROR, Fp16Probe, is_chain, own_leaf, relative_error
 from amptool.eager import Hooks, eager, flat64, tensors
+from amptool.precision import resolve_fp32_cells, within
 
 FP16_MAX = 65504.0
 """Largest finite float16."""
@@ -336,8 +337,6 @@ def outside_policy(net, found: list, policy) -> list:
     """``found`` (``CellRange`` rows) less the cells ``policy`` keeps in fp32 already, or
     holds inside one (BatchNorm and LayerNorm at O2), and the cells it forces to low
     precision."""
-    from amptool.precision import resolve_fp32_cells, within
-
     kept = list(resolve_fp32_cells(net, policy))
     return [r for r in found
             if r.path not in policy.fp16_cells and not any(within(r.path, k) for k in kept)]
