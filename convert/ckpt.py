@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from amptool.checkpoint import FORMATS, is_float, write_checkpoint
-from amptool.ckptstream import iter_checkpoint
+from amptool.ckptstream import build_uninitialized, iter_checkpoint, write_entry
 from amptool.config import decided_later
 from amptool.errors import UsageError
+from amptool.device import import_mindspore
+from amptool.fileio import atomic_path
+from amptool.policy import policy_for
+from amptool.trust import recorded_reference
 
 if TYPE_CHECKING:
     import numpy as np
@@ -131,14 +135,11 @@ def _reference(cfg: CkptConfig, model: str) -> dict:
     signature its run.json records where that names the same model (vetted either way)."""
     from amptool.models import user_reference
     from amptool.rundir import RunDir
-    from amptool.trust import recorded_reference
 
     if cfg.model:
         given = user_reference(cfg.model, cfg.model_args, cfg.input_spec)
         assert given is not None  # a model was named
         return given
-    from amptool.errors import UsageError
-
     run_dir = RunDir(Path(cfg.src).parent)
     try:
         info = run_dir.read_optional()
@@ -159,9 +160,7 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
-    from amptool.ckptstream import build_uninitialized
     from amptool.models import resolve_model
-    from amptool.policy import policy_for
     from amptool.precision import resolve_fp32_cells
 
     policy = policy_for(cfg.policy)
@@ -187,8 +186,6 @@ def _kept_by_policy(name: str, kept: set) -> bool:
 
 def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
     """Convert the float entries of ``cfg.src`` to ``cfg.to`` and write ``cfg.dst`` atomically."""
-    from amptool.device import import_mindspore
-
     fmt = check_config(cfg)
     ms = import_mindspore()
     # the input is read one entry at a time (its 'model' entry first, for the plan); each
@@ -221,9 +218,6 @@ def _stream_ckpt(cfg: CkptConfig, target, kept: set, weights, report: CkptReport
     """Each entry written as it is converted (the texts last, as ``save_checkpoint`` writes
     its ``append_dict``): one entry in memory at a time, never the whole output."""
     import numpy as np
-
-    from amptool.ckptstream import write_entry
-    from amptool.fileio import atomic_path
 
     strings = {}
     try:

@@ -7,10 +7,12 @@ from typing import List, Optional, Tuple
 import typer
 
 from amptool import options as opt
-from amptool.convert.ckpt import CkptConfig
-from amptool.convert.explain import PolicyConfig
-from amptool.convert.search import SearchConfig
-from amptool.limits import default_text as limit_default
+from amptool.convert.ckpt import CkptConfig, convert_checkpoint
+from amptool.convert.explain import PolicyConfig, explain_policy
+from amptool.convert.search import SearchConfig, check_config, check_range_safety, search_policy
+from amptool.limits import (default_text as limit_default, flag_overrides, resolve_thresholds,
+                            validate_file_thresholds)
+from amptool.config import read_config_file
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
@@ -39,7 +41,6 @@ def policy_command(
     as_json: opt.about(opt.JsonOption, "the policy, its meaning and per-cell rows") = False,
 ) -> None:
     """Show what a level or policy file means (per cell with --model); write it as a policy file."""
-    from amptool.convert.explain import PolicyConfig, explain_policy
     from amptool.models import parse_model_args
 
     cfg = PolicyConfig(level=level, dtype=dtype, policy=str(policy) if policy else None,
@@ -95,7 +96,6 @@ def ckpt_command(
 ) -> None:
     """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as
     they are."""
-    from amptool.convert.ckpt import CkptConfig, convert_checkpoint
     from amptool.models import parse_model_args
 
     cfg = CkptConfig(src=str(src), dst=str(dst), to=to.lower(), format=fmt,
@@ -184,7 +184,6 @@ def search_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
-    from amptool.convert.search import SearchConfig, check_config, search_policy
     from amptool.models import parse_model_args
 
     table, flags = _limits(thresholds, dict(limits or {}, max_abs_scaled=max_abs_scaled,
@@ -218,8 +217,6 @@ def search_command(
 
 
 def _range_safety(text: str) -> Optional[float]:
-    from amptool.convert.search import check_range_safety
-
     if text.strip().lower() == "off":
         return None
     try:
@@ -235,9 +232,6 @@ def _limits(path: Optional[Path], flags: dict) -> Tuple[dict, dict]:
     the network's first (a file's general, ``fp16_vs_fp32`` and ``outputs.0`` tables, then
     flags), checked now; the search lays them over the limits its network's task takes.
     The file is read as parity reads it (a parity config's ``thresholds`` table works whole)."""
-    from amptool.config import read_config_file
-    from amptool.limits import flag_overrides, validate_file_thresholds
-
     table: dict = {}
     if path:
         data = read_config_file(path)
@@ -253,8 +247,6 @@ def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
 
 
 def _thresholds_of(table: dict, flags: dict, logits: bool = True):
-    from amptool.limits import resolve_thresholds
-
     return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 
 

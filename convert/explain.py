@@ -6,7 +6,9 @@ from typing import Optional
 
 from amptool.config import decided_later
 from amptool.errors import UsageError
-from amptool.policy import Policy
+from amptool.policy import Policy, check_dtype_on_device, load_policy, make_policy, save_policy
+from amptool.device import import_mindspore, resolve_device
+from amptool.precision import cell_dtypes, cell_origins
 
 LEVEL_MEANING = {
     "O0": "everything in float32",
@@ -79,8 +81,6 @@ class PolicyReport:
 
 def build_policy(cfg: PolicyConfig):
     """The policy the options describe: a file, or a level plus extra cell lists."""
-    from amptool.policy import load_policy, make_policy
-
     if cfg.policy:
         if cfg.level or cfg.dtype or cfg.fp32_types or cfg.fp32_cells or cfg.fp16_cells:
             raise UsageError("--policy cannot be combined with --level, --dtype or cell options",
@@ -92,20 +92,14 @@ def build_policy(cfg: PolicyConfig):
 
 def explain_policy(cfg: PolicyConfig) -> PolicyReport:
     """Resolve the policy, check it against the model and device, optionally write it."""
-    from amptool.policy import check_dtype_on_device, save_policy
-
     policy = build_policy(cfg)
     if cfg.device:
-        from amptool.device import resolve_device
-
         check_dtype_on_device(policy, resolve_device(cfg.device))
     rows, where = [], {}
     from amptool.models import user_reference
 
     if user_reference(cfg.model, cfg.model_args, cfg.input_spec):
-        from amptool.device import import_mindspore
         from amptool.models import resolve_model
-        from amptool.precision import cell_dtypes, cell_origins
 
         import_mindspore()
         net = resolve_model(cfg.model, cfg.model_args, cfg.input_spec).build()

@@ -21,6 +21,11 @@ from amptool.judge import (
 )
 from amptool.limits import Thresholds
 from amptool.metrics import labels_fit
+from amptool.checkpoint import build_with_weights
+from amptool.device import execution_mode
+from amptool.models import flat_outputs
+from amptool.precision import apply_policy
+from amptool.taskmetric import evaluate, load_metric
 
 
 EXACT = 1e-6
@@ -30,8 +35,6 @@ EXACT = 1e-6
 def as_outputs(out) -> list:
     """A network's output(s) as a list of numpy arrays (nested tuples unrolled, as export
     and parity see them)."""
-    from amptool.models import flat_outputs
-
     if isinstance(out, (list, tuple)):
         return [np.asarray(o.asnumpy() if hasattr(o, "asnumpy") else o)
                 for o in flat_outputs(tuple(out))]
@@ -137,15 +140,11 @@ class TaskCheck:
 
     @classmethod
     def load(cls, spec: str, ref, targets) -> "TaskCheck":
-        from amptool.taskmetric import evaluate, load_metric
-
         check = cls(spec, load_metric(spec), targets)
         check.ref_value = evaluate(check.fn, spec, as_outputs(ref), targets, "reference")
         return check
 
     def judge(self, out) -> dict:
-        from amptool.taskmetric import evaluate
-
         value = evaluate(self.fn, self.spec, as_outputs(out), self.targets, "candidate")
         return {"task_ref": self.ref_value, "task_cand": value,
                 "task_drop": self.ref_value - value}
@@ -186,10 +185,6 @@ def check_all_fp32(max_abs: float, ref, n: int, idle: list) -> None:
 def confirm_policy(src, policy, x, ref, th: Union[Thresholds, OutputLimits], task=None) -> dict:
     """One trial of ``policy`` on a fresh network set up by ``apply_policy`` and compiled in
     GRAPH_MODE, as training and export run it. CheckFailed if it does not compile."""
-    from amptool.checkpoint import build_with_weights
-    from amptool.device import execution_mode
-    from amptool.precision import apply_policy
-
     net = apply_policy(build_with_weights(src.spec, src.weights, src.ckpt), policy)
     try:
         with execution_mode(graph=True):

@@ -26,11 +26,18 @@ from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 from amptool.config import decided_later
 from amptool.errors import CheckFailed, UsageError
 from amptool.jsontypes import from_json, to_json
-from amptool.limits import Thresholds
-from amptool.precision import within
+from amptool.limits import Thresholds, resolve_thresholds, validate_file_thresholds
+from amptool.precision import (cell_origins, cell_paths, close_kept, low_precision_params, ms_dtype,
+                               output_fp32, resolve_fp32_cells, set_precision, within)
 
 from .bisection import bisect_cells, in_order, sub_units
 from .result import Confirmation, SearchLimits, SearchResult, Trial, TrialMetrics
+from amptool.checkpoint import build_with_weights
+from amptool.device import execution_mode, resolve_device, set_device
+from amptool.options import check_output_path
+from amptool.policy import (check_dtype_on_device, make_policy, policy_for, policy_format,
+                            save_policy)
+from amptool.taskmetric import check_metric_spec
 
 if TYPE_CHECKING:
     from .judge import OutputLimits
@@ -109,8 +116,6 @@ class Trials:
     def __init__(self, net, policy, x, ref, labels, thresholds: Union[Thresholds, OutputLimits],
                  emit,
                  logits: bool = True, task=None):
-        from amptool.precision import cell_paths, ms_dtype, output_fp32, resolve_fp32_cells
-
         self.net = net
         self.base_kept = resolve_fp32_cells(net, policy)
         self.forced16 = set(policy.fp16_cells)
@@ -130,14 +135,10 @@ class Trials:
 
     def closed(self, cells) -> dict:
         """What ``apply_policy`` keeps for the base plus ``cells`` (path -> cell)."""
-        from amptool.precision import close_kept
-
         kept = {**self.base_kept, **{p: self._paths[p] for p in cells}}
         return close_kept(self.net, kept, self.forced16)
 
     def evaluate(self, kept, phase: str) -> bool:
-        from amptool.precision import set_precision
-
         from .judge import as_outputs, judge
 
         closed = self.closed(kept)
@@ -156,8 +157,6 @@ class Trials:
 
 
 def base_policy(cfg: SearchConfig):
-    from amptool.policy import policy_for
-
     policy = policy_for(cfg.policy, cfg.level)
     if policy.level not in ("O2", "O3"):
         raise UsageError(f"search needs an O2 or O3 base, got {policy.level}",
@@ -166,8 +165,6 @@ def base_policy(cfg: SearchConfig):
 
 
 def _check_out(cfg: SearchConfig) -> None:
-    from amptool.policy import policy_format
-
     policy_format(cfg.out)
     out = Path(cfg.out)
     if out.exists() and not cfg.force:
@@ -180,20 +177,15 @@ def check_config(cfg: SearchConfig) -> None:
     """Refuse a config's mistakes before any work, whoever calls: a drop budget without its
     metric, a metric that is no path/file.py:fn, limits that do not resolve, a chart that
     cannot be written, a range share outside (0, 1]."""
-    from amptool.limits import resolve_thresholds, validate_file_thresholds
-
     if "max_metric_drop" in (cfg.threshold_flags or {}) and not cfg.metric:
         raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
     if cfg.metric:
-        from amptool.taskmetric import check_metric_spec
-
         check_metric_spec(cfg.metric)
     if cfg.threshold_table is not None:
         validate_file_thresholds(cfg.threshold_table, "threshold_table")
     resolve_thresholds("fp32", "fp16", cfg.threshold_table, cfg.threshold_flags,
                        output=(0, "output0"))
     if cfg.plot is not None:
-        from amptool.options import check_output_path
         from amptool.plotting import pyplot
 
         check_output_path(Path(cfg.plot), "--plot")
@@ -216,9 +208,6 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """
     emit = on_event or (lambda event: None)
     t0 = time.perf_counter()
-    from amptool.device import execution_mode, resolve_device, set_device
-    from amptool.policy import check_dtype_on_device
-
     from .subject import load_subject
 
     check_config(cfg)
@@ -237,9 +226,6 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
 def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     import mindspore as ms
 
-    from amptool.checkpoint import build_with_weights
-    from amptool.policy import save_policy
-    from amptool.precision import cell_origins, resolve_fp32_cells, within
     from amptool.ranges import why_kept
 
     from .judge import TaskCheck, as_outputs, confirm_policy, search_thresholds
@@ -341,8 +327,6 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
 
 
 def _final_policy(base, kept: list):
-    from amptool.policy import make_policy
-
     cells = list(base.fp32_cells) + [c for c in kept if c not in base.fp32_cells]
     return make_policy(base.level, base.dtype, base.fp32_types, cells, base.fp16_cells)
 
@@ -350,9 +334,6 @@ def _final_policy(base, kept: list):
 def fp16_fractions(src, policy, calls: list) -> tuple[float, float]:
     """Fractions of float parameters and of leaf-cell FLOPs left in the low dtype."""
     import mindspore as ms
-
-    from amptool.checkpoint import build_with_weights
-    from amptool.precision import low_precision_params, resolve_fp32_cells, within
 
     net = build_with_weights(src.spec, src.weights, src.ckpt)
     total = sum(int(p.size) for p in net.get_parameters() if p.dtype == ms.float32)

@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
+from amptool.trained import from_checkpoint, from_run
 
 
 @dataclass
@@ -34,8 +35,6 @@ def load_subject(run: Optional[str], ckpt: Optional[str], model: Optional[str],
                  data: Optional[str], samples: Optional[int], model_args: Optional[dict] = None,
                  input_spec: Optional[str] = None) -> SearchSubject:
     """Resolve ``--run`` or ``--ckpt --model`` into weights and held-out inputs."""
-    from amptool.trained import from_checkpoint, from_run
-
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
     if run is None and (ckpt is None or model is None):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from amptool.models import flat_outputs
+
 
 @dataclass(frozen=True)
 class LeafCall:
@@ -71,7 +73,5 @@ def record_execution(net, x) -> tuple:
         for handle in handles:
             handle.remove()
     if isinstance(out, (tuple, list)):
-        from amptool.models import flat_outputs
-
         return [np.asarray(o.asnumpy()) for o in flat_outputs(tuple(out))], list(seen.values())
     return np.asarray(out.asnumpy()), list(seen.values())
