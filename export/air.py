@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from amptool.artefact.air import FORMAT
 from amptool.artefact.mindir import ENC_MODE
-from amptool.errors import DeviceError
+from amptool.errors import DeviceError, UsageError
+from amptool.artefact import availability
 
 
 def check_available(device: str | None = None) -> None:
     """Raise DeviceError unless this host has an Ascend device (and the export runs on it)."""
-    from amptool.artefact import availability
-
     works, why, fix = availability("AIR")
     if not works:
         raise DeviceError(f"AIR export {why}", fix)
@@ -30,8 +29,6 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     from pathlib import Path
 
     import mindspore as ms
-
-    from amptool.errors import UsageError
 
     extra = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
     ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from amptool.artefact import FORMATS
+from amptool.artefact import FORMATS, reader
 from amptool.config import decided_later
 from amptool.errors import UsageError
 
-from .writer import ExportResult, format_module, write_all
+from .writer import ExportResult, format_module, other_forms, write_all
+from amptool.device import resolve_device, set_device
+from amptool.fileio import check_out_dir, output_dir
 
 __all__ = ["ExportConfig", "ExportReport", "ExportResult", "export"]
 
@@ -138,8 +140,6 @@ def default_out(cfg: ExportConfig) -> str:
 
 
 def artefact_path(out: Path, model_name: str, precision: str, fmt: str) -> Path:
-    from amptool.artefact import reader
-
     base = model_name.rsplit(":", 1)[-1] if ".py:" in model_name else model_name
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(base).name)
     return out / f"{safe}_{precision}{reader(fmt).SUFFIX}"
@@ -152,9 +152,6 @@ def export(cfg: ExportConfig) -> ExportReport:
         format_module("AIR").check_available(cfg.device)
     for fmt in formats:
         format_module(fmt).check_available(cfg.device)
-    from amptool.device import resolve_device, set_device
-    from amptool.fileio import check_out_dir, output_dir
-
     from .loader import load_trained
 
     check_out_dir(default_out(cfg))  # before the model is built
@@ -172,8 +169,6 @@ def export(cfg: ExportConfig) -> ExportReport:
 def _check_existing(paths: list, force: bool) -> None:
     """Refuse (without --force) when any form of a planned artefact is there: its file, the
     split graph and weights MindSpore writes for a big one, or a manifest."""
-    from .writer import other_forms
-
     existing = [str(p.parent / n) for p in paths for n in other_forms(p)]
     if existing and not force:
         raise UsageError(f"{len(existing)} artefact file(s) already exist "

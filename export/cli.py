@@ -7,8 +7,9 @@ from typing import List, Optional
 import typer
 
 from amptool import options as opt
-from amptool.artefact.keys import ENV_VAR
-from amptool.export.api import ExportConfig, ExportReport
+from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
+from amptool.export.api import ExportConfig, ExportReport, check_config, export
+from amptool.errors import CheckFailed
 
 
 def _value(name: str):
@@ -58,8 +59,6 @@ def export_command(
     as_json: opt.about(opt.JsonOption, "the written artefacts with their manifests") = False,
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
-    from amptool.artefact.keys import resolve_key
-    from amptool.export.api import ExportConfig, check_config, export
     from amptool.models import parse_model_args
 
     cfg = ExportConfig(
@@ -114,8 +113,6 @@ def inspect_command(
 ) -> None:
     """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its
     manifest)."""
-    from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
-    from amptool.errors import CheckFailed
     from amptool.export.inspect import format_report, inspect_artefact, settings_broken
 
     key = resolve_key(str(key_file) if key_file else None, key_env)

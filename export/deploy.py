@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from amptool.ckptstream import build_uninitialized
+from amptool.precision import resolve_fp32_cells
+
 LITE_MODE = "enforce_origin"
 """MindSpore Lite ``[ascend_context] precision_mode``: keep the model's own dtypes."""
 ACL_MODE = "must_keep_origin_dtype"
@@ -54,9 +57,6 @@ def kept_cells(spec, policy) -> list:
     (outermost first; the whole network is path '')."""
     if policy is None:
         return []
-    from amptool.ckptstream import build_uninitialized
-    from amptool.precision import resolve_fp32_cells
-
     net = build_uninitialized(spec.build)  # the structure alone is read: no weights are made
     return [{"path": path, "type": type(cell).__name__}
             for path, cell in resolve_fp32_cells(net, policy).items()]

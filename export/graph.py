@@ -1,6 +1,10 @@
 """The network an artefact is traced from: checkpoint weights, in fp32 or true fp16."""
 from __future__ import annotations
 
+from amptool.checkpoint import load_into_net
+from amptool.ckptstream import build_uninitialized, load_streamed
+from amptool.precision import apply_policy, cast_outputs, low_precision_params
+
 
 def build_network(spec, params, precision: str, policy=None, io_dtype: str = "fp32",
                   source: str = "checkpoint"):
@@ -13,10 +17,6 @@ def build_network(spec, params, precision: str, policy=None, io_dtype: str = "fp
     ``io_dtype`` is fp16.
     """
     import mindspore as ms
-
-    from amptool.checkpoint import load_into_net
-    from amptool.ckptstream import build_uninitialized, load_streamed
-    from amptool.precision import apply_policy, cast_outputs, low_precision_params
 
     if isinstance(params, dict):
         net = spec.build()

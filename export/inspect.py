@@ -9,13 +9,15 @@ from pathlib import Path
 
 from amptool.errors import UsageError
 from amptool.fileio import sha256
+from amptool.artefact import reader
+from amptool.artefact.files import check_files, file_facts, locate
+from amptool.artefact.manifest import read_manifest, summarize_params
+from amptool.device import import_mindspore
+from .deploy import summary_line
 
 
 def inspect_artefact(path, key: bytes | None = None) -> dict:
     """Format, size, sha256, encryption, inputs, outputs and parameters; plus the manifest."""
-    from amptool.artefact import reader
-    from amptool.artefact.files import check_files, file_facts, locate
-    from amptool.artefact.manifest import read_manifest, summarize_params
     from amptool.artefact.runners import detect_format, infer_precision
 
     path = locate(path)
@@ -25,8 +27,6 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
     if fmt == "AIR":
         reader("AIR").describe(path)
     if fmt == "MINDIR":
-        from amptool.device import import_mindspore
-
         import_mindspore()
     module = reader(fmt)
     encrypted = module.is_encrypted(path)
@@ -76,8 +76,6 @@ def settings_broken(section: dict | None) -> list:
 
 def deployment_line(path: str, section: dict | None) -> str:
     """The deployment settings of an artefact (``check_settings``), for ``inspect``."""
-    from .deploy import summary_line
-
     line = summary_line(section)
     bad = settings_broken(section)
     if bad:

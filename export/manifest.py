@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from amptool.artefact.manifest import MANIFEST_VERSION, summarize_params
+import amptool
 
 
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,
@@ -13,8 +14,6 @@ def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, sou
     """``files``: every file of the artefact ([{path, size, sha256}], its main file first);
     ``file_size`` and ``sha256`` are the main file's, ``total_size`` the set's."""
     import mindspore as ms
-
-    import amptool
 
     return {
         "schema_version": MANIFEST_VERSION, "format": fmt, "precision": precision,

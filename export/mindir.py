@@ -27,7 +27,12 @@ bytes, and its message serialized).
 """
 from __future__ import annotations
 
-from amptool.artefact.mindir import ENC_MODE, FORMAT
+from amptool.artefact.mindir import (ENC_MODE, FORMAT, describe, external_bytes, load_graph,
+                                     read_model)
+from amptool.artefact.files import mindir_variables, split_mindir
+from amptool.errors import UsageError, first_line
+from .split import mindspore_limit, writes_apart
+from amptool.fileio import atomic_path, remove_tree
 
 PARTS = ".parts"
 """Suffix of the private folder MindSpore writes the split form into before streaming."""
@@ -45,11 +50,6 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     MindSpore can write one that it cannot compile again (control flow on a dimension that
     is now unknown)."""
     from pathlib import Path
-
-    from amptool.artefact.files import mindir_variables, split_mindir
-    from amptool.errors import UsageError
-
-    from .split import writes_apart
 
     path = Path(path)
     facts = None
@@ -75,8 +75,6 @@ def _export(net, inputs, path, key: bytes | None = None, limit: int | None = Non
     import mindspore as ms
     import mindspore.train.serialization as serialization
 
-    from .split import mindspore_limit
-
     extra = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
     with mindspore_limit(serialization, "TOTAL_SAVE", limit):
         ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)
@@ -87,10 +85,6 @@ def _write_streamed(net, inputs, path, release=None) -> dict | None:
     folder beside it (``release``, if given, called in between); returns the artefact's
     facts (None when MindSpore wrote ``path`` itself: a graph with map parameters, or
     without parameters)."""
-    from amptool.artefact.files import split_mindir
-    from amptool.artefact.mindir import describe
-    from amptool.fileio import remove_tree
-
     parts = path.with_name(path.name + PARTS)
     parts.mkdir()
     try:
@@ -119,9 +113,6 @@ def stream_single(graph, target) -> None:
     docstring)."""
     from mindspore.train import mind_ir_pb2
 
-    from amptool.artefact.mindir import external_bytes, read_model
-    from amptool.fileio import atomic_path
-
     model = read_model(graph)
     head = mind_ir_pb2.ModelProto()
     head.CopyFrom(model)
@@ -145,9 +136,6 @@ def check_runs(path, inputs, key: bytes | None = None) -> None:
     probe at resolve used 2); one line if it cannot."""
     import mindspore as ms
     import numpy as np
-
-    from amptool.artefact.mindir import load_graph
-    from amptool.errors import UsageError, first_line
 
     arrays = [np.zeros([3 if dim is None or dim < 0 else dim for dim in item.shape],
                        ms.dtype_to_nptype(item.dtype)) for item in inputs]

@@ -13,7 +13,13 @@ from amptool.artefact.onnx import require_onnx
 from amptool.errors import UsageError, first_line
 from amptool.models import flat_outputs
 
-from .onnx_check import OnnxUnsupported
+from .onnx_check import OnnxUnsupported, cast_mixed_inputs, check_runs, rename_outputs
+from amptool.artefact.files import ONNX_DATA_SUFFIX
+from amptool.device import execution_mode, release_compiled
+from .onnx_compat import rewrite_for_onnx
+from .onnx_locate import locate_operator
+from .split import mindspore_limit, onnx_apart_bytes
+from amptool.protowire import delimited_head, without_tensor_bytes
 
 _UNSUPPORTED = re.compile(r"Exporting (\S+) operator is not yet supported"
                           r"|the (\S+) operator in your model is not support")
@@ -35,10 +41,6 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     the network."""
     import mindspore.onnx.onnx_export as onnx_export
 
-    from .onnx_check import cast_mixed_inputs, check_runs, rename_outputs
-    from .onnx_compat import rewrite_for_onnx
-    from .split import mindspore_limit, onnx_apart_bytes
-
     onnx = require_onnx()
     if key is not None:
         raise UsageError("ONNX artefacts cannot be encrypted", "encrypt MINDIR only")
@@ -48,8 +50,6 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     with mindspore_limit(onnx_export, "PROTO_LIMIT_SIZE", onnx_apart_bytes()):
         _export(net, inputs, path, dynamic_batch)
     if release is not None:  # the network's weights go before the file's are loaded
-        from amptool.device import release_compiled
-
         release()
         release_compiled(graph=False)
     model, spans = _read_lean(path)  # the graph without its weights' bytes
@@ -84,8 +84,6 @@ def _read_lean(path: Path) -> tuple:
     import onnx
     from onnx import TensorProto
 
-    from amptool.protowire import without_tensor_bytes
-
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         lean, tensors = without_tensor_bytes(data, GRAPH, INITIALIZER, RAW_DATA)
     model = onnx.ModelProto()
@@ -100,8 +98,6 @@ def _write_lean(model, spans: list, path: Path) -> None:
     copied whole from the file's ``spans`` in their place: the graph's other fields first,
     then the initializers (protobuf reads fields in any order)."""
     import os
-
-    from amptool.protowire import delimited_head
 
     if len(model.graph.initializer) != len(spans):
         raise RuntimeError("the ONNX graph's initializers changed while it was rewritten")
@@ -131,8 +127,6 @@ def pack_external_data(model, path: Path, align: int = 4096) -> Path | None:
     import shutil
 
     from onnx import TensorProto
-
-    from amptool.artefact.files import ONNX_DATA_SUFFIX
 
     external = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
     if not external:
@@ -220,8 +214,6 @@ def _in_converter(exc: BaseException) -> bool:
 
 
 def _unsupported(net, op: str) -> OnnxUnsupported:
-    from .onnx_locate import locate_operator
-
     if getattr(net, "wraps_network", False):  # cast_outputs' wrapper: name the user's cells
         net = net.net
     where = locate_operator(net, op)
@@ -236,8 +228,6 @@ def _reference(net, inputs):
     the parity stage)."""
     import mindspore as ms
     import numpy as np
-
-    from amptool.device import execution_mode
 
     low = (ms.float16, ms.bfloat16)
     if any(t.dtype in low for t in inputs) or any(p.dtype in low for p in net.get_parameters()):

@@ -31,6 +31,8 @@ import re
 import textwrap
 import types
 
+from amptool.precision import cell_paths, replace_cell
+
 _AUG_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 _COUNTER = itertools.count()
 
@@ -192,8 +194,6 @@ def _copy_precision(old, new) -> None:
 
 def rewrite_for_onnx(net) -> list:
     """Rewrite ``net`` in place for the ONNX exporter; return one line per rewrite."""
-    from amptool.precision import cell_paths, replace_cell
-
     done = []
     paths = cell_paths(net)
     for path, cell in list(paths.items()):

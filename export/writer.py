@@ -10,7 +10,12 @@ from pathlib import Path
 
 from amptool.device import release_compiled, trim_heap
 from amptool.errors import AmpToolError, UsageError, first_line
-from amptool.fileio import atomic_path, sha256
+from amptool.fileio import atomic_path, atomic_set, ms_safe, sha256
+from amptool.artefact import reader
+from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
+                                    split_mindir)
+from amptool.policy import export_policy, make_policy
+from amptool.trust import model_copy
 
 
 @dataclass
@@ -37,8 +42,6 @@ def format_module(name: str):
 
 def write_all(cfg, trained, policy, jobs: list) -> list:
     """Stage every (precision, format, path) job; rename all into place on success."""
-    from amptool.trust import model_copy
-
     params = trained.checkpoint  # read into each network as it is built, a tensor at a time
     ckpt_facts = {"path": str(trained.checkpoint.resolve()),
                   "sha256": sha256(trained.checkpoint)}
@@ -74,8 +77,6 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     import gc
 
     from amptool.artefact.manifest import manifest_path
-    from amptool.fileio import atomic_set
-    from amptool.policy import export_policy
 
     from .deploy import kept_cells
 
@@ -163,13 +164,6 @@ def _stage_settings(written: Path, precision: str, kept: list) -> dict:
 def artefact_forms(path: Path) -> list:
     """Every name the artefact planned at ``path`` can take in its folder (its files, its
     weights written apart, their manifests)."""
-    from amptool.artefact.files import (
-        GRAPH_SUFFIX,
-        ONNX_DATA_SUFFIX,
-        VARIABLES_SUFFIX,
-        split_mindir,
-    )
-
     from .deploy import settings_paths
 
     names = [path.name, path.name + ".json"]
@@ -194,8 +188,6 @@ def _check_space(net, jobs: list, streamed: bool = True) -> None:
     (``streamed``: not encrypted) is streamed from MindSpore's split form written beside
     it, removed once it is read: room for the largest such artefact twice."""
     import tempfile
-
-    from amptool.fileio import ms_safe
 
     from .split import check_free_space, estimate_bytes, param_elements
 
@@ -258,10 +250,6 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) ->
 
 def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
               facts: dict | None = None) -> dict:
-    from amptool.artefact import reader
-    from amptool.artefact.files import file_facts
-    from amptool.policy import make_policy
-
     from .manifest import build_manifest
 
     key = cfg.encrypt_key if fmt == "MINDIR" else None
