@@ -38,6 +38,7 @@ from amptool.options import check_output_path
 from amptool.policy import (check_dtype_on_device, make_policy, policy_for, policy_format,
                             save_policy)
 from amptool.taskmetric import check_metric_spec
+from amptool.plotting import pyplot
 
 if TYPE_CHECKING:
     from .judge import OutputLimits
@@ -186,8 +187,6 @@ def check_config(cfg: SearchConfig) -> None:
     resolve_thresholds("fp32", "fp16", cfg.threshold_table, cfg.threshold_flags,
                        output=(0, "output0"))
     if cfg.plot is not None:
-        from amptool.plotting import pyplot
-
         check_output_path(Path(cfg.plot), "--plot")
         pyplot()  # refuse before any work when matplotlib is missing
     check_range_safety(cfg.range_safety)

@@ -17,6 +17,7 @@ from amptool.errors import UsageError
 from .writer import ExportResult, format_module, other_forms, write_all
 from amptool.device import resolve_device, set_device
 from amptool.fileio import check_out_dir, output_dir
+from .loader import load_trained
 
 __all__ = ["ExportConfig", "ExportReport", "ExportResult", "export"]
 
@@ -152,8 +153,6 @@ def export(cfg: ExportConfig) -> ExportReport:
         format_module("AIR").check_available(cfg.device)
     for fmt in formats:
         format_module(fmt).check_available(cfg.device)
-    from .loader import load_trained
-
     check_out_dir(default_out(cfg))  # before the model is built
     trained, policy = load_trained(cfg)  # a run folder's mistakes before MindSpore loads
     device = resolve_device(cfg.device)

@@ -10,6 +10,7 @@ from amptool import options as opt
 from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
 from amptool.export.api import ExportConfig, ExportReport, check_config, export
 from amptool.errors import CheckFailed
+from amptool.export.deploy import summary_line
 
 
 def _value(name: str):
@@ -82,8 +83,6 @@ def export_command(
 def _print_report(report: ExportReport, as_json: bool) -> None:
     """The written artefacts: as JSON, or a line each (size, its ratio to the fp32 one,
     parameter dtypes) and the deployment settings it needs."""
-    from amptool.export.deploy import summary_line
-
     if as_json:
         opt.print_json([r.to_dict() for r in report])
         return

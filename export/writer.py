@@ -16,6 +16,9 @@ from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SU
                                     split_mindir)
 from amptool.policy import export_policy, make_policy
 from amptool.trust import model_copy
+from .deploy import deployment_section, kept_cells, settings_paths, settings_texts
+from .graph import build_network, example_inputs
+from .split import check_free_space, estimate_bytes, param_elements
 
 
 @dataclass
@@ -77,8 +80,6 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     import gc
 
     from amptool.artefact.manifest import manifest_path
-
-    from .deploy import kept_cells
 
     release_compiled(graph=False)  # the weights of what resolving the model ran go first
     gc.collect()
@@ -149,8 +150,6 @@ def _stage_settings(written: Path, precision: str, kept: list) -> dict:
     section."""
     import hashlib
 
-    from .deploy import deployment_section, settings_paths, settings_texts
-
     files = {}
     if kept:
         targets = settings_paths(written)
@@ -164,8 +163,6 @@ def _stage_settings(written: Path, precision: str, kept: list) -> dict:
 def artefact_forms(path: Path) -> list:
     """Every name the artefact planned at ``path`` can take in its folder (its files, its
     weights written apart, their manifests)."""
-    from .deploy import settings_paths
-
     names = [path.name, path.name + ".json"]
     names += [p.name for p in settings_paths(path).values()]
     if path.suffix == ".mindir":
@@ -189,8 +186,6 @@ def _check_space(net, jobs: list, streamed: bool = True) -> None:
     it, removed once it is read: room for the largest such artefact twice."""
     import tempfile
 
-    from .split import check_free_space, estimate_bytes, param_elements
-
     elements = param_elements(net)
     needed = sum(estimate_bytes(elements, precision) for precision, _, _ in jobs)
     if streamed:
@@ -204,8 +199,6 @@ def _check_space(net, jobs: list, streamed: bool = True) -> None:
 
 
 def _build(trained, params, precision, policy, io_dtype):
-    from .graph import build_network
-
     net, _ = build_network(trained.spec, params, precision, policy, io_dtype,
                            f"checkpoint {trained.checkpoint}")
     return net
@@ -229,8 +222,6 @@ def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path,
 
 
 def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) -> tuple:
-    from .graph import example_inputs
-
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
     inputs = example_inputs(trained.spec, cfg.batch_size, cfg.dynamic_batch, io_dtype)
     module = format_module(fmt)

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated, List, Optional
 import typer
 
 from amptool import options as opt
-from amptool.limits import default_text as limit_default
+from amptool.limits import default_text as limit_default, flag_overrides
 from amptool.parity.config import ParityConfig
+from amptool.errors import CheckFailed, UsageError
+from amptool.parity.plot import check_plot_available, write_plot
 
 if TYPE_CHECKING:
     from amptool.parityreport import ParityReport
@@ -131,7 +133,6 @@ def parity_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
-    from amptool.limits import flag_overrides
     from amptool.models import parse_model_args
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
@@ -166,8 +167,6 @@ def parity_command(
 def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
     """Refuse unwritable output paths (flag -> path), and --plot without matplotlib, before
     any work."""
-    from amptool.errors import UsageError
-
     stray = next((a for a in artefacts if a.lower().endswith(".json")), None)
     if as_json and stray:
         raise UsageError(f"{stray} is not an artefact (--json prints the report and takes no "
@@ -175,8 +174,6 @@ def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
     for flag, path in outputs.items():
         opt.check_output_path(path, flag)
     if outputs.get("--plot") is not None:
-        from amptool.parity.plot import check_plot_available
-
         check_plot_available()
 
 
@@ -198,7 +195,6 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     """Write the requested files (``html``: the HTML report), print the table (only its
     verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
     parity failed."""
-    from amptool.errors import CheckFailed
     from amptool.parity.report import (
         failure_fix,
         failure_line,
@@ -213,8 +209,6 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     if junit is not None:
         write_junit(str(junit), report)
     if plot is not None:
-        from amptool.parity.plot import write_plot
-
         write_plot(str(plot), report)
     if html is not None:
         from amptool.htmlreport import ReportPage, write_report

@@ -41,6 +41,12 @@ from amptool.parity.stream import (
     whole_of,
 )
 from amptool.streamstats import ReferenceSpread
+from amptool.counts import resolution_finding
+from amptool.device import execution_mode, resolve_device, set_device
+from amptool.parity.emulate import settings_ignored
+from amptool.parity.localize import localize_candidate, vet_layer_models
+from amptool.parity.task import judge_task_value, load_metric
+from amptool.records import PARITY_REPORT_VERSION
 
 ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
                 "fp32, so this result is no evidence that the graph is safe in fp16")
@@ -88,9 +94,6 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     """
     check_config(cfg)
     t0 = time.perf_counter()
-    from amptool.device import execution_mode, resolve_device, set_device
-    from amptool.records import PARITY_REPORT_VERSION
-
     device = resolve_device(cfg.device)
     with execution_mode(graph=False):
         set_device(device, graph=False)
@@ -137,8 +140,6 @@ def open_all(cfg: ParityConfig) -> Opened:
     """The metric, the reference (or golden outputs) and the candidates, checked to fit."""
     fn = None
     if cfg.metric:
-        from amptool.parity.task import load_metric
-
         fn = load_metric(cfg.metric)
     golden_in = golden_out = None
     if cfg.load_outputs:
@@ -149,8 +150,6 @@ def open_all(cfg: ParityConfig) -> Opened:
     for cand in cands:
         check_compatible(ref, cand)
     if cfg.per_layer:
-        from amptool.parity.localize import vet_layer_models
-
         vet_layer_models(cfg, ref, cands)
     names = output_names(ref)
     check_output_tables(cfg.file_thresholds, names)
@@ -308,8 +307,6 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
               "fp16_faithful": faithful, "caveat": None,
               "per_layer": None, "weights": None, "culprit": None, "deployment": None}
     if task is not None:
-        from amptool.parity.task import judge_task_value
-
         result["task"] = judge_task_value(cfg.metric, run.task[1], task.value(),
                                           th.max_metric_drop, inputs.count)
     shutil.rmtree(spool, ignore_errors=True)
@@ -317,15 +314,11 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
     result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
     result["findings"] += stats.findings()
     if cfg.emulate_settings:
-        from amptool.parity.emulate import settings_ignored
-
         result["deployment"] = settings_ignored(
             cfg, ref, cand, inputs, run.ref_out, run.probes,
             lambda i, r, c: _judge_whole(run, cand, i, r, c),  # informational: no verdict
             spool=str(run.spool))
     if cfg.per_layer:
-        from amptool.parity.localize import localize_candidate
-
         localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
                            stats.first_failing(cfg.layer_samples))
     if not result["passed"]:
@@ -359,8 +352,6 @@ def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:
 
 def resolution_findings(groups: list) -> list:
     """A finding per checked count whose budget is below one of the samples counted."""
-    from amptool.counts import resolution_finding
-
     found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
     return [f for f in found if f is not None]
 def _declared_logits(ref: Side, cand: Side) -> Optional[list]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from amptool.config import decided_later
+from amptool.config import build_config, decided_later, layered
+from amptool.artefact.keys import key_from_file
+from amptool.errors import UsageError
+from amptool.limits import validate_file_thresholds
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,6 @@ class ParityConfig:
         keys, and its ``thresholds`` table checked now), then ``flags`` (None: not given);
         ``artefacts``: the reference, then the candidates (all candidates with
         ``load_outputs``); ``key_file``: the MindIR key's file."""
-        from amptool.config import layered
-
         return layered(lambda values, given, source: _build(values, given, source, artefacts,
                                                             key_file), path, flags)
 
@@ -95,10 +96,6 @@ class ParityConfig:
 
 
 def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> ParityConfig:
-    from amptool.config import build_config
-    from amptool.errors import UsageError
-    from amptool.limits import validate_file_thresholds
-
     file_values = dict(file_values)
     file_th = validate_file_thresholds(file_values.pop("thresholds", {}), source)
     for bad in ("reference", "candidates", "thresholds", "file_thresholds", "key"):
@@ -107,8 +104,6 @@ def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> 
                              "give artefacts on the command line")
     key = None
     if key_file is not None:
-        from amptool.artefact.keys import key_from_file
-
         key = key_from_file(key_file)
     artefacts = [str(a) for a in artefacts]
     load = flags.get("load_outputs") or file_values.get("load_outputs")

@@ -18,7 +18,15 @@ from typing import Callable, Optional
 import numpy as np
 
 from amptool.errors import AmpToolError, first_line
-from amptool.models import flat_outputs
+from amptool.models import flat_outputs, resolve_model
+from amptool.ckptstream import build_uninitialized
+from amptool.parity.inputs import run_batched
+from amptool.parity.layers import load_weights
+from amptool.parity.localize import policy_of, weights_of
+from amptool.parity.report import fmt
+from amptool.parity.stream import spool_outputs
+from amptool.policy import make_policy
+from amptool.precision import apply_policy, low_precision_params, resolve_fp32_cells
 
 CHUNK = 64
 """Samples per eager call."""
@@ -29,11 +37,6 @@ class EmulatedRunner:
 
     def __init__(self, spec, weights: dict, source: str):
         import mindspore as ms
-
-        from amptool.ckptstream import build_uninitialized
-        from amptool.parity.layers import load_weights
-        from amptool.policy import make_policy
-        from amptool.precision import apply_policy, low_precision_params
 
         net = build_uninitialized(spec.build)  # every weight is set next, straight into float16
         every = make_policy("O3")  # nothing kept: what a runtime casting fp32 to fp16 runs
@@ -59,11 +62,6 @@ class EmulatedRunner:
 
 def kept_of(cand, model) -> tuple:
     """(policy, [{path, type}] of the cells ``cand``'s graph keeps in fp32, spec)."""
-    from amptool.ckptstream import build_uninitialized
-    from amptool.models import resolve_model
-    from amptool.parity.localize import policy_of
-    from amptool.precision import resolve_fp32_cells
-
     policy = policy_of(cand)
     # the structure alone is read: built without weights and not run (the emulation runs it)
     spec = build_uninitialized(lambda: resolve_model(model, probe=False))
@@ -97,8 +95,6 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
             entry["depends"] = False
             entry["message"] = "no cell is kept in fp32: the graph needs no deployment settings"
             return entry
-        from amptool.parity.localize import weights_of
-
         weights, source = weights_of(cand, [cfg.ckpt], cache.setdefault("__checkpoints__", {}))
         key = ("emulated", repr(model), _digest(weights))
         if key not in cache:
@@ -120,13 +116,9 @@ def _emulated_outputs(runner, inputs, preprocess, spool: Optional[str], size: in
     """The emulation's outputs: spooled to a folder of ``spool`` batch by batch
     (``StoredArray`` each), or in memory without one."""
     if spool is None:
-        from amptool.parity.inputs import run_batched
-
         return run_batched(runner, inputs.for_preprocess(preprocess))
     import tempfile
     from pathlib import Path
-
-    from amptool.parity.stream import spool_outputs
 
     folder = Path(tempfile.mkdtemp(prefix="emulated-", dir=spool))
     return spool_outputs(runner, inputs, preprocess, size, folder)
@@ -144,8 +136,6 @@ def _digest(weights: dict) -> str:
 def describe(kept: list, outputs: list, depends: bool) -> str:
     """'ignoring the deployment settings (norm in fp16): top-1 agreement 0.62, ... — the
     kept cells matter'."""
-    from amptool.parity.report import fmt
-
     cells = ", ".join(c["path"] or "(network)" for c in kept[:4]) + (
         f" and {len(kept) - 4} more" if len(kept) > 4 else "")
     every = [o["metrics"] for o in outputs]  # the worst figure of any output

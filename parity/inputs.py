@@ -15,6 +15,16 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
+from amptool.data import load_model_data, load_val_raw
+from amptool.fileio import atomic_path
+from amptool.losses import loss_from_record, task_record
+from amptool.models import resolve_model
+from amptool.parity.sides import Side, _indices
+from amptool.parity.store import StoredArray, stored_npz, write_npz
+from amptool.records import GOLDEN_DOOR, GOLDEN_VERSION, GoldenMeta
+from amptool.schema import check_document
+from amptool.sources import found_targets, match_inputs, readable_here
+from amptool.trust import recorded_reference
 
 DEFAULT_DATA = "digits"
 
@@ -131,9 +141,6 @@ def load_data_inputs(spec: str, preprocess: dict, num_classes: Optional[int],
                      task: Optional[dict] = None) -> InputSet:
     """The held-out split of ``spec`` as raw images fitted to the preprocess's C, H, W
     (``task``: the run's recorded loss, whose targets the labels are)."""
-    from amptool.data import load_val_raw
-    from amptool.losses import loss_from_record
-
     shape = (preprocess["channels"], preprocess["height"], preprocess["width"])
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
@@ -151,10 +158,6 @@ def load_signature_inputs(spec: str, model_ref, val_fraction: float,
     values generated from the signature (in the declared ranges), without labels.
     ``resolved``: the ``ModelSpec`` of ``model_ref`` where a side has it already (else the
     model is resolved here, which builds and runs it)."""
-    from amptool.data import load_model_data
-    from amptool.losses import loss_from_record
-    from amptool.models import resolve_model
-
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be >= 1 (got {samples})", "give a positive count")
     model = resolved if resolved is not None else resolve_model(model_ref)
@@ -200,9 +203,6 @@ def load_npz_inputs(path: str, input_names: list, samples: Optional[int],
     artefact's own, are accepted too), ``x`` or the one array left for a single input, or
     input0, input1, ...; targets by the run's loss (``task``): its declared names, else y,
     else y0, y1, ... (optional: no labels without them)."""
-    from amptool.losses import loss_from_record
-    from amptool.sources import found_targets, match_inputs
-
     arrays = _read_npz(path, "--inputs", "give an .npz from numpy.savez",
                        f"cannot read --inputs {path} as .npz ({{name}})")
     loss = loss_from_record(task)
@@ -235,11 +235,6 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
     """Reference outputs, the inputs fed to make them, raw images and labels, in one
     uncompressed .npz (``numpy.savez``'s layout), written in chunks: ``fed`` and ``outputs``
     may be arrays or ``StoredArray`` .npy files (copied as they are)."""
-    from amptool.fileio import atomic_path
-    from amptool.parity.store import StoredArray, write_npz
-
-    from amptool.records import GOLDEN_VERSION
-
     meta = {"schema_version": GOLDEN_VERSION, "reference": ref.path, "format": ref.format,
             "precision": ref.precision,
             "preprocess": ref.preprocess or inputs.fallback_preprocess, "model": ref.model,
@@ -265,8 +260,6 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
 def _stored_golden(path: str, fix: str, bad: str) -> dict:
     """name -> array of a golden file: memory-mapped where stored uncompressed (what every
     version writes), read whole otherwise; outputs stay ``StoredArray``."""
-    from amptool.parity.store import StoredArray, stored_npz
-
     if not Path(path).is_file():
         raise UsageError(f"--load-outputs {path} does not exist", fix)
     try:
@@ -290,10 +283,6 @@ def _golden_count(path: str, fed: list, outputs: list) -> int:
 def load_golden(path: str):
     """(Side standing for the stored reference, its InputSet, its outputs: ``StoredArray``
     each, or arrays from a compressed file)."""
-    from amptool.parity.sides import Side, _indices
-    from amptool.records import GOLDEN_DOOR, GoldenMeta
-    from amptool.schema import check_document
-
     fix = GOLDEN_DOOR.fix
     bad = f"--load-outputs {path} is not a golden outputs file"
     arrays = _stored_golden(path, fix, bad)
@@ -310,9 +299,6 @@ def load_golden(path: str):
     except KeyError:  # an array the meta names is missing
         raise UsageError(bad, fix) from None
     _golden_count(path, fed, outputs)
-    from amptool.losses import task_record
-    from amptool.trust import recorded_reference
-
     named = meta.get("model")  # a file's word: vetted before any of its code runs
     src = Side(path=f"{path} (golden of {meta['reference']})", kind="golden",
                format=meta["format"], precision=meta["precision"],
@@ -333,8 +319,6 @@ def load_golden(path: str):
 def _data_spec(cfg, sides: list) -> str:
     if cfg.data:
         return cfg.data
-    from amptool.sources import readable_here
-
     for src in sides:
         if src.data and readable_here(src.data):
             return src.data

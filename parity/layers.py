@@ -19,6 +19,9 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.ranges import FP16_TINY, fp16_risk
+from amptool.ckptstream import build_uninitialized
+from amptool.models import resolve_model
+from amptool.precision import apply_policy, cell_paths, low_precision_params
 
 INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"
@@ -42,8 +45,6 @@ class _Capture:
     wait once per cell)."""
 
     def __init__(self, net, policy):
-        from amptool.precision import apply_policy, cell_paths
-
         self.net = net
         self.paths = cell_paths(self.net)
         self.types = {p: type(c).__name__ for p, c in self.paths.items()}
@@ -61,8 +62,6 @@ class _Capture:
             cell.register_forward_hook(self._hook(path or OUTPUT_ROW))
         if policy is not None:  # its weights stored as the fp16 artefact stores them
             import mindspore as ms
-
-            from amptool.precision import low_precision_params
 
             for param in low_precision_params(self.net, policy):
                 param.set_dtype(ms.float16)
@@ -313,9 +312,6 @@ class LayerProbe:
     """Eager networks for one model, one per precision policy, reused across candidates."""
 
     def __init__(self, model: str):
-        from amptool.ckptstream import build_uninitialized
-        from amptool.models import resolve_model
-
         self.model = model
         recorded = isinstance(model, dict) and bool(model.get("recorded_in"))
         # a model read from a manifest was checked where it was recorded (its network, built
@@ -334,8 +330,6 @@ class LayerProbe:
     def _fresh(self):
         """A network of the model built without weights (``load_weights`` gives it every
         one), as a factory that computes on its fresh weights is built as usual."""
-        from amptool.ckptstream import build_uninitialized
-
         return build_uninitialized(self.spec.build)
 
     def param_names(self) -> list:

@@ -11,11 +11,14 @@ from amptool.errors import UsageError
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet
 from amptool.parity.sides import Side, side_weights
+from amptool.ckptstream import checkpoint_arrays
+from amptool.parity.layers import LayerProbe
+from amptool.parity.weights import compare_weights
+from amptool.policy import make_policy, policy_for, policy_from_dict
+from amptool.trust import vet_recorded
 
 
 def _checkpoint_weights(path: str, cache: dict) -> dict:
-    from amptool.ckptstream import checkpoint_arrays
-
     if path not in cache:
         cache[path] = checkpoint_arrays(path)
     return cache[path]
@@ -35,8 +38,6 @@ def weights_of(src: Side, fallback: list, cache: dict) -> tuple:
 
 
 def policy_of(cand: Side):
-    from amptool.policy import make_policy, policy_for, policy_from_dict
-
     if cand.precision == "fp32":
         return make_policy("O0")
     if cand.policy:
@@ -57,8 +58,6 @@ def layer_model(cfg: ParityConfig, ref: Side, cand: Side):
 def vet_layer_models(cfg: ParityConfig, ref: Side, cands: list) -> None:
     """Refuse before any comparison runs what per-layer would refuse after it: a model a
     manifest names that is not this user's to run (see trust.vet_recorded)."""
-    from amptool.trust import vet_recorded
-
     for cand in cands:
         model = layer_model(cfg, ref, cand)
         if isinstance(model, dict) and model.get("recorded_in"):
@@ -70,9 +69,6 @@ def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSe
     """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate, on the
     samples ``rows`` (those of the first batches that breach a limit on their own), else on
     the first ``cfg.layer_samples``."""
-    from amptool.parity.layers import LayerProbe
-    from amptool.parity.weights import compare_weights
-
     model = layer_model(cfg, ref, cand)  # recorded ones are vetted
     cache = probes.setdefault("__checkpoints__", {})
     fallback = [cfg.ckpt, cand.checkpoint]

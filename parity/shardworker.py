@@ -17,10 +17,10 @@ from pathlib import Path
 
 from amptool.jobwatch import Status
 from amptool.msjob import worker_main
+from amptool.device import execution_mode, import_mindspore, set_device
 
 
 def _work(spec: dict, status: Status, config_dir: Path) -> dict:
-    from amptool.device import execution_mode, import_mindspore, set_device
     from amptool.parity.compare import open_all
     from amptool.parity.shard import KEY_ENV, compare_shard, write_state
 

@@ -20,8 +20,14 @@ import numpy as np
 from amptool.device import trim_heap
 from amptool.errors import UsageError
 from amptool.losses import task_record
-from amptool.models import flat_outputs
+from amptool.models import flat_outputs, probed, resolve_model
 from amptool.rundir import RunDir, is_checkpoint_file
+from amptool.artefact import stored_weights
+from amptool.artefact.files import check_files, locate
+from amptool.artefact.manifest import manifest_path
+from amptool.artefact.runners import Artefact
+from amptool.ckptstream import build_uninitialized, checkpoint_arrays, load_streamed
+from amptool.trust import recorded_reference
 
 
 @dataclass
@@ -138,9 +144,6 @@ class EagerRunner:
         and class logits are read from the weights it runs with."""
         import mindspore as ms
 
-        from amptool.ckptstream import build_uninitialized, load_streamed
-        from amptool.models import probed, resolve_model
-
         spec = build_uninitialized(lambda: resolve_model(model, probe=False))
         net = build_uninitialized(spec.build)
         load_streamed(net, ckpt, source)
@@ -166,8 +169,6 @@ class EagerRunner:
 def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Side:
     """An artefact, a checkpoint file or a training run folder; ``model`` is a reference the
     user named, over any the files record."""
-    from amptool.artefact.files import locate
-
     p = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
     if not p.exists():
         raise UsageError(f"{path} does not exist",
@@ -208,11 +209,6 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
 
 
 def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
-    from amptool.artefact.files import check_files
-    from amptool.artefact.manifest import manifest_path
-    from amptool.artefact.runners import Artefact
-    from amptool.trust import recorded_reference
-
     art = Artefact(str(p), key)  # its facts: the graph is loaded when it runs
     manifest = art.manifest or {}
     differs = check_files(p, manifest) if manifest.get("sha256") else []
@@ -254,9 +250,6 @@ def _indices(declared) -> Optional[list]:
 def side_weights(src: Side) -> Optional[dict]:
     """The weights a side computes with, where they can be read (cached on the side)."""
     if "weights" not in src.cache:
-        from amptool.artefact import stored_weights
-        from amptool.ckptstream import checkpoint_arrays
-
         src.cache["weights"] = stored_weights(src.path, src.format, src.encrypted) \
             if src.kind == "artefact" else checkpoint_arrays(src.checkpoint) \
             if src.kind == "checkpoint" else None

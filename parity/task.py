@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from amptool.judge import drop_within
 from amptool.taskmetric import FIX, evaluate, load_metric
+from amptool.counts import count_resolution, drop_interval
 
 __all__ = ["FIX", "evaluate", "judge_task", "judge_task_value", "load_metric"]
 
@@ -29,8 +30,6 @@ def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels
 def judge_task_value(spec: str, ref_value: float, value: float, limit: Optional[float],
                      samples: int = 0) -> dict:
     """``judge_task`` on the candidate's value of the metric, computed already."""
-    from amptool.counts import count_resolution, drop_interval
-
     drop = ref_value - value
     metrics: Dict[str, Any] = {"task_ref": ref_value, "task_cand": value, "task_drop": drop}
     counts = rate_counts(ref_value, value, samples)
