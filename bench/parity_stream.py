@@ -199,5 +199,5 @@ def _workers_row(f: dict) -> list:
     if "workers_speedup" not in w:
         return []
     return [(f"`amptool parity --workers 2` ÷ 1 process, {w['samples']:,} samples (wall)",
-             f"{w['workers_speedup']:.2f}× ({w['seconds_2']:g} s vs {w['seconds_1']:g} s; "
+             f"{w['workers_speedup']:.2f}× ({w['seconds_2']:.1f} s vs {w['seconds_1']:.1f} s; "
              f"{w['samples_per_s_2']:g} vs {w['samples_per_s_1']:g} samples/s)", "")]
