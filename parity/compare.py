@@ -5,51 +5,44 @@ prints or exits. A breach of any threshold makes ``passed`` false: there is no w
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
-
-import numpy as np
+from typing import Optional
 
 from amptool.errors import UsageError
-from amptool.judge import candidate_limits, output_limits, output_role
 from amptool.limits import check_output_tables
-from amptool.metrics import degenerate_reference
-from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
+from amptool.parity.accumulate import TaskStream
+from amptool.parity.candidate import (
+    Baseline,
+    Opened,
+    accumulate_candidate,
+    finish_candidate,
+    golden_head,
+    output_names,
+    reference_notes,
+    report_dict,
+)
 from amptool.parity.config import ParityConfig
-from amptool.parity.culprit import pick_culprit
 from amptool.parity.inputs import (
-    InputSet,
     load_golden,
     make_inputs,
     save_golden,
 )
 from amptool.parity.report import ParityReport
-from amptool.parity.sides import Side, check_compatible, fp16_faithful, open_side
+from amptool.parity.sides import Side, check_compatible, open_side
 from amptool.parity.store import Spool
 from amptool.parity.stream import (
-    head_of,
     rows_of,
-    run_candidate,
     run_reference,
-    shape_stub,
     spans,
     stored_spreads,
     whole_of,
 )
-from amptool.streamstats import ReferenceSpread
-from amptool.counts import resolution_finding
 from amptool.device import execution_mode, resolve_device, set_device
-from amptool.parity.emulate import settings_ignored
-from amptool.parity.localize import localize_candidate, vet_layer_models
-from amptool.parity.task import judge_task_value, load_metric
+from amptool.parity.localize import vet_layer_models
+from amptool.parity.task import load_metric
 from amptool.records import PARITY_REPORT_VERSION
-
-ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
-                "fp32, so this result is no evidence that the graph is safe in fp16")
 
 
 def check_config(cfg: ParityConfig) -> None:
@@ -106,36 +99,6 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     return ParityReport.from_dict(report)
 
 
-@dataclass
-class Baseline:
-    """What every candidate of one check is judged against."""
-
-    cfg: ParityConfig
-    ref: Side
-    inputs: InputSet
-    ref_out: list
-    """The reference's outputs, on disk (``StoredArray``) or, from old golden files, in memory."""
-    names: list
-    notes: list
-    spool: Path
-    """A folder for what the comparison spools to disk (removed after it)."""
-    task: Optional[tuple] = None
-    probes: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Opened:
-    """The sides of one check, opened (their graphs not loaded), and what they are checked by."""
-
-    fn: Optional[Callable]
-    """The ``--metric`` function, or None."""
-    ref: Side
-    cands: list
-    golden_in: Optional[InputSet]
-    golden_out: Optional[list]
-    names: list
-
-
 def open_all(cfg: ParityConfig) -> Opened:
     """The metric, the reference (or golden outputs) and the candidates, checked to fit."""
     fn = None
@@ -174,17 +137,6 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[dict]:
     return report_dict(run, results, device)
 
 
-def report_dict(run: Baseline, results: list, device: str) -> dict:
-    """The report of every candidate's entry (``finish_candidate``) against ``run``."""
-    label_fp16_fidelity(results, device)
-    inputs = run.inputs
-    return {"passed": all(r["passed"] for r in results), "reference": run.ref.describe(),
-            "inputs": {"description": inputs.description, "samples": inputs.count,
-                       "labels": inputs.labels is not None,
-                       "targets": list(inputs.target_names), "labels_from": inputs.labels_from},
-            "candidates": results, "golden_saved": run.cfg.save_outputs or None}
-
-
 def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
                        golden_out, tmp: Path) -> tuple:
     """(InputSet, the reference's outputs, their ``ReferenceSpread`` each): the reference
@@ -204,22 +156,6 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
     return golden_inputs, golden_out, stored_spreads(golden_out, cfg.batch_size)
 
 
-def golden_head(cfg: ParityConfig, golden_inputs: InputSet, golden_out: list) -> tuple:
-    """(InputSet, outputs) of a golden file, its first ``--samples`` when given."""
-    if cfg.inputs:
-        raise UsageError("--inputs cannot replace the inputs stored with --load-outputs",
-                         "drop --inputs: golden outputs carry their inputs")
-    if cfg.samples is not None:
-        if cfg.samples > golden_inputs.count:
-            raise UsageError(f"--load-outputs {cfg.load_outputs} holds {golden_inputs.count} "
-                             f"samples, --samples asks for {cfg.samples}",
-                             f"pass --samples {golden_inputs.count} or fewer, or save a larger "
-                             "golden file")
-        golden_inputs = golden_inputs.head(cfg.samples)
-        golden_out = [head_of(o, cfg.samples) for o in golden_out]
-    return golden_inputs, golden_out
-
-
 def _reference_metric(run: Baseline, fn) -> float:
     """The task metric on the reference's outputs: streamed from disk, or given them
     memory-mapped."""
@@ -231,150 +167,7 @@ def _reference_metric(run: Baseline, fn) -> float:
     return task.value()
 
 
-def output_names(src: Side) -> list:
-    return [str(o.get("name") or f"output{i}") for i, o in enumerate(src.outputs)]
-
-
-def reference_notes(ref_out: list, names: list) -> list:
-    """Findings on reference outputs that cannot support a verdict (untrained, degenerate);
-    ``ref_out``: each output's ``ReferenceSpread``, or its array."""
-    notes = []
-    for name, out in zip(names, ref_out):
-        reason = (out.reason() if isinstance(out, ReferenceSpread)
-                  else degenerate_reference(np.asarray(out)))
-        if reason:
-            notes.append({"kind": "degenerate_reference", "where": name,
-                          "message": f"output {name}: {reason}; the verdict reflects untrained "
-                                     "or degenerate outputs, not numerical precision",
-                          "fix": "train the network (even briefly) or check the reference's "
-                                 "weights and inputs"})
-    return notes
-
-
-def label_fp16_fidelity(results: list, device: str) -> None:
-    """Mark each fp16 result that did not run in fp16 and name the faithful check beside it."""
-    faithful = [r for r in results if r["fp16_faithful"]]
-    here = ", ".join(f"{Path(r['path']).name} ({'PASS' if r['passed'] else 'FAIL'})"
-                     for r in faithful) or "none among these candidates"
-    for result in results:
-        if result["fp16_faithful"] is not False:
-            continue
-        result["caveat"] = (f"{ORT_CPU_FP16}; the faithful fp16 check on this host is an fp16 "
-                            f"MindIR run by MindSpore ({device}): {here}")
-        result["findings"].append({"kind": "fp16_emulated", "where": "runtime",
-                                   "message": result["caveat"],
-                                   "fix": "judge fp16 safety by the fp16 MindIR's verdict"})
-
-
-def accumulate_candidate(run: Baseline, cand: Side, spool: Path,
-                         span: Optional[tuple] = None) -> tuple:
-    """(CandidateStats, fp16_faithful) of a candidate run on ``span`` of the inputs (all by
-    default; a shard's statistics merge with the others'); ``spool``: a folder for what a
-    whole-array ``--metric`` is given."""
-    cfg, inputs = run.cfg, run.inputs
-    stats = empty_stats(run, cand, spool)
-    with cand.opened() as runner:  # let go before the next side opens
-        run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
-        return stats, fp16_faithful(cand, runner)
-
-
-def empty_stats(run: Baseline, cand: Side, spool: Path) -> CandidateStats:
-    """A candidate's statistics before any sample (``spool``: as ``accumulate_candidate``)."""
-    cfg, inputs = run.cfg, run.inputs
-    task = None if run.task is None else TaskStream(
-        run.task[0], cfg.metric, inputs.metric_targets, "candidate", Spool(spool, inputs.count))
-    return CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))], task,
-                          keep_failing=cfg.per_layer)
-
-
 def _judge(run: Baseline, cand: Side) -> dict:
     spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
     stats, faithful = accumulate_candidate(run, cand, spool)
     return finish_candidate(run, cand, stats, faithful, spool)
-
-
-def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
-                     spool: Path) -> dict:
-    """A candidate's report entry from its statistics (merged over every sample)."""
-    cfg, ref, inputs = run.cfg, run.ref, run.inputs
-    th = candidate_limits(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
-                          _task_of(ref, cand))
-    task = stats.task
-    outputs = stats.outputs()
-    result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
-              "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
-              "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
-              "fp16_faithful": faithful, "caveat": None,
-              "per_layer": None, "weights": None, "culprit": None, "deployment": None}
-    if task is not None:
-        result["task"] = judge_task_value(cfg.metric, run.task[1], task.value(),
-                                          th.max_metric_drop, inputs.count)
-    shutil.rmtree(spool, ignore_errors=True)
-    result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
-    result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
-    result["findings"] += stats.findings()
-    if cfg.emulate_settings:
-        result["deployment"] = settings_ignored(
-            cfg, ref, cand, inputs, run.ref_out, run.probes,
-            lambda i, r, c: _judge_whole(run, cand, i, r, c),  # informational: no verdict
-            spool=str(run.spool))
-    if cfg.per_layer:
-        localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
-                           stats.first_failing(cfg.layer_samples))
-    if not result["passed"]:
-        result["culprit"] = pick_culprit(result)
-    cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
-    return result
-
-
-def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
-    """How one output is judged, as ``amptool.judge`` rules: its role (class logits or not)
-    and its limits. The labels of class logits: the run's integer class labels where the
-    model declares its class-logits outputs, else the inputs' labels."""
-    name = run.names[index] if index < len(run.names) else f"output{index}"
-    declared = _declared_logits(run.ref, cand)
-    role = output_role(index, shape_stub(run.ref_out[index]), _task_of(run.ref, cand),
-                       declared, run.ref.num_classes)
-    labels = run.inputs.class_labels if declared is not None else run.inputs.labels
-    fits = role.logits and labels is not None and len(labels) == run.inputs.count
-    th = output_limits(role, (index, name), run.ref.precision, cand.precision,
-                       run.cfg.file_thresholds, run.cfg.thresholds)
-    return OutputPlan(name, role, th, np.asarray(labels) if fits else None)
-
-
-def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:
-    """One output of whole arrays (stored or in memory) judged as ``_judge`` does."""
-    stats = CandidateStats([_plan(run, cand, index)])
-    for a, b in spans((0, len(c)), run.cfg.batch_size):
-        stats.update(a, b, [rows_of(r, a, b)], [rows_of(c, a, b)])
-    return stats.outputs()[0]
-
-
-def resolution_findings(groups: list) -> list:
-    """A finding per checked count whose budget is below one of the samples counted."""
-    found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
-    return [f for f in found if f is not None]
-def _declared_logits(ref: Side, cand: Side) -> Optional[list]:
-    """The outputs the model declares as class logits (the reference's record, else the
-    candidate's); None when neither records a declaration."""
-    return ref.class_logits if ref.class_logits is not None else cand.class_logits
-
-
-def _task_of(ref: Side, cand: Side) -> Optional[bool]:
-    """Whether the sides' first output is class logits by their run's recorded loss (the
-    reference's, else the candidate's); None when neither records one."""
-    return ref.classifier if ref.classifier is not None else cand.classifier
-
-
-def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> list:
-    if inputs.raw is None or not ref.preprocess or not cand.preprocess:
-        return []
-    a, b = ref.preprocess, cand.preprocess
-    keys = [k for k in ("mean", "std") if not np.isclose(a.get(k), b.get(k), rtol=1e-6, atol=0)]
-    if not keys:
-        return []
-    what = ", ".join(f"{k} {b[k]:.6g} vs {a[k]:.6g}" for k in keys)
-    return [{"kind": "preprocess", "where": "input",
-             "message": f"input normalization differs from the reference's ({what})",
-             "fix": "export both artefacts from the same run (the manifest's preprocess "
-                    "must match the data the weights were trained on)"}]

@@ -34,19 +34,18 @@ from amptool.msjob import (
     terminate_as_exit,
 )
 from amptool.parity.accumulate import CandidateStats, TaskStream
-from amptool.parity.compare import (
+from amptool.parity.candidate import (
     Baseline,
     Opened,
     accumulate_candidate,
     empty_stats,
     finish_candidate,
     golden_head,
-    make_inputs,
     reference_notes,
     report_dict,
 )
 from amptool.parity.config import ParityConfig
-from amptool.parity.inputs import InputSet, save_golden
+from amptool.parity.inputs import InputSet, make_inputs, save_golden
 from amptool.parity.store import Spool, stored_at
 from amptool.parity.stream import rows_of, run_reference, spans, stored_spreads
 from amptool.streamstats import ReferenceSpread

@@ -11,7 +11,8 @@ import pytest
 from amptool.errors import UsageError
 from amptool.limits import FP16_VS_FP32
 from amptool.metrics import check_metrics, compute_metrics, passed
-from amptool.parity.compare import check_config, label_fp16_fidelity, reference_notes
+from amptool.parity.candidate import label_fp16_fidelity, reference_notes
+from amptool.parity.compare import check_config
 from amptool.parity.config import ParityConfig
 from amptool.parity.report import failure_line, format_table, junit_xml
 
