@@ -154,8 +154,9 @@ class Runs:
 
     def get(self, name: str) -> Path:
         if name == "simplecnn":  # the default configuration, which convert and parity train
-            out, self.summaries[name] = train_shared(self.shared, "simplecnn-O2",
-                                                     model="simplecnn", epochs=1)
+            return quickstart_training(self.shared)
+        if name in DOC_TRAINED:
+            out, self.summaries[name] = doc_training(self.shared, name)
             return out
         rows, batch = SUBSET_MODELS.get(name, (0, 64))
         extra = {"data": f"npz:{digits_subset(self.shared, rows)}"} if rows else {}
@@ -163,6 +164,64 @@ class Runs:
                                                  policy=POLICIES.get(name), epochs=1,
                                                  batch_size=batch, lr=0.003, **extra)
         return out
+
+
+DOC_TRAINED = {"transformer": "runs/transformer"}
+"""Sample models whose shared run is a docs example's training (``DOC_RUNS[name]``,
+tests/docruns.py, which the docs' tests run anyway): name -> its ``--out``. The transformer's
+(``--data digits:512``, 12 steps of 32) shows that it learns as the 720-row subset's would."""
+
+
+def doc_training(shared: Shared, name: str) -> tuple:
+    """(run folder, TrainSummary) of the docs' ``DOC_RUNS[name]`` training, copied once a
+    session into a folder of its own, so that no test reads the folder the docs test copies."""
+    def make(folder: Path) -> tuple:
+        from docruns import DOC_RUNS, cli_run
+
+        from amptool.train.summary import TrainSummary
+
+        run = cli_run(shared, DOC_RUNS[name])
+        assert run.exit_code == 0, f"{DOC_RUNS[name]}\n{run.output[-3000:]}"
+        shutil.copytree(run.cwd / DOC_TRAINED[name], folder / "run")
+        info = json.loads((folder / "run" / "run.json").read_text())
+        return folder / "run", TrainSummary.from_dict(info["summary"])
+
+    return shared.get(f"train-doc-{name}", make)
+
+
+def quickstart_training(shared: Shared) -> Path:
+    """The default configuration's one-epoch run (simplecnn, O2, the whole digits): the train
+    stage of the README's quickstart pipeline (``amptool run --epochs 1``, tests/docruns.py),
+    which the docs' tests run anyway, copied once a session into a folder of its own (its
+    run.json checked to record the settings ``amptool train --epochs 1`` gives, as
+    ``copy_shared_training`` checks a docs example's), so that no test reads the folder the
+    pipeline's readers read, and the suite trains that configuration once."""
+    def make(folder: Path) -> Path:
+        from docruns import copy_shared_training
+
+        copy_shared_training(shared, "amptool train --epochs 1", folder, "the simplecnn run")
+        return folder / "runs" / "train"
+
+    return shared.get("train-simplecnn-quickstart", make)
+
+
+TRAP_TRAINING = "amptool train --model trapmlp --amp-level O0 --epochs 1 --out runs/trap"
+"""The planted-fault sample trained in fp32 (docs/guides/fp16-trouble.md), which the docs'
+planted-fault pipeline (``DOC_RUNS["trap"]``, tests/docruns.py) trains in its train stage."""
+
+
+def trap_training(shared: Shared) -> Path:
+    """trapmlp trained in fp32 (O0, one epoch of the whole digits): healthy in fp32, its
+    cell ``norm`` overflows fp16. The train stage of the docs' planted-fault pipeline, which
+    the docs' tests run anyway, copied once a session into a folder of its own (its run.json
+    checked to record the settings of ``TRAP_TRAINING``), for the convert and parity tests."""
+    def make(folder: Path) -> Path:
+        from docruns import copy_shared_training, train_settings
+
+        copy_shared_training(shared, TRAP_TRAINING, folder, "the trapmlp fp32 run")
+        return folder / train_settings(TRAP_TRAINING)[1]
+
+    return shared.get("train-trapmlp-O0-trap", make)
 
 
 def digits_subset(shared: Shared, rows: int = 0) -> Path:
@@ -189,12 +248,17 @@ SUBSET_ROWS = 720
 """Rows of the digits subset that runs which need no accuracy train on (18 steps of 32, or 9
 of 64, at the 0.2 held-out split): the same path as the whole set (45 steps an epoch) at less
 than half the cost, since the steps, not the compilation, take most of a run's time."""
-SUBSET_MODELS = {"resnet": (160, 32), "lenet5": (SUBSET_ROWS, 64),
-                 "transformer": (SUBSET_ROWS, 64)}
+SUBSET_MODELS = {"resnet": (160, 32), "lenet5": (SUBSET_ROWS, 64)}
 """Sample models whose shared run trains on fewer digits: (rows, batch size). The residual
 sample takes about 1.7 s a step of 64 on this backend; 4 steps of 32 show that it learns (its
-loss 2.4 -> 2.0 with seeds 0, 1 and 2). The others' 9 steps show it as well as the whole
-set's 23 (their accuracy is checked nowhere)."""
+loss 2.4 -> 2.0 with seeds 0, 1 and 2). LeNet-5's 9 steps show it as well as the whole set's
+23 (its accuracy is checked nowhere); the transformer's run is a docs example's (DOC_TRAINED)."""
+
+
+@pytest.fixture(scope="session")
+def trap_fp32_run(shared) -> Path:
+    """The session's fp32 trapmlp run (``trap_training``)."""
+    return trap_training(shared)
 
 
 @pytest.fixture(scope="session")

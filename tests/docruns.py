@@ -20,10 +20,14 @@ DOC_RUNS = {
                 "amptool.samples.losses:BoxAndClassLoss --epochs 1 --out runs/det",
     "trap": "amptool run --model trapmlp --amp-level O0 --epochs 1 --per-layer "
             "--out runs/ci-trap",
+    "transformer": "amptool train --model transformer --data digits:512 --epochs 1 "
+                   "--out runs/transformer",
 }
-"""Pipelines the docs show that other tests check too: each runs once per session, as
-written, and both the docs test and the others read that one run (test_docs checks that
-the docs still show each command; ``trap``, docs/guides/parity-ci.md's planted fault, exits 1)."""
+"""Pipelines (and a training) the docs show that other tests check too: each runs once per
+session, as written, and both the docs test and the others read that one run (test_docs
+checks that the docs still show each command; ``trap``, docs/guides/parity-ci.md's planted
+fault, exits 1; ``transformer``, docs/guides/export.md's, is the export tests' transformer
+run, tests/conftest.py ``DOC_TRAINED``)."""
 
 
 @dataclass(frozen=True)

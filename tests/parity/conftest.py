@@ -73,9 +73,10 @@ def simplecnn(sample_runs, simplecnn_export):
 
 
 @pytest.fixture(scope="session")
-def trap(trained, shared):
-    """trapmlp trained in fp32: healthy in fp32, its fp16 graph collapses at cell 'norm'."""
-    run, _ = trained("trapmlp-O0", model="trapmlp", amp_level="O0", epochs=2)  # convert's too
+def trap(trap_fp32_run, shared):
+    """trapmlp trained in fp32: healthy in fp32, its fp16 graph collapses at cell 'norm'
+    (the session's run, convert's too: tests/conftest.py ``trap_training``)."""
+    run = trap_fp32_run
     paths = shared.get("parity-trap", lambda out: _export(run=run, out=out))
     return {"run": str(run), "mindir_fp32": paths[("MINDIR", "fp32")],
             "mindir_fp16": paths[("MINDIR", "fp16")]}
