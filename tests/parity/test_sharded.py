@@ -141,3 +141,32 @@ def test_run_hands_its_workers_to_the_parity_step(monkeypatch, tmp_path):
     assert handed.value.args[0].workers == 2 and handed.value.args[0].sharded
     result = CliRunner().invoke(app, ["run", "--workers", "0", "--out", str(tmp_path / "q")])
     assert result.exit_code == 2 and "workers must be a whole number >= 1" in result.stderr
+
+
+@slow
+def test_two_hosts_make_the_one_process_report(simplecnn, metric, tmp_path, monkeypatch):
+    """Two nodes of one worker each, both on this host, from one folder."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = str(s.getsockname()[1])
+    monkeypatch.chdir(tmp_path)
+    args = [simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", "300", "--config",
+            str(metric.parent / "batches.toml"), "--nodes", "2", "--master-port", port]
+    node1 = subprocess.Popen([sys.executable, "-m", "amptool", "parity", *args,
+                              "--node-rank", "1"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    node0 = CliRunner().invoke(app, ["parity", *args, "--node-rank", "0",
+                                     "--json-out", str(tmp_path / "two.json")])
+    out1, err1 = node1.communicate(timeout=300)
+    assert node0.exit_code in (0, 1) and node1.returncode == 0, (node0.stderr, err1)
+    assert "node 1: its 1 rank(s) compared their shards" in out1
+    one = CliRunner().invoke(app, ["parity", *args[:6], "--json-out", str(tmp_path / "one.json")])
+    assert one.exit_code == node0.exit_code
+    one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+    assert {k: v for k, v in one.items() if k != "seconds"} == {
+        k: v for k, v in two.items() if k != "seconds"}
+    assert not list(tmp_path.glob(".amptool-parity-shards-*"))
