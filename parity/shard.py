@@ -55,6 +55,7 @@ WORKER_MODULE = "amptool.parity.shardworker"
 KEY_ENV = "AMPTOOL_PARITY_KEY"
 """The MindIR key reaches the ranks through their environment, never a file."""
 START_TIMEOUT_S = 120.0
+"""Seconds every rank has to start and join (600 with several hosts, as training's)."""
 
 
 def usable_cores() -> int:
@@ -135,10 +136,10 @@ def _run_job(cfg: ParityConfig, folder: Path, shards: list, device: str) -> None
     write_json(config_file, {"folder": str(folder), "spans": [list(s) for s in shards],
                              "device": device, "serves_scheduler": hosts_scheduler})
     extra = {KEY_ENV: cfg.key.hex()} if cfg.key else {}
+    timeout = START_TIMEOUT_S if cfg.nodes == 1 else 600.0
     with job_env(extra) as env:
-        job = Job(msrun_command(layout, logs, WORKER_MODULE, config_file, START_TIMEOUT_S),
-                  env, logs, layout.local_ranks, layout.world, START_TIMEOUT_S,
-                  hosts_scheduler)
+        job = Job(msrun_command(layout, logs, WORKER_MODULE, config_file, timeout), env, logs,
+                  layout.local_ranks, layout.world, timeout, hosts_scheduler)
         try:
             with terminate_as_exit():
                 job.run(lambda event: None)
