@@ -1,7 +1,8 @@
 """Tables of measured figures, made from a results file (``bench/results.json``) only.
 
 ``python -m bench --render`` rewrites the block between ``<!-- bench:begin -->`` and
-``<!-- bench:end -->`` in README.md (three headline figures in words, ``HEADLINE``) and in
+``<!-- bench:end -->`` in README.md (three headline figures in words, ``HEADLINE``, and
+the release-scale parity table, ``README_TABLES``) and in
 docs/bench.md (a summary in words of every benchmark, every ratio of every benchmark, and
 the zoo's table when there is one), and the block between ``<!-- bench:zoo:begin -->`` and
 ``<!-- bench:zoo:end -->`` in docs/guides/zoo.md (the zoo's table);
@@ -27,6 +28,10 @@ HEADLINE = (("train_overhead", "training, simplecnn O2, batch"),
              ("export", "FP16 ÷ FP32 MindIR file"),
              ("parity", "`amptool parity` ÷ bare inference"))
 """README's figures: (benchmark, the start of the summary row quoted), in this order."""
+
+README_TABLES = (("parity_stream", "Release-scale parity: the causallm sample's fp32 and fp16 "
+                                   "MindIR (1,024 output floats a sample)"),)
+"""Benchmarks whose every summary row the README shows too, under a heading of their own."""
 
 
 def markers(name: str = "") -> tuple:
@@ -456,13 +461,30 @@ def headline(results: dict) -> list:
     return lines
 
 
+def readme_tables(results: dict) -> list:
+    """The lines of README's tables of whole benchmarks (``README_TABLES``), each after a
+    blank line and its heading; a benchmark the results lack says so."""
+    lines = []
+    for name, heading in README_TABLES:
+        lines += ["", f"{heading}:", "", "| what | figure | target |", "| --- | --- | --- |"]
+        entry = results["benchmarks"].get(name)
+        if entry is None:
+            lines.append(f"| {name} | not measured: run `python -m bench --only {name}` | |")
+            continue
+        other = measured_elsewhere(results, entry)
+        lines += [f"| {_cell(w)} | {_cell(f'{v} ({other})' if other else v)} | {_cell(t)} |"
+                  for w, v, t in summary_rows(name, entry)]
+    return lines
+
+
 def render_blocks(results: dict) -> dict:
     """{Block: the text it must hold}."""
     zoo = zoo_block(results)
     head = header(results)
     docs = [head, "\n".join(summary_table(results, zoo)), table(results), zoo]
     zoo_page = "\n\n".join([head, zoo or "No zoo figures in the results: run `python -m bench`."])
-    return {Block(ROOT / "README.md"): "\n".join([head, "", *headline(results)]),
+    return {Block(ROOT / "README.md"): "\n".join([head, "", *headline(results),
+                                                   *readme_tables(results)]),
             Block(ROOT / "docs" / "guides" / "zoo.md", "zoo"): zoo_page,
             Block(ROOT / "docs" / "bench.md"): "\n\n".join(part for part in docs if part)}
 
