@@ -151,11 +151,10 @@ def _synthetic(shape: tuple, classes: int, n: int = 1024) -> tuple[np.ndarray, n
 
 def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[tuple] = None,
                 labels: bool = True) -> tuple:
-    """(rows, targets, skipped files) of an image source, nothing decoded yet: arrays
-    stay in their stored dtype (memory-mapped for an uncompressed npz), image files are
-    only listed. ``labels``: the one target is int32 class labels (checked against
-    ``num_classes``); else ``targets`` is (names, arrays as stored) of an npz's targets
-    (``declared``: the names a loss takes)."""
+    """(rows, targets, skipped files) of an image source, nothing decoded: arrays in their
+    stored dtype (memory-mapped for an uncompressed npz), image files only listed. ``labels``:
+    the one target is int32 class labels (checked against ``num_classes``); else ``targets``
+    is (names, arrays as stored) of an npz's targets (``declared``: the names a loss takes)."""
     kind, arg = parse_data_spec(spec)
     _, h, w = input_shape
     skipped: list = []
@@ -165,7 +164,6 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
                          f"{'textcls' if kind == 'tokens' else 'causallm'})")
     names: Sequence[str] = ("y",)
     ys: Optional[list] = None
-    rows: Union[ImageFiles, ArrayRows]
     if kind == "boxes":  # its targets by their own names; as class labels, the shapes
         arrays = dict(zip(*_named_first(spec, arg, boxes_dataset())))
         x = arrays.pop("x")
@@ -173,7 +171,7 @@ def open_images(spec: str, input_shape: tuple, num_classes, declared: Optional[t
         y = ys[-1] if labels and not declared else ys[0]
     elif kind == "imagefolder":
         paths, y, _, skipped = image_files(arg)
-        rows = ImageFiles(paths, (h, w))
+        rows: Union[ImageFiles, ArrayRows] = ImageFiles(paths, (h, w))
     elif kind == "npz":
         x, names, ys = _npz(arg, declared)
         y = ys[0]
