@@ -70,7 +70,11 @@ class TaskStream:
         """The metric's value: streamed, or on ``outputs`` (memory-mapped) or the spool's."""
         if self.streams:
             return stream_result(self.fn, self.spec, self.state, self.side)
-        arrays = outputs if outputs is not None else [a.memmap() for a in self.spool.close()]
+        if outputs is not None:
+            arrays = outputs
+        else:
+            assert self.spool is not None, "a metric that does not stream spools its outputs"
+            arrays = [a.memmap() for a in self.spool.close()]
         return evaluate(self.fn, self.spec, arrays, self.targets, self.side)
 
 

@@ -108,6 +108,7 @@ def open_all(cfg: ParityConfig) -> Opened:
     if cfg.load_outputs:
         ref, golden_in, golden_out = load_golden(cfg.load_outputs)
     else:
+        assert cfg.reference is not None  # without stored outputs the first artefact is it
         ref = open_side(cfg.reference, cfg.user_model(), cfg.ckpt, cfg.key)
     cands = [open_side(c, cfg.user_model(), cfg.ckpt, cfg.key) for c in cfg.candidates]
     for cand in cands:
@@ -149,7 +150,7 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
         with ref.opened() as runner:  # let go before a candidate opens
             spreads = run_reference(runner, inputs, ref.preprocess, cfg.batch_size, outs, fed)
         stored = outs.close()
-        if cfg.save_outputs:
+        if cfg.save_outputs and fed is not None:
             save_golden(cfg.save_outputs, ref, inputs, fed.close(), stored)
         return inputs, stored, spreads
     golden_inputs, golden_out = golden_head(cfg, golden_inputs, golden_out)
@@ -159,7 +160,7 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
 def _reference_metric(run: Baseline, fn) -> float:
     """The task metric on the reference's outputs: streamed from disk, or given them
     memory-mapped."""
-    task = TaskStream(fn, run.cfg.metric, run.inputs.metric_targets, "reference")
+    task = TaskStream(fn, str(run.cfg.metric), run.inputs.metric_targets, "reference")
     if not task.streams:
         return task.value([whole_of(r) for r in run.ref_out])
     for a, b in spans((0, run.inputs.count), run.cfg.batch_size):

@@ -61,7 +61,10 @@ class InputSet:
 
     @property
     def count(self) -> int:
-        return len(self.raw) if self.raw is not None else len(self.given[0])
+        if self.raw is not None:
+            return len(self.raw)
+        assert self.given is not None  # an input set holds raw images or ready inputs
+        return len(self.given[0])
 
     def for_preprocess(self, preprocess: Optional[dict]) -> list:
         """The arrays a side with this preprocessing is fed."""

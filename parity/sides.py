@@ -166,7 +166,8 @@ class EagerRunner:
         self.net = None
 
 
-def open_side(path: str, model: Optional[dict] = None, ckpt: str = "", key=None) -> Side:
+def open_side(path: str, model: Optional[dict] = None, ckpt: Optional[str] = None,
+              key=None) -> Side:
     """An artefact, a checkpoint file or a training run folder; ``model`` is a reference the
     user named, over any the files record."""
     p = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
@@ -208,7 +209,7 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
     return src
 
 
-def _open_artefact(p: Path, model: Optional[dict], ckpt: str, key) -> Side:
+def _open_artefact(p: Path, model: Optional[dict], ckpt: Optional[str], key) -> Side:
     art = Artefact(str(p), key)  # its facts: the graph is loaded when it runs
     manifest = art.manifest or {}
     differs = check_files(p, manifest) if manifest.get("sha256") else []

@@ -142,9 +142,9 @@ def drop_text(cand: "CandidateResult") -> str:
     return "-"
 
 
-def lowest_cosine(cand: "CandidateResult"):
-    values = [hp.as_float(o.metrics.cosine) for o in cand.outputs]
-    values = [v for v in values if v is not None]
+def lowest_cosine(cand: "CandidateResult") -> Optional[float]:
+    values = [v for v in (hp.as_float(o.metrics.cosine) for o in cand.outputs)
+              if v is not None]
     return next((v for v in values if v != v), min(values)) if values else None
 
 
@@ -218,8 +218,9 @@ def outputs_section(report: "ParityReport") -> str:
 
 def layer_part(cand: "CandidateResult", name: str) -> str:
     """One candidate's per-layer chart (1 - cosine of each cell's input and output, the
-    limit, the culprit marked) and its table."""
+    limit, the culprit marked) and its table; ``cand`` has a per-layer report."""
     layer = cand.per_layer
+    assert layer is not None  # only candidates with a per-layer report are drawn
     rows = layer.rows
     names = tuple(r.path for r in rows)
     first = layer.first_flagged
@@ -240,7 +241,7 @@ def layer_part(cand: "CandidateResult", name: str) -> str:
         pts = tuple((i, shown(out_err[i])) for i, o in enumerate(origins) if o == group)
         if pts:
             series.append(sc.Series(group, pts, color, "points"))
-    marks = ()
+    marks: tuple[sc.Rule, ...] = ()
     if first is not None and first in names:
         marks = (sc.Rule(names.index(first), f"culprit: {first} ({layer.origin})"),)
     chart = sc.Chart("cell, in execution order", "1 - cosine vs fp32 (log)", tuple(series),
@@ -325,7 +326,9 @@ def kept_reason(cell: "KeptCell", policy: dict, auto: dict) -> str:
 
 
 def _deployment_part(cand: "CandidateResult", auto: dict) -> str:
-    dep, settings = cand.deployment, cand.deployment.settings
+    dep = cand.deployment
+    assert dep is not None  # only candidates that record deployment settings are shown
+    settings = dep.settings
     try:
         policy = (read_manifest(cand.path) or {}).get("policy") or {}
     except Exception:  # noqa: BLE001 - a manifest that cannot be read: no reasons shown
