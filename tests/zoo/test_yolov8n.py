@@ -98,19 +98,19 @@ def test_fp16_mindir_is_judged_by_its_errors_alone(yolo_flow):
     assert [list(r.shape[1:]) for r in refs] == [o[1:] for o in OUTPUTS]
     assert len(refs[0]) == SAMPLES - 16
     worst = []
-    for out, ref in zip(candidate["outputs"], refs):
+    for out, ref in zip(candidate.outputs, refs):
         assert float(ref.std(axis=0).max()) > 1e-3 * float(np.abs(ref).max())  # inputs differ
-        checks = {c["metric"]: c for c in out["checks"]}
-        assert all(checks[m]["passed"] is None for m in ("top1_agree_clear", "acc_drop_clear")
+        checks = {c.metric: c for c in out.checks}
+        assert all(checks[m].passed is None for m in ("top1_agree_clear", "acc_drop_clear")
                    if m in checks)
-        assert out["metrics"]["cosine"] >= 0.999
-        assert checks["max_abs_scaled"]["limit"] == "<= 0.0625"
-        assert checks["p999_abs_scaled"]["limit"] == "<= 0.03125"
-        assert 1e-3 < out["metrics"]["p999_abs_scaled"] <= out["metrics"]["max_abs_scaled"]
-        assert out["passed"] and all(c["passed"] is not False for c in checks.values()), checks
-        worst.append(out["metrics"]["max_abs_scaled"])
+        assert out.metrics.cosine >= 0.999
+        assert checks["max_abs_scaled"].limit == "<= 0.0625"
+        assert checks["p999_abs_scaled"].limit == "<= 0.03125"
+        assert 1e-3 < out.metrics.p999_abs_scaled <= out.metrics.max_abs_scaled
+        assert out.passed and all(c.passed is not False for c in checks.values()), checks
+        worst.append(out.metrics.max_abs_scaled)
     assert max(worst) > 1e-2  # the bound it was once held to
-    assert fp16.passed and candidate["passed"]
+    assert fp16.passed and candidate.passed
 
 
 def _planted(root: Path, name: str, param: str, plant) -> str:
