@@ -20,7 +20,7 @@ from typing import NamedTuple
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ORDER = ("train_overhead", "data_memory", "export", "parity", "search", "range_pass", "depth",
-         "overflow", "overflow_64", "pipeline", "cli_startup", "workers")
+         "overflow", "overflow_64", "pipeline", "cli_startup", "workers", "cpu_isa")
 RATIO_WORDS = ("ratio", "speedup", "overhead", "efficiency")
 LABEL_KEYS = ("name", "model", "level", "format", "kind", "workers")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"

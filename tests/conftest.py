@@ -14,11 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from amptool.device import CPU_ISA, CPU_ISA_ENV
+
 # Helpers the tests import by name (smalldata): this folder on the path, whatever the
 # import mode.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("GLOG_v", "3")
+# oneDNN's instruction-set cap, as amptool's commands set it, for the kernels a test runs
+# before anything calls ``import_mindspore`` (and for the processes the tests start).
+os.environ.setdefault(CPU_ISA_ENV, CPU_ISA)
 
 # Model code the tests name is trusted in a store of the test session's own (shared by
 # the xdist workers, which reuse each other's runs, and inherited by the amptool processes

@@ -7,6 +7,8 @@
 - docs/reference/thresholds.md: the parity limits' defaults and their reasons, from
   ``amptool.limits``;
 - docs/reference/exit-codes.md: the exit codes, from ``amptool.errors`` and ``amptool.options``;
+- docs/reference/environment.md: the environment variables amptool reads or sets, from the
+  constants that name them (``ENVIRONMENT``) and their docstrings;
 - docs/reference/schemas/*.schema.json: the JSON Schema of each JSON document amptool writes,
   from its types (``amptool.schema``).
 
@@ -368,6 +370,35 @@ def exit_codes_page() -> str:
     ]) + "\n"
 
 
+# -- environment variables -----------------------------------------------------------------
+
+ENVIRONMENT = (("amptool.errors", "DEBUG_ENV"), ("amptool.trust", "STORE_ENV"),
+               ("amptool.trust", "PACKAGES_ENV"), ("amptool.artefact.keys", "ENV_VAR"),
+               ("amptool.export.split", "SPLIT_ENV"), ("amptool.device", "DUMP_ENV"),
+               ("amptool.device", "CPU_ISA_ENV"))
+"""(module, constant) of every environment variable amptool reads or sets."""
+
+
+def environment_page() -> str:
+    import importlib
+
+    rows = []
+    for module_name, name in ENVIRONMENT:
+        module = importlib.import_module(module_name)
+        text = _attribute_doc(module, name)
+        if name == "CPU_ISA_ENV":  # why it is given that value: its neighbour's doc
+            text += " " + _attribute_doc(module, "CPU_ISA")
+        rows.append([code(getattr(module, name)), cell(text.replace("``", "`")),
+                     f"`{module_name}.{name}`"])
+    return "\n\n".join([
+        GENERATED, "# Environment variables",
+        "What amptool reads from the environment, or sets in it for MindSpore when the user "
+        "has not. A command-line option, where there is one, is described on the "
+        "[command line](cli.md) page.",
+        table(["Variable", "Meaning", "Named by"], rows),
+    ]) + "\n"
+
+
 # -- JSON Schemas ----------------------------------------------------------------------------
 
 def schema_documents() -> list:
@@ -398,7 +429,8 @@ def pages() -> dict:
     """Each generated page's path (relative to the repository) -> its text."""
     return {REFERENCE / "cli.md": cli_page(), REFERENCE / "config.md": config_page(),
             REFERENCE / "thresholds.md": thresholds_page(),
-            REFERENCE / "exit-codes.md": exit_codes_page(), **schema_files()}
+            REFERENCE / "exit-codes.md": exit_codes_page(),
+            REFERENCE / "environment.md": environment_page(), **schema_files()}
 
 
 def stale(root: Optional[Path] = None) -> list:

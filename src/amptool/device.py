@@ -18,6 +18,17 @@ DUMP_ENV = "MS_OM_PATH"
 """Where MindSpore writes ``rank_*/om/analyze_fail.ir`` when a graph fails to compile
 (without it: the current folder)."""
 
+CPU_ISA_ENV = "ONEDNN_MAX_CPU_ISA"
+"""The widest x86 instruction set oneDNN, the library behind MindSpore's CPU convolutions and
+matrix products, may use. amptool sets it to AVX2 (``CPU_ISA``) before MindSpore's first
+kernel unless it is already set; set it to ``ALL`` to give oneDNN AVX-512 back."""
+CPU_ISA = "AVX2"
+"""Why AVX2: MindSpore 2.10's oneDNN, free to use AVX-512, runs a convolution's forward pass
+on a reference kernel (``jit_uni_ncsp:conv+ref:any``), about 55 ms a call where AVX2's
+``gemm:jit`` takes under 1 ms; on an AVX-512 Xeon that made the default sample's CPU
+training 1.6x and its parity 2x slower (bench/cpu_isa.py). Hosts without AVX-512 use AVX2
+either way."""
+
 
 def private_dumps() -> None:
     """Send MindSpore's compile-failure dumps to a private temp folder, removed at exit
@@ -52,6 +63,7 @@ def import_mindspore():
     """Import MindSpore with its start-up chatter (GLOG warnings) silenced and its dumps
     kept out of the current folder."""
     os.environ.setdefault("GLOG_v", "3")
+    os.environ.setdefault(CPU_ISA_ENV, CPU_ISA)  # read by oneDNN at its first kernel
     private_dumps()
     import mindspore
 

@@ -10,6 +10,7 @@ metrics.jsonl); every name in it is escaped, and it refers to nothing outside it
 """
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from .htmltraining import TrainingRecord, policy_part, policy_reasons, read_trai
 from .htmltraining import training_cards, training_section
 from .artefact.files import total_size
 from .artefact.manifest import read_manifest
+from .device import CPU_ISA_ENV
 from .fileio import write_text
 
 if TYPE_CHECKING:
@@ -381,7 +383,8 @@ def environment_section(rec: Optional[TrainingRecord],
         (report.device if report else None)
     rows = [["amptool", versions["amptool"]], ["MindSpore", versions["mindspore"]],
             ["Python", versions["python"]], ["NumPy", versions["numpy"]],
-            ["device", device or "-"], ["platform", platform.platform()]]
+            ["device", device or "-"], ["platform", platform.platform()],
+            [CPU_ISA_ENV, os.environ.get(CPU_ISA_ENV) or "unset"]]
     return hp.section("Environment", [hp.table(["", "version"], rows)], "environment")
 
 

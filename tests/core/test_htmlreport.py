@@ -95,6 +95,7 @@ def test_a_passing_run_shows_its_training_artefacts_and_environment(passing):
     import mindspore
 
     assert mindspore.__version__ in html
+    assert "<td>ONEDNN_MAX_CPU_ISA</td><td>AVX2</td>" in html.replace("\n", "")
 
 
 @pytest.mark.slow
