@@ -70,21 +70,58 @@ def _ours() -> set:
 slow = pytest.mark.slow
 
 
-@slow
-def test_two_workers_make_the_one_process_report(simplecnn, metric, tmp_path):
+@pytest.fixture(scope="module")
+def one_and_two(simplecnn, metric, tmp_path_factory) -> Path:
+    """A folder holding the one-process and the 2-worker parity of the same inputs: each
+    one's report (one.json, two.json) and stored reference outputs (one.npz, two.npz)."""
+    folder = tmp_path_factory.mktemp("sharded")
     before = _ours()
-    code_one, _ = _parity(simplecnn, metric, "--json-out", str(tmp_path / "one.json"))
+    code_one, _ = _parity(simplecnn, metric, "--json-out", str(folder / "one.json"),
+                          "--save-outputs", str(folder / "one.npz"))
     code_two, err = _parity(simplecnn, metric, "--workers", "2",
-                            "--json-out", str(tmp_path / "two.json"))
+                            "--json-out", str(folder / "two.json"),
+                            "--save-outputs", str(folder / "two.npz"))
     assert code_one == code_two and code_two in (0, 1), err
-    one = json.loads((tmp_path / "one.json").read_text())
-    two = json.loads((tmp_path / "two.json").read_text())
-    assert one["inputs"]["samples"] == 300 and one["candidates"][0]["task"] is not None
-    assert sorted(one) == sorted(two)
-    for key in one:
-        if key != "seconds":
-            assert one[key] == two[key], key
     assert _ours() == before  # the shards' states and the logs removed
+    return folder
+
+
+def _same_reports(folder: Path, one: str, two: str) -> dict:
+    one_report, two_report = (json.loads((folder / n).read_text()) for n in (one, two))
+    assert sorted(one_report) == sorted(two_report)
+    for key in one_report:
+        if key not in ("seconds", "golden_saved"):  # the time, the file each one named
+            assert one_report[key] == two_report[key], key
+    return one_report
+
+
+@slow
+def test_two_workers_make_the_one_process_report(one_and_two):
+    one = _same_reports(one_and_two, "one.json", "two.json")
+    assert one["inputs"]["samples"] == 300 and one["candidates"][0]["task"] is not None
+
+
+@slow
+def test_two_workers_store_the_one_process_outputs_and_compare_against_them(
+        one_and_two, simplecnn, metric):
+    """--save-outputs: the file the ranks' shards make holds what one process stores, array
+    for array; --load-outputs: two workers against it give one process's report."""
+    import numpy as np
+
+    with np.load(one_and_two / "one.npz") as one, np.load(one_and_two / "two.npz") as two:
+        assert sorted(one.files) == sorted(two.files) and "output_0" in one.files
+        for name in one.files:
+            assert np.array_equal(one[name], two[name]), name
+    candidate = simplecnn["mindir_fp16"]
+    for name, workers in (("one-loaded.json", ()), ("two-loaded.json", ("--workers", "2"))):
+        args = ["parity", candidate, "--load-outputs", str(one_and_two / "two.npz"),
+                "--config", str(metric.parent / "batches.toml"), "--metric", f"{metric}:top1",
+                *workers, "--json-out", str(one_and_two / name)]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code in (0, 1), result.stderr
+    loaded = _same_reports(one_and_two, "one-loaded.json", "two-loaded.json")
+    computed = json.loads((one_and_two / "one.json").read_text())
+    assert loaded["candidates"] == computed["candidates"]
 
 
 @slow
