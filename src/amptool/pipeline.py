@@ -19,7 +19,7 @@ from amptool.config import build_config, decided_later, layered
 from amptool.errors import UsageError
 from amptool.artefact import onnx_installed
 from amptool.export.api import ExportConfig, export
-from amptool.fileio import output_dir, write_json
+from amptool.fileio import jsonable, output_dir, write_json
 from amptool.parity.config import ParityConfig
 from amptool.train.config import TrainConfig
 from amptool.artefact.files import total_size
@@ -188,8 +188,14 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     write_junit(str(out / "parity.xml"), report)
     summary = summarize(cfg, train, ref, cands, report, times, warnings,
                         round(time.perf_counter() - t0, 2))
-    write_json(out / "summary.json", summary.to_dict())
+    write_summary(out / "summary.json", summary)
     return PipelineResult(report.passed, summary, report)
+
+
+def write_summary(path, summary: PipelineSummary) -> None:
+    """summary.json, as ``amptool run --json`` prints it: a NaN or infinite figure written as
+    the string "nan", "inf" or "-inf" (strict JSON, as the published schema says)."""
+    write_json(path, jsonable(summary.to_dict()))
 
 
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,

@@ -53,6 +53,19 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
     from amptool.schema import misfit
 
     assert misfit(summary, SummaryRecord, "") is None  # the published schema agrees
+    from amptool.pipeline import write_summary
+
+    broken = json.loads(json.dumps(summary))  # a copy, one figure NaN and one infinite
+    broken["artefacts"][1].update(cosine=float("nan"), max_abs=float("inf"))
+    write_summary(out.parent / "nan-summary.json", PipelineSummary.from_dict(broken))
+    text = (out.parent / "nan-summary.json").read_text()
+
+    def refuse(word):
+        raise AssertionError(f"summary.json holds the bare {word}, which is not JSON")
+
+    strict = json.loads(text, parse_constant=refuse)
+    assert strict["artefacts"][1]["cosine"] == "nan" and strict["artefacts"][1]["max_abs"] == "inf"
+    assert misfit(strict, SummaryRecord, "") is None
 
 
 def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
