@@ -19,6 +19,7 @@ from amptool.parity import cli as parity_cli
 from amptool.train import cli as train_cli
 from amptool.train.cli import score_text
 from .hostinfo import host_info
+from .device import own_process
 from .interrupts import stop_on_signals
 
 app = typer.Typer(cls=opt.AmpToolGroup, add_completion=False, no_args_is_help=True,
@@ -151,6 +152,7 @@ _register_subcommands()
 def main() -> None:
     """The ``amptool`` console script. SIGTERM stops a command like Ctrl+C: staged files
     are removed and it exits 130 with one line."""
+    own_process()
     stop_on_signals()
     app()
 

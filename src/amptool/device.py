@@ -59,9 +59,24 @@ def quiet_framework_logs() -> None:
         log._get_logger().setLevel(logging.CRITICAL + 1)
 
 
+_owned = {"process": False, "frozen": False}
+
+
+def own_process() -> None:
+    """Mark this process as amptool's own (the command line, an msrun worker it started):
+    ``import_mindspore`` may then freeze what the import made (``gc.freeze``). Never in a
+    user's process, whose objects amptool does not own."""
+    _owned["process"] = True
+
+
 def import_mindspore():
     """Import MindSpore with its start-up chatter (GLOG warnings) silenced and its dumps
-    kept out of the current folder."""
+    kept out of the current folder. In a process of amptool's own (``own_process``), the
+    first import is then frozen: MindSpore runs a full ``gc.collect()`` before each graph it
+    compiles and after each graph amptool lets go, and each walked the whole framework
+    (about 0.08 s); frozen, the collections see only what came after (``amptool run`` of
+    the causal LM sample took 7% less CPU). Nothing the run builds is frozen:
+    the import comes before any network."""
     os.environ.setdefault("GLOG_v", "3")
     os.environ.setdefault(CPU_ISA_ENV, CPU_ISA)  # read by oneDNN at its first kernel
     private_dumps()
@@ -69,7 +84,12 @@ def import_mindspore():
 
     if _quiet["on"]:
         quiet_framework_logs()
+    if _owned["process"] and not _owned["frozen"]:
+        import gc
 
+        _owned["frozen"] = True
+        gc.collect()
+        gc.freeze()
     return mindspore
 
 

@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Optional
 
 from amptool.errors import AmpToolError, UsageError, WorkerFailed
 from amptool.jobwatch import Status
-from amptool.device import import_mindspore
+from amptool.device import import_mindspore, own_process
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"
 
@@ -182,6 +182,7 @@ def worker_main(config_path: Path, work: Callable[[dict, Status], dict]) -> int:
     """One process msrun started, given the launcher's JSON ``config_path``: the scheduler,
     or a worker running ``work(spec, status)`` whose result its status file reports (an
     error: its one line, or a crash's gist with the traceback in the log)."""
+    own_process()
     logs = config_path.parent
     if os.environ.get("MS_ROLE") == "MS_SCHED":
         spec = json.loads(config_path.read_text(encoding="utf-8"))

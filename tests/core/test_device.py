@@ -81,3 +81,29 @@ def test_a_users_own_isa_setting_is_kept(monkeypatch):
     monkeypatch.delenv(CPU_ISA_ENV)
     import_mindspore()
     assert os.environ[CPU_ISA_ENV] == "AVX2"
+
+
+FROZEN = """
+import gc
+import sys
+
+from amptool.device import import_mindspore, own_process
+
+if sys.argv[1] == "own":
+    own_process()
+import_mindspore()
+print(gc.get_freeze_count())
+"""
+
+
+@pytest.mark.parametrize("whose", ["own", "user"])
+def test_only_a_process_of_amptools_own_freezes_the_import(whose):
+    """The command line and its msrun workers (``own_process``) freeze what importing
+    MindSpore made; a user's process calling the API keeps its collector as it was."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FROZEN, whose], capture_output=True,
+                          text=True, timeout=300, check=True)
+    frozen = int(done.stdout.split()[-1])
+    assert (frozen > 10_000) if whose == "own" else (frozen == 0), frozen
