@@ -90,10 +90,10 @@ def task(tmp_path_factory):
 
 # --- built-in losses against numpy, in fp32 ------------------------------------------
 
-def _value(kind, out, *ys, ignore=-100):
+def _value(kind, out, *ys, ignore=-100, graph=False):
     import mindspore as ms
 
-    set_device("CPU", graph=False)
+    set_device("CPU", graph=graph)
     cell = build_loss(LossSpec(kind, kind, ignore_index=ignore))
     return float(cell((ms.Tensor(out),), tuple(ms.Tensor(y) for y in ys)).asnumpy())
 
@@ -138,10 +138,21 @@ def test_token_cross_entropy_leaves_ignored_tokens_out(ignore):
     _close(_value("token-cross-entropy", logits, tokens, ignore=ignore), -picked[keep].mean())
 
 
-def test_cross_entropy_matches_numpy():
+@pytest.mark.parametrize("graph", [False, True])
+def test_cross_entropy_matches_numpy(graph):
+    """Class logits (N, C), logits past exp's fp32 range included (a softmax that does not
+    subtract the maximum first overflows there), and (N, C, L) logits with (N, L) labels,
+    compiled or not."""
     labels = np.array([0, 2, 1, 2], np.int32)
-    logp = _log_softmax(OUT.astype(np.float64))
-    _close(_value("cross-entropy", OUT, labels), -logp[np.arange(4), labels].mean())
+    for out in (OUT, OUT * 100, (OUT * 100).astype(np.float16)):
+        logp = _log_softmax(out.astype(np.float64))
+        _close(_value("cross-entropy", out, labels, graph=graph),
+               -logp[np.arange(4), labels].mean())
+    wide = RNG.standard_normal((4, 3, 5)).astype(np.float32)
+    places = RNG.integers(0, 3, (4, 5)).astype(np.int32)
+    logp = _log_softmax(np.moveaxis(wide, 1, -1).astype(np.float64))
+    _close(_value("cross-entropy", wide, places, graph=graph),
+           -np.take_along_axis(logp, places[..., None], -1).mean())
 
 
 def test_fp16_outputs_are_cast_to_fp32_before_the_loss():
