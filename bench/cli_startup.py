@@ -6,22 +6,17 @@ machine load; the figure is the median over the rounds. ``python -c pass`` is th
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-
-def _amptool() -> list:
-    script = shutil.which("amptool", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "amptool"]
+from bench import amptool_command
 
 
 def commands() -> dict:
     return {"python": [sys.executable, "-c", "pass"],
-            "amptool_help": _amptool() + ["--help"],
+            "amptool_help": amptool_command() + ["--help"],
             "import_mindspore": [sys.executable, "-c", "import mindspore"]}
 
 

@@ -19,12 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import amptool_command
+
 STAGES = re.compile(r"train ([\d.]+) s, export ([\d.]+) s, parity ([\d.]+) s")
-
-
-def _amptool() -> list:
-    script = shutil.which("amptool", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "amptool"]
 
 
 def _avx512() -> bool:
@@ -43,7 +40,7 @@ def _once(isa: str, folder: Path, epochs: int) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     t0 = time.perf_counter()
-    done = subprocess.run(_amptool() + ["run", "--epochs", str(epochs), "--report", "off",
+    done = subprocess.run(amptool_command() + ["run", "--epochs", str(epochs), "--report", "off",
                                         "--out", "run"],
                           cwd=folder, env=env, capture_output=True, text=True, check=True)
     total = time.perf_counter() - t0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench import amptool_command
 
 SMALL, LARGE = 2_000, 20_000
 SIZE = 32
@@ -40,13 +41,8 @@ def _make_folder(root: Path, count: int) -> Path:
     return root
 
 
-def _amptool() -> list:
-    script = shutil.which("amptool", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "amptool"]
-
-
 def _train(folder: Path, out: Path) -> dict:
-    cmd = _amptool() + ["train", "--data", f"imagefolder:{folder}", "--epochs", "1",
+    cmd = amptool_command() + ["train", "--data", f"imagefolder:{folder}", "--epochs", "1",
                         "--out", str(out), "--json"]
     env = dict(os.environ, GLOG_v=os.environ.get("GLOG_v", "3"))
     t0 = time.perf_counter()

@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-
-def _amptool() -> list:
-    script = shutil.which("amptool", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "amptool"]
+from bench import amptool_command
 
 
 def _wall(args: list) -> tuple:
     env = dict(os.environ, GLOG_v=os.environ.get("GLOG_v", "3"))
     t0 = time.perf_counter()
-    done = subprocess.run(_amptool() + args, capture_output=True, text=True, env=env)
+    done = subprocess.run(amptool_command() + args, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"amptool {args[0]} failed: {done.stderr.strip()[-300:]}")

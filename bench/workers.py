@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench import amptool_command
+
 BATCH = 32
 
 
-def _amptool() -> list:
-    script = shutil.which("amptool", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "amptool"]
-
-
 def _train(out: Path, workers: int, batch: int, epochs: int) -> dict:
-    cmd = _amptool() + ["train", "--workers", str(workers), "--batch-size", str(batch),
+    cmd = amptool_command() + ["train", "--workers", str(workers), "--batch-size", str(batch),
                         "--epochs", str(epochs), "--out", str(out), "--json"]
     env = dict(os.environ, GLOG_v=os.environ.get("GLOG_v", "3"))
     t0 = time.perf_counter()
