@@ -73,10 +73,10 @@ def import_mindspore():
     """Import MindSpore with its start-up chatter (GLOG warnings) silenced and its dumps
     kept out of the current folder. In a process of amptool's own (``own_process``), the
     first import is then frozen: MindSpore runs a full ``gc.collect()`` before each graph it
-    compiles and after each graph amptool lets go, and each walked the whole framework
+    compiles, amptool one after each graph it lets go, and each walked the whole framework
     (about 0.08 s); frozen, the collections see only what came after (``amptool run`` of
-    the causal LM sample took 7% less CPU). Nothing the run builds is frozen:
-    the import comes before any network."""
+    the causal LM sample took 7% less CPU). Nothing a command builds is frozen: each calls
+    this before it builds or loads a network."""
     os.environ.setdefault("GLOG_v", "3")
     os.environ.setdefault(CPU_ISA_ENV, CPU_ISA)  # read by oneDNN at its first kernel
     private_dumps()

@@ -385,7 +385,7 @@ def environment_section(rec: Optional[TrainingRecord],
             ["Python", versions["python"]], ["NumPy", versions["numpy"]],
             ["device", device or "-"], ["platform", platform.platform()],
             [CPU_ISA_ENV, os.environ.get(CPU_ISA_ENV) or "unset"]]
-    return hp.section("Environment", [hp.table(["", "version"], rows)], "environment")
+    return hp.section("Environment", [hp.table(["", "value"], rows)], "environment")
 
 
 def _installed(name: str) -> str:
