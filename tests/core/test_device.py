@@ -57,6 +57,7 @@ def _avx512() -> bool:
     return " avx512f" in Path("/proc/cpuinfo").read_text()
 
 
+@pytest.mark.slow  # fresh processes, each importing MindSpore
 def test_onednn_is_capped_at_avx2_before_its_first_kernel():
     """The cap (``CPU_ISA``) takes effect although MindSpore was imported before amptool set
     it; oneDNN left free on an AVX-512 host runs the reference kernel the cap avoids (shown
@@ -96,6 +97,7 @@ print(gc.get_freeze_count())
 """
 
 
+@pytest.mark.slow  # fresh processes, each importing MindSpore
 @pytest.mark.parametrize("whose", ["own", "user"])
 def test_only_a_process_of_amptools_own_freezes_the_import(whose):
     """The command line and its msrun workers (``own_process``) freeze what importing
