@@ -26,7 +26,7 @@ CPU_ISA = "AVX2"
 """Why AVX2: MindSpore 2.10's oneDNN, free to use AVX-512, runs a convolution's forward pass
 on a reference kernel (``jit_uni_ncsp:conv+ref:any``), about 55 ms a call where AVX2's
 ``gemm:jit`` takes under 1 ms; on an AVX-512 Xeon that made the default sample's CPU
-training 1.6x and its parity 2x slower (bench/cpu_isa.py). Hosts without AVX-512 use AVX2
+training 1.6x and its parity 4.3x slower (bench/cpu_isa.py). Hosts without AVX-512 use AVX2
 either way."""
 
 
