@@ -27,7 +27,7 @@ TENSOR_BYTES = 256 << 20
 
 def write_sparse_checkpoint(path: Path, tensors: int, nbytes: int = TENSOR_BYTES) -> int:
     """``tensors`` zero float32 tensors ``w0..`` of ``nbytes`` each; returns the file size."""
-    from amptool.ckptstream import record_head
+    from amptool.network.ckptstream import record_head
 
     with open(path, "wb") as fh:
         for i in range(tensors):
@@ -41,7 +41,7 @@ READ = """
 import json, resource, sys, time
 import amptool.artefact.onnx as fmt
 fmt.require_onnx()  # onnx and onnxruntime first, as export --format ONNX does
-from amptool.checkpoint import protobuf_implementation, read_checkpoint
+from amptool.network.checkpoint import protobuf_implementation, read_checkpoint
 from amptool.errors import UsageError
 t0 = time.perf_counter()
 try:

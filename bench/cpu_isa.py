@@ -1,5 +1,5 @@
 """oneDNN's instruction set: the default pipeline (``amptool run --epochs 1``) with the
-AVX2 cap amptool sets (``amptool.device.CPU_ISA``) against oneDNN left free to use AVX-512
+AVX2 cap amptool sets (``amptool.runtime.device.CPU_ISA``) against oneDNN left free to use AVX-512
 (``ONEDNN_MAX_CPU_ISA=ALL``).
 
 Each setting runs as a fresh process in its own folder, interleaved round by round so both

@@ -64,8 +64,8 @@ def _train(folder: Path, out: Path) -> dict:
 
 def _pipeline_rate(folder: Path) -> float:
     """Images/s of the data pipeline alone over one epoch of ``folder``."""
-    from amptool.data import epoch_batches, load_model_data
-    from amptool.models import resolve_model
+    from amptool.data.dataset import epoch_batches, load_model_data
+    from amptool.network.models import resolve_model
 
     data = load_model_data(f"imagefolder:{folder}", resolve_model("simplecnn"))
     order = list(epoch_batches(len(data.train_idx), 32, 0, 0))
@@ -75,7 +75,7 @@ def _pipeline_rate(folder: Path) -> float:
 
 
 def run(quick: bool = False) -> dict:
-    from amptool.device import set_device
+    from amptool.runtime.device import set_device
 
     set_device("CPU")
     small, large = (200, 2_000) if quick else (SMALL, LARGE)

@@ -55,9 +55,9 @@ def _prepare(root: Path) -> dict:
     """Seeded weights of the planted network, its fp32 and fp16 MINDIR, 32 inputs."""
     import numpy as np
 
-    from amptool.device import import_mindspore, resolve_device, set_device
     from amptool.export.api import ExportConfig, export
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
+    from amptool.runtime.device import import_mindspore, resolve_device, set_device
 
     ms = import_mindspore()
     set_device(resolve_device("auto"))
@@ -79,8 +79,8 @@ def _cells(net) -> int:
 
 def _fresh_net(ckpt: Path):
     """The planted network in fp32 with the saved weights (as the per-layer pass builds it)."""
-    from amptool.checkpoint import build_with_weights, read_checkpoint
-    from amptool.models import resolve_model
+    from amptool.network.checkpoint import build_with_weights, read_checkpoint
+    from amptool.network.models import resolve_model
 
     return build_with_weights(resolve_model(PLANTED), read_checkpoint(str(ckpt)), str(ckpt))
 
@@ -88,7 +88,7 @@ def _fresh_net(ckpt: Path):
 def _eager_forward(ckpt: Path, x) -> float:
     import mindspore as ms
 
-    from amptool.eager import eager
+    from amptool.precision.eager import eager
 
     net = _fresh_net(ckpt)
     gc.collect()
@@ -142,7 +142,7 @@ def _figures(rounds: list) -> dict:
 
 
 def run(quick: bool = False) -> dict:
-    from amptool.device import import_mindspore
+    from amptool.runtime.device import import_mindspore
 
     import_mindspore()
     rounds = 1 if quick else 3

@@ -31,7 +31,7 @@ def _naive_o2_size(spec, params, tmp: Path) -> int:
     """mindspore.export of the network under MindSpore's O2 as it is."""
     import mindspore as ms
 
-    from amptool.checkpoint import load_into_net
+    from amptool.network.checkpoint import load_into_net
 
     net = spec.build()
     load_into_net(net, params)
@@ -47,9 +47,9 @@ def bench_model(name: str, tmp: Path, reps: int, batch: int) -> dict:
     import mindspore as ms
 
     from amptool.artefact.runners import load_runner
-    from amptool.checkpoint import read_checkpoint
     from amptool.export.api import ExportConfig, export
-    from amptool.models import resolve_model
+    from amptool.network.checkpoint import read_checkpoint
+    from amptool.network.models import resolve_model
 
     spec = resolve_model(name)
     ms.set_seed(0)
@@ -81,7 +81,7 @@ def bench_model(name: str, tmp: Path, reps: int, batch: int) -> dict:
 
 
 def run(quick: bool = False) -> dict:
-    from amptool.device import set_device
+    from amptool.runtime.device import set_device
 
     set_device("CPU")
     models = MODELS[:2] if quick else MODELS

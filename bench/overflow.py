@@ -61,8 +61,8 @@ def _train(level: str, policy, out: Path, epochs: int, size: int, seed: int = 0)
 
 
 def _kept_share(kept: list, size: int) -> tuple:
-    from amptool.models import resolve_model
-    from amptool.precision import cell_paths
+    from amptool.network.models import resolve_model
+    from amptool.precision.apply import cell_paths
 
     net = resolve_model(MODEL, ARGS, _spec(size)).build()
     paths = [p for p in cell_paths(net) if p]
@@ -84,7 +84,7 @@ def _parity(run: Path, out: Path) -> dict:
 
 
 def run(quick: bool = False, size: int = SIZE) -> dict:
-    from amptool.device import set_device
+    from amptool.runtime.device import set_device
 
     set_device("CPU")
     epochs = 1 if quick else EPOCHS

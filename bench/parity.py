@@ -52,8 +52,8 @@ def _prepare(name: str, root: Path, epochs: int, dynamic: bool) -> dict:
 
 
 def _seed_checkpoint(name: str, run: Path) -> None:
-    from amptool.device import import_mindspore, resolve_device, set_device
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
+    from amptool.runtime.device import import_mindspore, resolve_device, set_device
 
     ms = import_mindspore()
     set_device(resolve_device("auto"))
@@ -84,9 +84,9 @@ def _parity(paths: dict, per_layer: bool = False) -> tuple:
 
 
 def overhead(paths: dict, rounds: int) -> dict:
-    from amptool.device import import_mindspore, resolve_device, set_device
     from amptool.parity import compare
     from amptool.parity.config import ParityConfig
+    from amptool.runtime.device import import_mindspore, resolve_device, set_device
 
     ms = import_mindspore()
     previous = ms.get_context("mode")

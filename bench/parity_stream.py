@@ -48,7 +48,7 @@ def _child(mode: str, ref: str, cand: str, samples: int) -> dict:
     """One measured run in this process (``mode``: parity or bare)."""
     import resource
 
-    from amptool.device import import_mindspore
+    from amptool.runtime.device import import_mindspore
 
     import_mindspore()
     from amptool.parity import compare
@@ -71,8 +71,8 @@ def _child(mode: str, ref: str, cand: str, samples: int) -> dict:
 
 def _bare(compare, cfg) -> None:
     """Inputs made as parity makes them; both graphs loaded and run batch by batch."""
-    from amptool.device import execution_mode, resolve_device, set_device
     from amptool.parity.stream import spans
+    from amptool.runtime.device import execution_mode, resolve_device, set_device
 
     with execution_mode(graph=False):
         set_device(resolve_device(cfg.device), graph=False)
@@ -91,7 +91,7 @@ def _compare_only(cfg) -> None:
     import numpy as np
 
     from amptool.parity.stream import spans
-    from amptool.streamstats import OutputStats, ReferenceSpread
+    from amptool.stats.stream import OutputStats, ReferenceSpread
 
     rng = np.random.RandomState(0)
     ref = rng.randn(cfg.batch_size, 32, 32).astype(np.float32)

@@ -29,10 +29,10 @@ def _epoch_seconds(model: str, policy, out: Path) -> float:
 def _range_pass_seconds(model: str) -> tuple:
     import mindspore as ms
 
-    from amptool.data import epoch_batches, load_model_data
-    from amptool.models import resolve_model
-    from amptool.policy import policy_for
-    from amptool.ranges import SAFETY
+    from amptool.data.dataset import epoch_batches, load_model_data
+    from amptool.network.models import resolve_model
+    from amptool.precision.policy import policy_for
+    from amptool.precision.ranges import SAFETY
     from amptool.train.overflow import AUTO_BATCHES, auto_candidates
 
     spec = resolve_model(model)
@@ -48,7 +48,7 @@ def _range_pass_seconds(model: str) -> tuple:
 
 
 def run(quick: bool = False) -> dict:
-    from amptool.device import set_device
+    from amptool.runtime.device import set_device
     from amptool.train.overflow import AUTO_BATCHES
 
     set_device("CPU")

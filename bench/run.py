@@ -127,7 +127,7 @@ def _child(name: str, quick: bool, result: Path) -> int:
 def run_all(quick: bool = False, only=None, out: Path = HERE / "results.json",
             progress=lambda line: None, timeout: float = 0.0) -> dict:
     """Run the benchmarks, rewriting ``out`` atomically after each one."""
-    from amptool.fileio import write_json
+    from amptool.files.fileio import write_json
 
     names = discover()
     if only:
@@ -169,7 +169,7 @@ def merge(part: dict, into: dict) -> list:
 
 def merge_command(part_path: Path, out: Path) -> int:
     """``--merge FILE``: 0 merged into ``out``, 2 unusable input."""
-    from amptool.fileio import write_json
+    from amptool.files.fileio import write_json
 
     try:
         part = json.loads(part_path.read_text(encoding="utf-8"))

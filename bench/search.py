@@ -77,12 +77,12 @@ def brute_force(run: Path, level: str, samples: int) -> dict:
     """One timed trial per candidate cell, set up as ``convert/search.py`` sets up a search."""
     import mindspore as ms
 
-    from amptool.checkpoint import build_with_weights
     from amptool.convert.search import SearchConfig, Trials, base_policy, search_thresholds
     from amptool.convert.subject import load_subject
     from amptool.convert.trace import record_execution
-    from amptool.device import resolve_device, set_device
-    from amptool.precision import resolve_fp32_cells, within
+    from amptool.network.checkpoint import build_with_weights
+    from amptool.precision.apply import resolve_fp32_cells, within
+    from amptool.runtime.device import resolve_device, set_device
 
     cfg = SearchConfig(run=str(run), level=level, samples=samples)
     base = base_policy(cfg)

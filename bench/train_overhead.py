@@ -121,7 +121,7 @@ class _Batches:
     def create_tuple_iterator(self, num_epochs=-1, do_copy=True):
         import mindspore as ms
 
-        from amptool.data import epoch_batches
+        from amptool.data.dataset import epoch_batches
 
         for idx in epoch_batches(len(self.y), BATCH, self.seed, self.epoch):
             yield [ms.Tensor(a[idx]) for a in self.arrays] + [ms.Tensor(self.y[idx])]
@@ -222,7 +222,7 @@ def bare_step(model: str, level: str, out: Path, stack, loss_scale=None, check: 
     """Each call: the compiled step over ready tensors, one read-back at the end."""
     import mindspore as ms
 
-    from amptool.data import epoch_batches
+    from amptool.data.dataset import epoch_batches
 
     run = _loop(model, level, out, loss_scale)
     step = run.parts.trainer.step if check else _no_check_cell(run.parts.trainer.step)

@@ -196,7 +196,7 @@ def judge(row: dict) -> tuple:
 
 
 def run(quick: bool = False) -> dict:
-    from amptool.device import set_device
+    from amptool.runtime.device import set_device
 
     set_device("CPU")
     nets = MODELS[:QUICK] if quick else MODELS

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from amptool.precision import within
+from amptool.precision.apply import within
 
 
 def bisect(candidates: list, trial: Callable[[list, str], bool]) -> list:

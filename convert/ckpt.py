@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from amptool.checkpoint import FORMATS, is_float, write_checkpoint
-from amptool.ckptstream import build_uninitialized, iter_checkpoint, write_entry
-from amptool.config import decided_later
 from amptool.errors import UsageError
-from amptool.device import import_mindspore
-from amptool.fileio import atomic_path
-from amptool.policy import policy_for
-from amptool.trust import recorded_reference
+from amptool.files.configfile import decided_later
+from amptool.files.fileio import atomic_path
+from amptool.network.checkpoint import FORMATS, is_float, write_checkpoint
+from amptool.network.ckptstream import build_uninitialized, iter_checkpoint, write_entry
+from amptool.network.trust import recorded_reference
+from amptool.precision.policy import policy_for
+from amptool.runtime.device import import_mindspore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,8 +133,8 @@ def _model_name(cfg: CkptConfig, entries: dict) -> Optional[str]:
 def _reference(cfg: CkptConfig, model: str) -> dict:
     """The user's model as given; else the checkpoint's, with the factory arguments and
     signature its run.json records where that names the same model (vetted either way)."""
-    from amptool.models import user_reference
-    from amptool.rundir import RunDir
+    from amptool.network.models import user_reference
+    from amptool.runs.rundir import RunDir
 
     if cfg.model:
         given = user_reference(cfg.model, cfg.model_args, cfg.input_spec)
@@ -160,8 +160,8 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
-    from amptool.models import resolve_model
-    from amptool.precision import resolve_fp32_cells
+    from amptool.network.models import resolve_model
+    from amptool.precision.apply import resolve_fp32_cells
 
     policy = policy_for(cfg.policy)
     # the structure alone is read (parameter names, the cells the policy keeps): built
@@ -289,7 +289,7 @@ def _beyond_fp16(arr: np.ndarray) -> bool:
     """Whether a finite value of ``arr`` lies beyond fp16's range."""
     import numpy as np
 
-    from amptool.ranges import FP16_MAX
+    from amptool.precision.ranges import FP16_MAX
 
     for (part,) in _chunks(arr):
         magnitude = np.abs(part)

@@ -6,13 +6,13 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from amptool import options as opt
+from amptool.console import options as opt
 from amptool.convert.ckpt import CkptConfig, convert_checkpoint
 from amptool.convert.explain import PolicyConfig, explain_policy
 from amptool.convert.search import SearchConfig, check_config, check_range_safety, search_policy
-from amptool.limits import (default_text as limit_default, flag_overrides, resolve_thresholds,
-                            validate_file_thresholds)
-from amptool.config import read_config_file
+from amptool.files.configfile import read_config_file
+from amptool.stats.limits import default_text as limit_default
+from amptool.stats.limits import flag_overrides, resolve_thresholds, validate_file_thresholds
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
@@ -41,7 +41,7 @@ def policy_command(
     as_json: opt.about(opt.JsonOption, "the policy, its meaning and per-cell rows") = False,
 ) -> None:
     """Show what a level or policy file means (per cell with --model); write it as a policy file."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     cfg = PolicyConfig(level=level, dtype=dtype, policy=str(policy) if policy else None,
                        fp32_types=tuple(fp32_type), fp32_cells=tuple(fp32_cell),
@@ -96,7 +96,7 @@ def ckpt_command(
 ) -> None:
     """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as
     they are."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     cfg = CkptConfig(src=str(src), dst=str(dst), to=to.lower(), format=fmt,
                      policy=str(policy) if policy else None, model=model,
@@ -184,7 +184,7 @@ def search_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     table, flags = _limits(thresholds, dict(limits or {}, max_abs_scaled=max_abs_scaled,
                                             max_metric_drop=max_metric_drop))
@@ -270,7 +270,7 @@ def _print_event(event: dict) -> None:
         typer.echo(f"search on {event['model']} ({event['ckpt']}), base {event['base']}{base}, "
                    f"{len(event['candidates'])} candidate cells, {event['samples']} samples, "
                    f"{event['device']}")
-        from amptool.ranges import why_kept
+        from amptool.precision.ranges import why_kept
 
         for r in event.get("ranged", []):
             typer.echo(f"range pass keeps {r['path']} ({r['type']}): "

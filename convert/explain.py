@@ -4,11 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from amptool.config import decided_later
 from amptool.errors import UsageError
-from amptool.policy import Policy, check_dtype_on_device, load_policy, make_policy, save_policy
-from amptool.device import import_mindspore, resolve_device
-from amptool.precision import cell_dtypes, cell_origins
+from amptool.files.configfile import decided_later
+from amptool.precision.apply import cell_dtypes, cell_origins
+from amptool.precision.policy import (Policy, check_dtype_on_device, load_policy, make_policy,
+                                      save_policy)
+from amptool.runtime.device import import_mindspore, resolve_device
 
 LEVEL_MEANING = {
     "O0": "everything in float32",
@@ -96,10 +97,10 @@ def explain_policy(cfg: PolicyConfig) -> PolicyReport:
     if cfg.device:
         check_dtype_on_device(policy, resolve_device(cfg.device))
     rows, where = [], {}
-    from amptool.models import user_reference
+    from amptool.network.models import user_reference
 
     if user_reference(cfg.model, cfg.model_args, cfg.input_spec):
-        from amptool.models import resolve_model
+        from amptool.network.models import resolve_model
 
         import_mindspore()
         net = resolve_model(cfg.model, cfg.model_args, cfg.input_spec).build()

@@ -1,4 +1,4 @@
-"""How a search trial is judged: each of the network's outputs by ``amptool.judge``, the
+"""How a search trial is judged: each of the network's outputs by ``amptool.stats.judge``, the
 rule parity judges by (what the output is: class logits, or any other task's scale-aware
 error bounds; its limits), and the user's task metric; the all-fp32 trial held to the fp32
 reference and the found policy confirmed in graph mode."""
@@ -10,23 +10,15 @@ from typing import Any, Callable, Dict, List, Optional, Union
 import numpy as np
 
 from amptool.errors import CheckFailed
-from amptool.judge import (
-    OutputRole,
-    candidate_limits,
-    drop_within,
-    judge_output,
-    lowest_cosine,
-    output_limits,
-    output_role,
-)
-from amptool.limits import Thresholds
-from amptool.metrics import labels_fit
-from amptool.checkpoint import build_with_weights
-from amptool.device import execution_mode
-from amptool.models import flat_outputs
-from amptool.precision import apply_policy
-from amptool.taskmetric import evaluate, load_metric
-
+from amptool.network.checkpoint import build_with_weights
+from amptool.network.models import flat_outputs
+from amptool.network.taskmetric import evaluate, load_metric
+from amptool.precision.apply import apply_policy
+from amptool.runtime.device import execution_mode
+from amptool.stats.judge import (OutputRole, candidate_limits, drop_within, judge_output,
+                                 lowest_cosine, output_limits, output_role)
+from amptool.stats.limits import Thresholds
+from amptool.stats.metrics import labels_fit
 
 EXACT = 1e-6
 """All-fp32 trial against the fp32 reference: max |diff| <= EXACT x max(1, max |ref|)."""
@@ -96,7 +88,7 @@ class OutputLimits:
 
     resolve: Callable
     """(role, output) -> Thresholds: the limits of one output (``output``: its index and
-    name) in its ``amptool.judge.OutputRole``; ``output`` None: the candidate's own."""
+    name) in its ``amptool.stats.judge.OutputRole``; ``output`` None: the candidate's own."""
     classifier: bool = True
     """The run's loss is class cross-entropy (a checkpoint alone counts as one)."""
     declared: Optional[tuple] = None
@@ -111,7 +103,7 @@ class OutputLimits:
         return cls(lambda *_: th, logits, None, th)
 
     def of(self, index: int, ref: np.ndarray) -> tuple[Thresholds, OutputRole]:
-        """(limits, role) of output ``index``, as ``amptool.judge`` decides for parity."""
+        """(limits, role) of output ``index``, as ``amptool.stats.judge`` decides for parity."""
         role = output_role(index, ref, self.classifier, self.declared, self.classes)
         if self.fixed is not None:
             return self.fixed, role

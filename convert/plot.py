@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from amptool.plotting import pyplot, save_figure
-from amptool.ranges import FP16_MAX, FP16_TINY, LOCAL_ERROR
+from amptool.precision.ranges import FP16_MAX, FP16_TINY, LOCAL_ERROR
+from amptool.report.plotting import pyplot, save_figure
 
 FLOOR = 1e-12
 """Zeros are drawn at this floor (a log scale has no zero)."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from amptool.jsontypes import from_json, optional_key, to_json
-from amptool.limits import Thresholds
-from amptool.figures import OutputMetrics
-from amptool.policy import Policy
+from amptool.documents.figures import OutputMetrics
+from amptool.documents.jsontypes import from_json, optional_key, to_json
+from amptool.precision.policy import Policy
+from amptool.stats.limits import Thresholds
 
 DERIVED = ("n_trials", "brute_force_trials", "range_kept", "trials_saved")
 """Keys of the JSON computed from the fields (read back by nobody)."""
@@ -108,8 +108,8 @@ class SearchResult:
     """Held-out samples in the batch every trial ran."""
     ranges: List[Dict[str, Any]]
     """The range pass's cells (kept before any trial), with their fp32 magnitudes (each an
-    ``amptool.ranges.CellRange``'s dict: that module loads numpy, which ``amptool --help``,
-    reading ``SearchConfig``'s defaults, must not)."""
+    ``amptool.precision.ranges.CellRange``'s dict: that module loads numpy, which
+    ``amptool --help``, reading ``SearchConfig``'s defaults, must not)."""
     device: str
     """Where it ran."""
     ckpt: str

@@ -23,22 +23,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
-from amptool.config import decided_later
+from amptool.console.options import check_output_path
+from amptool.documents.jsontypes import from_json, to_json
 from amptool.errors import CheckFailed, UsageError
-from amptool.jsontypes import from_json, to_json
-from amptool.limits import Thresholds, resolve_thresholds, validate_file_thresholds
-from amptool.precision import (cell_origins, cell_paths, close_kept, low_precision_params, ms_dtype,
-                               output_fp32, resolve_fp32_cells, set_precision, within)
+from amptool.files.configfile import decided_later
+from amptool.network.checkpoint import build_with_weights
+from amptool.network.taskmetric import check_metric_spec
+from amptool.precision.apply import (cell_origins, cell_paths, close_kept, low_precision_params,
+                                     ms_dtype, output_fp32, resolve_fp32_cells, set_precision,
+                                     within)
+from amptool.precision.policy import (check_dtype_on_device, make_policy, policy_for, policy_format,
+                                      save_policy)
+from amptool.report.plotting import pyplot
+from amptool.runtime.device import execution_mode, resolve_device, set_device
+from amptool.stats.limits import Thresholds, resolve_thresholds, validate_file_thresholds
 
 from .bisection import bisect_cells, in_order, sub_units
 from .result import Confirmation, SearchLimits, SearchResult, Trial, TrialMetrics
-from amptool.checkpoint import build_with_weights
-from amptool.device import execution_mode, resolve_device, set_device
-from amptool.options import check_output_path
-from amptool.policy import (check_dtype_on_device, make_policy, policy_for, policy_format,
-                            save_policy)
-from amptool.taskmetric import check_metric_spec
-from amptool.plotting import pyplot
 
 if TYPE_CHECKING:
     from .judge import OutputLimits
@@ -225,7 +226,7 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
 def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     import mindspore as ms
 
-    from amptool.ranges import why_kept
+    from amptool.precision.ranges import why_kept
 
     from .judge import TaskCheck, as_outputs, confirm_policy, search_thresholds
     from .trace import leaf_paths, record_execution
@@ -284,7 +285,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
 def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) -> tuple:
     """(every cell's ranges, the range pass's cells outside what the base keeps already) on
     the search batch; with ``safety`` None, ranges only when ``measure`` asks for them."""
-    from amptool.ranges import measure_ranges, outside_policy, range_candidates
+    from amptool.precision.ranges import measure_ranges, outside_policy, range_candidates
 
     if safety is None and not measure:
         return [], []

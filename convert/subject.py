@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.trained import from_checkpoint, from_run
+from amptool.runs.trained import from_checkpoint, from_run
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from amptool.models import flat_outputs
+from amptool.network.models import flat_outputs
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.artefact import FORMATS, reader
-from amptool.config import decided_later
 from amptool.errors import UsageError
+from amptool.files.configfile import decided_later
+from amptool.files.fileio import check_out_dir, output_dir
+from amptool.runtime.device import resolve_device, set_device
 
-from .writer import ExportResult, format_module, other_forms, write_all
-from amptool.device import resolve_device, set_device
-from amptool.fileio import check_out_dir, output_dir
 from .loader import load_trained
+from .writer import ExportResult, format_module, other_forms, write_all
 
 __all__ = ["ExportConfig", "ExportReport", "ExportResult", "export"]
 

@@ -6,10 +6,10 @@ from typing import List, Optional
 
 import typer
 
-from amptool import options as opt
 from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
-from amptool.export.api import ExportConfig, ExportReport, check_config, export
+from amptool.console import options as opt
 from amptool.errors import CheckFailed
+from amptool.export.api import ExportConfig, ExportReport, check_config, export
 from amptool.export.deploy import summary_line
 
 
@@ -60,7 +60,7 @@ def export_command(
     as_json: opt.about(opt.JsonOption, "the written artefacts with their manifests") = False,
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     cfg = ExportConfig(
         run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None, model=model,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amptool.ckptstream import build_uninitialized
-from amptool.precision import resolve_fp32_cells
+from amptool.network.ckptstream import build_uninitialized
+from amptool.precision.apply import resolve_fp32_cells
 
 LITE_MODE = "enforce_origin"
 """MindSpore Lite ``[ascend_context] precision_mode``: keep the model's own dtypes."""

@@ -1,9 +1,9 @@
 """The network an artefact is traced from: checkpoint weights, in fp32 or true fp16."""
 from __future__ import annotations
 
-from amptool.checkpoint import load_into_net
-from amptool.ckptstream import build_uninitialized, load_streamed
-from amptool.precision import apply_policy, cast_outputs, low_precision_params
+from amptool.network.checkpoint import load_into_net
+from amptool.network.ckptstream import build_uninitialized, load_streamed
+from amptool.precision.apply import apply_policy, cast_outputs, low_precision_params
 
 
 def build_network(spec, params, precision: str, policy=None, io_dtype: str = "fp32",

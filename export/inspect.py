@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amptool.errors import UsageError
-from amptool.fileio import sha256
 from amptool.artefact import reader
 from amptool.artefact.files import check_files, file_facts, locate
-from amptool.artefact.manifest import read_manifest, summarize_params
-from amptool.device import import_mindspore
+from amptool.documents.manifest import read_manifest, summarize_params
+from amptool.errors import UsageError
+from amptool.files.fileio import sha256
+from amptool.runtime.device import import_mindspore
+
 from .deploy import summary_line
 
 

@@ -9,13 +9,13 @@ replace the run's policy in the export, while the manifests keep the run's own a
 """
 from __future__ import annotations
 
-from amptool.policy import policy_for
+from amptool.precision.policy import policy_for
 
 
 def load_trained(cfg) -> tuple:
     """(the ``TrainedModel`` an ``ExportConfig`` names, the policy the export is built
     from: the model's own unless ``cfg`` overrides it)."""
-    from amptool.trained import from_checkpoint, from_run
+    from amptool.runs.trained import from_checkpoint, from_run
 
     if cfg.run:
         trained = from_run(cfg.run, cfg.which, model=cfg.model, model_args=cfg.model_args,

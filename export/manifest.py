@@ -1,10 +1,10 @@
-"""Building the manifest written beside every artefact (read by ``amptool.artefact.manifest``)."""
+"""Building the manifest written beside every artefact (read by ``amptool.documents.manifest``)."""
 from __future__ import annotations
 
 import time
 
-from amptool.artefact.manifest import MANIFEST_VERSION, summarize_params
 import amptool
+from amptool.documents.manifest import MANIFEST_VERSION, summarize_params
 
 
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,

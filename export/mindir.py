@@ -27,12 +27,13 @@ bytes, and its message serialized).
 """
 from __future__ import annotations
 
+from amptool.artefact.files import mindir_variables, split_mindir
 from amptool.artefact.mindir import (ENC_MODE, FORMAT, describe, external_bytes, load_graph,
                                      read_model)
-from amptool.artefact.files import mindir_variables, split_mindir
 from amptool.errors import UsageError, first_line
+from amptool.files.fileio import atomic_path, remove_tree
+
 from .split import mindspore_limit, writes_apart
-from amptool.fileio import atomic_path, remove_tree
 
 PARTS = ".parts"
 """Suffix of the private folder MindSpore writes the split form into before streaming."""

@@ -9,17 +9,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from amptool.artefact.files import ONNX_DATA_SUFFIX
 from amptool.artefact.onnx import require_onnx
 from amptool.errors import UsageError, first_line
-from amptool.models import flat_outputs
+from amptool.files.protowire import delimited_head, without_tensor_bytes
+from amptool.network.models import flat_outputs
+from amptool.runtime.device import execution_mode, release_compiled
 
 from .onnx_check import OnnxUnsupported, cast_mixed_inputs, check_runs, rename_outputs
-from amptool.artefact.files import ONNX_DATA_SUFFIX
-from amptool.device import execution_mode, release_compiled
 from .onnx_compat import rewrite_for_onnx
 from .onnx_locate import locate_operator
 from .split import mindspore_limit, onnx_apart_bytes
-from amptool.protowire import delimited_head, without_tensor_bytes
 
 _UNSUPPORTED = re.compile(r"Exporting (\S+) operator is not yet supported"
                           r"|the (\S+) operator in your model is not support")

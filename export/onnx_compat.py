@@ -31,7 +31,7 @@ import re
 import textwrap
 import types
 
-from amptool.precision import cell_paths, replace_cell
+from amptool.precision.apply import cell_paths, replace_cell
 
 _AUG_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 _COUNTER = itertools.count()

@@ -109,7 +109,7 @@ def human(n: float) -> str:
 
 def check_free_space(folder, needed: int, what: str) -> None:
     """One line when ``folder``'s file system has less than ``needed`` bytes free."""
-    from amptool.fileio import free_bytes
+    from amptool.files.fileio import free_bytes
 
     free = free_bytes(folder)
     if free is not None and free < needed:

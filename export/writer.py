@@ -8,14 +8,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amptool.device import release_compiled, trim_heap
-from amptool.errors import AmpToolError, UsageError, first_line
-from amptool.fileio import atomic_path, atomic_set, ms_safe, sha256
 from amptool.artefact import reader
 from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
                                     split_mindir)
-from amptool.policy import export_policy, make_policy
-from amptool.trust import model_copy
+from amptool.errors import AmpToolError, UsageError, first_line
+from amptool.files.fileio import atomic_path, atomic_set, ms_safe, sha256
+from amptool.network.trust import model_copy
+from amptool.precision.policy import export_policy, make_policy
+from amptool.runtime.device import release_compiled, trim_heap
+
 from .deploy import deployment_section, kept_cells, settings_paths, settings_texts
 from .graph import build_network, example_inputs
 from .split import check_free_space, estimate_bytes, param_elements
@@ -79,7 +80,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     is built; what a writer held is collected before the artefact is read back."""
     import gc
 
-    from amptool.artefact.manifest import manifest_path
+    from amptool.documents.manifest import manifest_path
 
     release_compiled(graph=False)  # the weights of what resolving the model ran go first
     gc.collect()

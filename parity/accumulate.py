@@ -14,12 +14,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.judge import OutputRole, judge_metrics, judge_output, output_stats
-from amptool.limits import Thresholds
+from amptool.network.taskmetric import call_hook, evaluate, metric_mode, stream_result
 from amptool.parity.store import Spool
-from amptool.sketch import substate
-from amptool.streamstats import OutputStats
-from amptool.taskmetric import call_hook, evaluate, metric_mode, stream_result
+from amptool.stats.judge import OutputRole, judge_metrics, judge_output, output_stats
+from amptool.stats.limits import Thresholds
+from amptool.stats.sketch import substate
+from amptool.stats.stream import OutputStats
 
 
 @dataclass(frozen=True)

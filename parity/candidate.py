@@ -13,10 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.counts import resolution_finding
 from amptool.errors import UsageError
-from amptool.judge import candidate_limits, output_limits, output_role
-from amptool.metrics import degenerate_reference
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
 from amptool.parity.culprit import pick_culprit
@@ -27,8 +24,10 @@ from amptool.parity.sides import Side, fp16_faithful
 from amptool.parity.store import Spool
 from amptool.parity.stream import head_of, rows_of, run_candidate, shape_stub, spans
 from amptool.parity.task import judge_task_value
-from amptool.streamstats import ReferenceSpread
-
+from amptool.stats.counts import resolution_finding
+from amptool.stats.judge import candidate_limits, output_limits, output_role
+from amptool.stats.metrics import degenerate_reference
+from amptool.stats.stream import ReferenceSpread
 
 ORT_CPU_FP16 = ("onnxruntime's CPU provider runs fp16 nodes that have no x86 fp16 kernel in "
                 "fp32, so this result is no evidence that the graph is safe in fp16")
@@ -183,7 +182,7 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
 
 
 def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
-    """How one output is judged, as ``amptool.judge`` rules: its role (class logits or not)
+    """How one output is judged, as ``amptool.stats.judge`` rules: its role (class logits or not)
     and its limits. The labels of class logits: the run's integer class labels where the
     model declares its class-logits outputs, else the inputs' labels."""
     name = run.names[index] if index < len(run.names) else f"output{index}"

@@ -6,14 +6,15 @@ from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
-from amptool import options as opt
-from amptool.limits import default_text as limit_default, flag_overrides
-from amptool.parity.config import ParityConfig
+from amptool.console import options as opt
 from amptool.errors import CheckFailed, UsageError
+from amptool.parity.config import ParityConfig
 from amptool.parity.plot import check_plot_available, write_plot
+from amptool.stats.limits import default_text as limit_default
+from amptool.stats.limits import flag_overrides
 
 if TYPE_CHECKING:
-    from amptool.parityreport import ParityReport
+    from amptool.documents.parity import ParityReport
 
 
 def _default(name: str) -> str:
@@ -133,7 +134,7 @@ def parity_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
@@ -195,14 +196,8 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     """Write the requested files (``html``: the HTML report), print the table (only its
     verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
     parity failed."""
-    from amptool.parity.report import (
-        failure_fix,
-        failure_line,
-        format_table,
-        resolution_warnings,
-        write_junit,
-        write_report_json,
-    )
+    from amptool.parity.report import (failure_fix, failure_line, format_table, resolution_warnings,
+                                       write_junit, write_report_json)
 
     if json_out is not None:
         write_report_json(str(json_out), report)
@@ -211,7 +206,7 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     if plot is not None:
         write_plot(str(plot), report)
     if html is not None:
-        from amptool.htmlreport import ReportPage, write_report
+        from amptool.report.html import ReportPage, write_report
 
         passed = report.passed
         write_report(html, ReportPage(

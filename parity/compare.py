@@ -10,39 +10,21 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from amptool.documents.records import PARITY_REPORT_VERSION
 from amptool.errors import UsageError
-from amptool.limits import check_output_tables
 from amptool.parity.accumulate import TaskStream
-from amptool.parity.candidate import (
-    Baseline,
-    Opened,
-    accumulate_candidate,
-    finish_candidate,
-    golden_head,
-    output_names,
-    reference_notes,
-    report_dict,
-)
+from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, finish_candidate,
+                                      golden_head, output_names, reference_notes, report_dict)
 from amptool.parity.config import ParityConfig
-from amptool.parity.inputs import (
-    load_golden,
-    make_inputs,
-    save_golden,
-)
+from amptool.parity.inputs import load_golden, make_inputs, save_golden
+from amptool.parity.localize import vet_layer_models
 from amptool.parity.report import ParityReport
 from amptool.parity.sides import Side, check_compatible, open_side
 from amptool.parity.store import Spool
-from amptool.parity.stream import (
-    rows_of,
-    run_reference,
-    spans,
-    stored_spreads,
-    whole_of,
-)
-from amptool.device import execution_mode, resolve_device, set_device
-from amptool.parity.localize import vet_layer_models
+from amptool.parity.stream import rows_of, run_reference, spans, stored_spreads, whole_of
 from amptool.parity.task import load_metric
-from amptool.records import PARITY_REPORT_VERSION
+from amptool.runtime.device import execution_mode, resolve_device, set_device
+from amptool.stats.limits import check_output_tables
 
 
 def check_config(cfg: ParityConfig) -> None:

@@ -1,13 +1,13 @@
-"""The resolved configuration of one parity check (thresholds: ``amptool.metrics``)."""
+"""The resolved configuration of one parity check (thresholds: ``amptool.stats.metrics``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
-from amptool.config import build_config, decided_later, layered
 from amptool.artefact.keys import key_from_file
 from amptool.errors import UsageError
-from amptool.limits import validate_file_thresholds
+from amptool.files.configfile import build_config, decided_later, layered
+from amptool.stats.limits import validate_file_thresholds
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class ParityConfig:
 
     def user_model(self) -> Optional[dict]:
         """The model the user named (with its arguments), or None."""
-        from amptool.models import user_reference
+        from amptool.network.models import user_reference
 
         return user_reference(self.model, self.model_args, self.input_spec)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from amptool.ranges import FP16_MAX
+from amptool.precision.ranges import FP16_MAX
 
 
 def pick_culprit(result: dict) -> Optional[dict]:

@@ -18,15 +18,15 @@ from typing import Callable, Optional
 import numpy as np
 
 from amptool.errors import AmpToolError, first_line
-from amptool.models import flat_outputs, resolve_model
-from amptool.ckptstream import build_uninitialized
+from amptool.network.ckptstream import build_uninitialized
+from amptool.network.models import flat_outputs, resolve_model
 from amptool.parity.inputs import run_batched
 from amptool.parity.layers import load_weights
 from amptool.parity.localize import policy_of, weights_of
 from amptool.parity.report import fmt
 from amptool.parity.stream import spool_outputs
-from amptool.policy import make_policy
-from amptool.precision import apply_policy, low_precision_params, resolve_fp32_cells
+from amptool.precision.apply import apply_policy, low_precision_params, resolve_fp32_cells
+from amptool.precision.policy import make_policy
 
 CHUNK = 64
 """Samples per eager call."""

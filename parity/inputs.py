@@ -14,17 +14,17 @@ from typing import Optional
 
 import numpy as np
 
+from amptool.data.dataset import load_model_data, load_val_raw
+from amptool.data.sources import found_targets, match_inputs, readable_here
+from amptool.documents.door import check_document
+from amptool.documents.records import GOLDEN_DOOR, GOLDEN_VERSION, GoldenMeta
 from amptool.errors import UsageError
-from amptool.data import load_model_data, load_val_raw
-from amptool.fileio import atomic_path
-from amptool.losses import loss_from_record, task_record
-from amptool.models import resolve_model
+from amptool.files.fileio import atomic_path
+from amptool.network.losses import loss_from_record, task_record
+from amptool.network.models import resolve_model
+from amptool.network.trust import recorded_reference
 from amptool.parity.sides import Side, _indices
 from amptool.parity.store import StoredArray, stored_npz, write_npz
-from amptool.records import GOLDEN_DOOR, GOLDEN_VERSION, GoldenMeta
-from amptool.schema import check_document
-from amptool.sources import found_targets, match_inputs, readable_here
-from amptool.trust import recorded_reference
 
 DEFAULT_DATA = "digits"
 

@@ -18,10 +18,10 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
-from amptool.ranges import FP16_TINY, fp16_risk
-from amptool.ckptstream import build_uninitialized
-from amptool.models import resolve_model
-from amptool.precision import apply_policy, cell_paths, low_precision_params
+from amptool.network.ckptstream import build_uninitialized
+from amptool.network.models import resolve_model
+from amptool.precision.apply import apply_policy, cell_paths, low_precision_params
+from amptool.precision.ranges import FP16_TINY, fp16_risk
 
 INPUT_ROW = "(input)"
 OUTPUT_ROW = "(output)"

@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from amptool.errors import UsageError
+from amptool.network.ckptstream import checkpoint_arrays
+from amptool.network.trust import vet_recorded
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet
-from amptool.parity.sides import Side, side_weights
-from amptool.ckptstream import checkpoint_arrays
 from amptool.parity.layers import LayerProbe
+from amptool.parity.sides import Side, side_weights
 from amptool.parity.weights import compare_weights
-from amptool.policy import make_policy, policy_for, policy_from_dict
-from amptool.trust import vet_recorded
+from amptool.precision.policy import make_policy, policy_for, policy_from_dict
 
 
 def _checkpoint_weights(path: str, cache: dict) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 
 from amptool.errors import UsageError
-from amptool.plotting import pyplot as _matplotlib
-from amptool.plotting import save_figure
+from amptool.report.plotting import pyplot as _matplotlib
+from amptool.report.plotting import save_figure
 
 
 def check_plot_available() -> None:

@@ -5,17 +5,11 @@ from __future__ import annotations
 from typing import Optional
 from xml.etree import ElementTree as ET
 
-from amptool.fileio import jsonable, write_json, write_text
-from amptool.figures import CI_SUFFIX, breaches, finding_text, fmt
-from amptool.layerreport import LayerReport
-from amptool.parityreport import (
-    CandidateResult,
-    CandidateVerdict,
-    Check,
-    Deployment,
-    ParityReport,
-    candidate_verdict,
-)
+from amptool.documents.figures import CI_SUFFIX, breaches, finding_text, fmt
+from amptool.documents.layers import LayerReport
+from amptool.documents.parity import (CandidateResult, CandidateVerdict, Check, Deployment,
+                                      ParityReport, candidate_verdict)
+from amptool.files.fileio import jsonable, write_json, write_text
 
 __all__ = ["CandidateVerdict", "ParityReport", "breaches", "candidate_verdict",
            "failure_fix", "failure_line", "finding_text", "fmt", "format_table",

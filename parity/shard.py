@@ -2,7 +2,7 @@
 
 The launching process opens the sides and the inputs, splits the samples into one
 contiguous span a rank, on batch boundaries (``shard_spans``), and starts the job
-(``amptool.msjob``; its worker is ``amptool.parity.shardworker``). Each rank runs the
+(``amptool.runtime.msjob``; its worker is ``amptool.parity.shardworker``). Each rank runs the
 reference on its span (its outputs written into one shared file at their rows) and every
 candidate, and leaves its statistics' states (``to_state``; the streamed ``--metric``'s
 state pickled) in the shard folder. Node 0's launcher then merges them in rank order and
@@ -22,34 +22,19 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from amptool.errors import AmpToolError, UsageError, WorkerFailed
-from amptool.fileio import atomic_path, write_json
-from amptool.jobwatch import Job
-from amptool.msjob import (
-    Layout,
-    is_local,
-    job_env,
-    layout_problems,
-    msrun_command,
-    pick_port,
-    terminate_as_exit,
-)
+from amptool.files.fileio import atomic_path, write_json
+from amptool.network.taskmetric import STREAM_FIX, metric_mode
 from amptool.parity.accumulate import CandidateStats, TaskStream
-from amptool.parity.candidate import (
-    Baseline,
-    Opened,
-    accumulate_candidate,
-    empty_stats,
-    finish_candidate,
-    golden_head,
-    reference_notes,
-    report_dict,
-)
+from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, empty_stats,
+                                      finish_candidate, golden_head, reference_notes, report_dict)
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet, make_inputs, save_golden
 from amptool.parity.store import Spool, stored_at
 from amptool.parity.stream import rows_of, run_reference, spans, stored_spreads
-from amptool.streamstats import ReferenceSpread
-from amptool.taskmetric import STREAM_FIX, metric_mode
+from amptool.runtime.jobwatch import Job
+from amptool.runtime.msjob import (Layout, is_local, job_env, layout_problems, msrun_command,
+                                   pick_port, terminate_as_exit)
+from amptool.stats.stream import ReferenceSpread
 
 WORKER_MODULE = "amptool.parity.shardworker"
 KEY_ENV = "AMPTOOL_PARITY_KEY"

@@ -5,7 +5,7 @@
 key, if any, comes through the environment): the shard folder, each rank's span of the
 samples and the device. The rank compares its span (``shard.compare_shard``) and leaves its
 states in the shard folder; its status file says ``done`` or the error
-(``amptool.msjob.worker_main``).
+(``amptool.runtime.msjob.worker_main``).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pickle
 import sys
 from pathlib import Path
 
-from amptool.jobwatch import Status
-from amptool.msjob import worker_main
-from amptool.device import execution_mode, import_mindspore, set_device
+from amptool.runtime.device import execution_mode, import_mindspore, set_device
+from amptool.runtime.jobwatch import Status
+from amptool.runtime.msjob import worker_main
 
 
 def _work(spec: dict, status: Status, config_dir: Path) -> dict:

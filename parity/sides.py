@@ -17,17 +17,17 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.device import trim_heap
-from amptool.errors import UsageError
-from amptool.losses import task_record
-from amptool.models import flat_outputs, probed, resolve_model
-from amptool.rundir import RunDir, is_checkpoint_file
 from amptool.artefact import stored_weights
 from amptool.artefact.files import check_files, locate
-from amptool.artefact.manifest import manifest_path
 from amptool.artefact.runners import Artefact
-from amptool.ckptstream import build_uninitialized, checkpoint_arrays, load_streamed
-from amptool.trust import recorded_reference
+from amptool.documents.manifest import manifest_path
+from amptool.errors import UsageError
+from amptool.network.ckptstream import build_uninitialized, checkpoint_arrays, load_streamed
+from amptool.network.losses import task_record
+from amptool.network.models import flat_outputs, probed, resolve_model
+from amptool.network.trust import recorded_reference
+from amptool.runs.rundir import RunDir, is_checkpoint_file
+from amptool.runtime.device import trim_heap
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 
 from amptool.parity.inputs import InputSet
 from amptool.parity.store import Spool, StoredArray, release_pages
-from amptool.streamstats import ReferenceSpread
+from amptool.stats.stream import ReferenceSpread
 
 DEPTH = 2
 """Batches prepared ahead of the one running."""

@@ -1,5 +1,5 @@
-"""A user task metric (``--metric path/file.py:fn``, loaded by ``amptool.taskmetric``) and its
-drop budget.
+"""A user task metric (``--metric path/file.py:fn``, loaded by
+``amptool.network.taskmetric``) and its drop budget.
 
 ``fn(outputs, labels)`` takes the list of output arrays of one side (in output order) and
 the labels (an array, or None) and returns a float, higher is better. The reference's value
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from amptool.judge import drop_within
-from amptool.taskmetric import FIX, evaluate, load_metric
-from amptool.counts import count_resolution, drop_interval
+from amptool.network.taskmetric import FIX, evaluate, load_metric
+from amptool.stats.counts import count_resolution, drop_interval
+from amptool.stats.judge import drop_within
 
 __all__ = ["FIX", "evaluate", "judge_task", "judge_task_value", "load_metric"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from amptool.device import CPU_ISA, CPU_ISA_ENV
+from amptool.runtime.device import CPU_ISA, CPU_ISA_ENV
 
 # Helpers the tests import by name (smalldata): this folder on the path, whatever the
 # import mode.
@@ -36,7 +36,7 @@ os.environ["AMPTOOL_TRUST_STORE"] = os.environ["AMPTOOL_TEST_TRUST_STORE"]
 
 
 def _device_present(name: str) -> bool:
-    from amptool.device import available_devices
+    from amptool.runtime.device import available_devices
 
     return name in available_devices()
 
@@ -311,8 +311,8 @@ def simplecnn_export(sample_runs, shared) -> dict:
     """(format, precision) -> path: the simplecnn run exported to MINDIR (and ONNX where
     onnx is installed) in fp32 and fp16, fixed batch, all in one folder."""
     def make(out: Path) -> dict:
-        from amptool.export.api import ExportConfig, export
         from amptool.artefact import onnx_installed
+        from amptool.export.api import ExportConfig, export
 
         formats = ("MINDIR", "ONNX") if onnx_installed() else ("MINDIR",)
         results = export(ExportConfig(run=str(sample_runs.get("simplecnn")),

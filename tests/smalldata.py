@@ -11,8 +11,8 @@ from typing import Optional
 
 import numpy as np
 
-from amptool.data import Preprocess, _Fit, load_eval_inputs, load_model_data
-from amptool.sources import open_images
+from amptool.data.dataset import Preprocess, _Fit, load_eval_inputs, load_model_data
+from amptool.data.sources import open_images
 
 
 def load_raw(spec: str, input_shape: tuple, num_classes: int) -> tuple:

@@ -18,7 +18,7 @@ def tree_modules() -> set:
     for folder, prefix in roots:
         for path in folder.rglob("*.py"):
             parts = path.relative_to(folder).with_suffix("").parts
-            if "__pycache__" in parts or "data" in parts[:-1]:  # samples/data: bundled files
+            if "__pycache__" in parts or (prefix == "amptool.samples" and "data" in parts[:-1]):
                 continue
             if parts[-1] == "__init__":
                 parts = parts[:-1]
@@ -46,3 +46,40 @@ def test_every_module_has_a_row_and_every_row_a_module():
     assert not tree - rows, ("modules without a row in docs/explanation/architecture.md: "
                              f"{sorted(tree - rows)}")
     assert not rows - tree, f"rows naming no module of the tree: {sorted(rows - tree)}"
+
+
+def core_packages() -> list:
+    """The core's packages: the folders of src/amptool that are packages, not the stages'
+    links."""
+    core = ROOT / "src" / "amptool"
+    return sorted(p.name for p in core.iterdir()
+                  if (p / "__init__.py").is_file() and not p.is_symlink())
+
+
+def test_each_core_package_says_what_it_owns():
+    import ast
+
+    for name in core_packages():
+        init = ROOT / "src" / "amptool" / name / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "import" in doc.lower() and len(doc.splitlines()) <= 12, (
+            f"amptool.{name}'s __init__ docstring should say in a few lines what the package "
+            "owns and what it may import")
+
+
+def test_the_core_map_follows_the_packages():
+    """Each core package has its section in architecture.md, and each module row of the core
+    stands in its package's section."""
+    text = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
+    core = text[text.index("### The core"):text.index("### The stages")]
+    sections = re.split(r"^#### ", core, flags=re.MULTILINE)[1:]
+    by_heading = {s.splitlines()[0].strip("` "): s for s in sections}
+    for name in core_packages():
+        package = f"amptool.{name}"
+        assert package in by_heading, f"architecture.md has no section for {package}"
+        rows = {m for cell in ROW.findall(by_heading[package]) for m in MODULE.findall(cell)}
+        assert rows, f"{package}'s section lists no module"
+        strays = [m for m in rows if m != package and not m.startswith(package + ".")]
+        assert not strays, f"rows in {package}'s section that belong elsewhere: {strays}"
+        modules = {m for m in tree_modules() if m.startswith(package + ".")}
+        assert modules <= rows, f"modules of {package} outside its section: {modules - rows}"

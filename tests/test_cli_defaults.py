@@ -12,21 +12,22 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from amptool import options as opt
 from amptool.artefact.keys import ENV_VAR
 from amptool.cli import app
+from amptool.console import options as opt
 from amptool.convert.ckpt import CkptConfig
 from amptool.convert.explain import PolicyConfig
 from amptool.convert.search import SearchConfig
 from amptool.export.api import ExportConfig
-from amptool.limits import Thresholds
-from amptool.limits import default_text as limit_default
 from amptool.parity.config import ParityConfig
 from amptool.pipeline import PipelineConfig
+from amptool.stats.limits import Thresholds
+from amptool.stats.limits import default_text as limit_default
 from amptool.train.config import LaunchOptions, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI_SOURCES = [ROOT / "src" / "amptool" / "options.py", ROOT / "src" / "amptool" / "cli.py"] + [
+CLI_SOURCES = [ROOT / "src" / "amptool" / "console" / "options.py",
+               ROOT / "src" / "amptool" / "cli.py"] + [
     ROOT / stage / "cli.py" for stage in ("train", "export", "parity", "convert")]
 HELPERS = {"shown"}
 """Functions of options.py allowed to write ``[default:``: the one formatter."""

@@ -235,7 +235,7 @@ def test_every_flag_named_alone_is_an_amptool_option():
 
 PLANTED = """# A page
 
-Load it with `amptool.convert.ckpt.load_converted(path)`; `amptool.limits.Thresholds` and
+Load it with `amptool.convert.ckpt.load_converted(path)`; `amptool.stats.limits.Thresholds` and
 `amptool.convert.ckpt.CkptConfig.src` exist.
 
 ```bash

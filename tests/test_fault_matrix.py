@@ -324,7 +324,7 @@ def _copy_artefact(art: Path, name: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def kit(sample_runs, simplecnn_export, tiny_digits, tmp_path_factory) -> dict:
     """Everything the cases read: a trained run, its artefacts and the broken copies."""
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     root = tmp_path_factory.mktemp("faults")
     run = sample_runs.get("simplecnn")
@@ -396,7 +396,7 @@ def _crafted_run(root: Path, files: Path) -> Path:
     """A run trained with a file model under another user's trust store, whose kept copy is
     then edited to write EXECUTED into the run folder, with run.json's sha256 rewritten to
     match the edited copy."""
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
     from amptool.train.config import TrainConfig
     from amptool.train.run import run_training
 
@@ -586,7 +586,7 @@ def test_fault(name, outcomes, kit):
 def test_a_crafted_run_runs_once_its_user_trusts_it(kit, tmp_path):
     """The consent the refusal names: --trust-model FOLDER runs the folder's code and
     remembers it by sha256 in this user's store; no other store learns of it."""
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     crafted = tmp_path / "crafted"
     shutil.copytree(kit["crafted"], crafted)
@@ -598,7 +598,7 @@ def test_a_crafted_run_runs_once_its_user_trusts_it(kit, tmp_path):
     assert (crafted / "EXECUTED").read_text() == "ran"
     digest = sha256(crafted / "model" / "models.py")
     assert json.loads(store.read_text())["sha256"][digest]["how"] == f"--trust-model {crafted}"
-    from amptool.trust import is_trusted
+    from amptool.network.trust import is_trusted
 
     assert not is_trusted(digest)  # the test session's own store
 
@@ -661,7 +661,7 @@ def test_a_kill_during_export_leaves_no_half_written_file(kit, tmp_path):
 def test_a_refused_run_touches_nothing(outcomes, kit):
     """Training into a trained run without --resume or --overwrite leaves it as it was;
     a run stopped before its first checkpoint claims none."""
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     for name in ("run.json", "best.ckpt", "last.ckpt", "metrics.jsonl"):
         assert sha256(kit["trained"] / name) == sha256(kit["run"] / name), name
@@ -760,7 +760,7 @@ def stopped(kit) -> dict:
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_a_stopped_run_exits_130_and_keeps_its_checkpoint(stopped, sig):
-    from amptool.checkpoint import meta_of, read_checkpoint
+    from amptool.network.checkpoint import meta_of, read_checkpoint
 
     result = stopped[sig]
     assert result["written"], result["stderr"]

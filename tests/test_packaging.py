@@ -92,20 +92,24 @@ def _lint(site: Path, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_layers_contract_holds_and_catches_a_back_arrow(installed, tmp_path):
-    """core <- stages <- pipeline <- cli, no stage imports another: checked on the install."""
+    """core <- stages <- pipeline <- cli, no stage imports another, and the core's packages
+    in their order: checked on the install."""
     pytest.importorskip("importlinter")
     kept = _lint(installed, tmp_path)
     assert kept.returncode == 0 and "1 kept, 0 broken" in kept.stdout, kept.stdout + kept.stderr
     planted = tmp_path / "planted"
     shutil.copytree(installed, planted)
-    (planted / "amptool" / "fileio.py").open("a").write(
+    (planted / "amptool" / "files" / "fileio.py").open("a").write(
         "\nimport amptool.train.loop  # back-arrow\n")
+    (planted / "amptool" / "stats" / "judge.py").open("a").write(
+        "\nimport amptool.documents.parity  # a back-arrow inside the core\n")
     (planted / "amptool" / "export" / "writer.py").open("a").write(
         "\nimport amptool.parity.report\n")
     broken = _lint(planted, tmp_path)
     assert broken.returncode != 0, broken.stdout
-    assert "amptool.fileio -> amptool.train.loop" in broken.stdout
+    assert "amptool.files.fileio -> amptool.train.loop" in broken.stdout
     assert "amptool.export.writer -> amptool.parity.report" in broken.stdout
+    assert "amptool.stats.judge -> amptool.documents.parity" in broken.stdout
 
 
 def test_every_core_module_is_in_the_layers_contract():
@@ -171,10 +175,11 @@ def test_no_module_cycle_counting_function_level_imports(installed, tmp_path):
     assert cycles == [], f"modules that import each other back: {cycles}"
     planted = tmp_path / "planted"
     shutil.copytree(installed, planted)
-    with (planted / "amptool" / "fileio.py").open("a") as f:  # inside a function, as hidden
-        f.write("\n\ndef _planted():\n    import amptool.rundir  # noqa\n")
+    # inside a function, as hidden
+    with (planted / "amptool" / "files" / "fileio.py").open("a") as f:
+        f.write("\n\ndef _planted():\n    import amptool.runs.rundir  # noqa\n")
     _, cycles = _cycles(planted, tmp_path)
-    assert any({"amptool.fileio", "amptool.rundir"} <= set(c) for c in cycles), cycles
+    assert any({"amptool.files.fileio", "amptool.runs.rundir"} <= set(c) for c in cycles), cycles
 
 
 def test_each_stage_is_linked_into_the_core_folder():

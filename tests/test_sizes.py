@@ -70,5 +70,5 @@ def test_every_known_case_is_still_over():
 
 def test_the_walk_counts_each_module_once():
     names = modules()
-    assert "train/loop.py" in names and "src/amptool/ranges.py" in names
+    assert "train/loop.py" in names and "src/amptool/precision/ranges.py" in names
     assert not any(n.startswith("src/amptool/train/") for n in names)

@@ -5,12 +5,13 @@
 - docs/reference/config.md: every config-file key, from the config dataclasses (type,
   default, the field's docstring);
 - docs/reference/thresholds.md: the parity limits' defaults and their reasons, from
-  ``amptool.limits``;
-- docs/reference/exit-codes.md: the exit codes, from ``amptool.errors`` and ``amptool.options``;
+  ``amptool.stats.limits``;
+- docs/reference/exit-codes.md: the exit codes, from ``amptool.errors`` and
+  ``amptool.console.options``;
 - docs/reference/environment.md: the environment variables amptool reads or sets, from the
   constants that name them (``ENVIRONMENT``) and their docstrings;
 - docs/reference/schemas/*.schema.json: the JSON Schema of each JSON document amptool writes,
-  from its types (``amptool.schema``).
+  from its types (``amptool.documents.door``).
 
     python tools/gen_reference.py           # rewrite the pages
     python tools/gen_reference.py --check   # exit 1 naming the pages that are stale
@@ -182,7 +183,7 @@ def key_type(field: dataclasses.Field) -> str:
 def key_default(cls: type, field: dataclasses.Field) -> str:
     """A key's default as a config file would write it (a default decided at run time: the
     text --help shows)."""
-    from amptool.config import SHOWN as DECIDED
+    from amptool.files.configfile import SHOWN as DECIDED
 
     if DECIDED in field.metadata:
         return cell(field.metadata[DECIDED])
@@ -212,7 +213,7 @@ KEYS = ["Key", "Type", "Default", "Description"]
 
 
 def threshold_rows() -> List[List[str]]:
-    from amptool.limits import Thresholds, default_text
+    from amptool.stats.limits import Thresholds, default_text
 
     docs = field_docs(Thresholds)
     return [[code(f.name), key_type(f), key_default(Thresholds, f) if f.type == "bool"
@@ -222,11 +223,10 @@ def threshold_rows() -> List[List[str]]:
 
 def config_page() -> str:
     from amptool import pipeline
-    from amptool.limits import OUTPUTS_TABLE, PAIR_TABLES
+    from amptool.console.options import JsonOption
     from amptool.parity.config import ParityConfig
+    from amptool.stats.limits import OUTPUTS_TABLE, PAIR_TABLES
     from amptool.train.config import COMMAND_ONLY, LaunchOptions, TrainConfig
-
-    from amptool.options import JsonOption
 
     said = cell(JsonOption.__metadata__[0].help)
     json_row = [[code(k), "true/false", code(str(v).lower()), f"`--{k}`: {said}"]
@@ -269,7 +269,7 @@ def config_page() -> str:
 # -- thresholds ------------------------------------------------------------------------------
 
 def thresholds_page() -> str:
-    from amptool import limits
+    from amptool.stats import limits
 
     fp16 = limits.FP16_VS_FP32
     fp32 = limits.SAME_PRECISION
@@ -326,7 +326,7 @@ def exit_codes() -> dict:
 def raised_as() -> dict:
     """Exit code -> what ends a command with it: the error classes, and the CLI's own."""
     import amptool.errors as errors
-    from amptool import options
+    from amptool.console import options
 
     found: dict = {}
     own = [c for c in _subclasses(errors.AmpToolError) if c.__module__ == errors.__name__]
@@ -337,7 +337,7 @@ def raised_as() -> dict:
     found.setdefault(2, []).append("an option or argument the command line cannot parse")
     for name in ("INTERNAL_EXIT", "INTERRUPTED_EXIT"):
         found.setdefault(getattr(options, name), []).append(
-            f"`amptool.options.{name}`: {cell(_attribute_doc(options, name))}")
+            f"`amptool.console.options.{name}`: {cell(_attribute_doc(options, name))}")
     return found
 
 
@@ -372,10 +372,10 @@ def exit_codes_page() -> str:
 
 # -- environment variables -----------------------------------------------------------------
 
-ENVIRONMENT = (("amptool.errors", "DEBUG_ENV"), ("amptool.trust", "STORE_ENV"),
-               ("amptool.trust", "PACKAGES_ENV"), ("amptool.artefact.keys", "ENV_VAR"),
-               ("amptool.export.split", "SPLIT_ENV"), ("amptool.device", "DUMP_ENV"),
-               ("amptool.device", "CPU_ISA_ENV"))
+ENVIRONMENT = (("amptool.errors", "DEBUG_ENV"), ("amptool.network.trust", "STORE_ENV"),
+               ("amptool.network.trust", "PACKAGES_ENV"), ("amptool.artefact.keys", "ENV_VAR"),
+               ("amptool.export.split", "SPLIT_ENV"), ("amptool.runtime.device", "DUMP_ENV"),
+               ("amptool.runtime.device", "CPU_ISA_ENV"))
 """(module, constant) of every environment variable amptool reads or sets."""
 
 
@@ -403,8 +403,8 @@ def environment_page() -> str:
 
 def schema_documents() -> list:
     """(file name, type, schema_version, title) of every JSON document with a schema."""
-    from amptool import records
-    from amptool.artefact.manifest import MANIFEST_VERSION, Manifest
+    from amptool.documents import records
+    from amptool.documents.manifest import MANIFEST_VERSION, Manifest
 
     return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest"),
             ("parity-report.schema.json", records.ParityReportRecord,
@@ -417,7 +417,7 @@ def schema_documents() -> list:
 
 
 def schema_files() -> dict:
-    from amptool.schema import schema_text
+    from amptool.documents.door import schema_text
 
     return {REFERENCE / "schemas" / name: schema_text(cls, version, title)
             for name, cls, version, title in schema_documents()}

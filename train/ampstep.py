@@ -18,14 +18,14 @@ from typing import Optional
 import numpy as np
 
 from amptool.errors import UsageError
+from amptool.network.losses import FIX, LossSpec, build_loss, probe_loss, resolve_loss
+from amptool.network.models import run_eager
+from amptool.precision.apply import apply_policy
+from amptool.precision.policy import LEVELS, Policy, make_policy, policy_from_dict
+from amptool.runtime.device import execution_mode
 
 from .engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 from .overflow import overflow_culprit, range_pass
-from amptool.device import execution_mode
-from amptool.losses import FIX, LossSpec, build_loss, probe_loss, resolve_loss
-from amptool.models import run_eager
-from amptool.policy import LEVELS, Policy, make_policy, policy_from_dict
-from amptool.precision import apply_policy
 
 AUTO = "auto"
 LEVEL_FIX = ("pass level='O0'..'O3', 'auto' (with calibration= batches), a Policy or a "
@@ -49,7 +49,8 @@ class RangePass:
     """What ``find_fp32_cells`` found."""
 
     policy: object
-    """The base policy with the found cells kept in fp32 (an ``amptool.policy.Policy``)."""
+    """The base policy with the found cells kept in fp32 (an
+    ``amptool.precision.policy.Policy``)."""
     kept: list = field(default_factory=list)
     """The found cells, as run.json's ``policy_auto.kept`` records them (path, type, ranges,
     ``where`` the cell class is defined)."""

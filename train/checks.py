@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any, Callable, List, Tuple
 
 from amptool.errors import UsageError
+from amptool.files.fileio import check_out_dir
+from amptool.network.taskmetric import check_metric_spec
 
 from .config import AUTO, TrainConfig
-from amptool.fileio import check_out_dir
-from amptool.taskmetric import check_metric_spec
 from .sink import check_sink_size
 
 LEVELS = ("O0", "O1", "O2", "O3")
@@ -49,7 +49,7 @@ def _level_problems(cfg: TrainConfig) -> list:
 
 def _value_problems(cfg: TrainConfig) -> list:
     """The values out of their range, each one problem."""
-    from amptool.data import parse_augment
+    from amptool.data.dataset import parse_augment
 
     problems = []
     if not 0 < cfg.range_safety <= 1:
@@ -83,7 +83,7 @@ def _value_problems(cfg: TrainConfig) -> list:
 
 def _task_problems(cfg: TrainConfig) -> list:
     """What is wrong with ``loss`` and ``metric`` as written (their code is not run here)."""
-    from amptool.losses import FIX, parse_builtin
+    from amptool.network.losses import FIX, parse_builtin
 
     problems = []
     if cfg.loss is not None:
@@ -103,9 +103,9 @@ def _task_problems(cfg: TrainConfig) -> list:
 def _reference_problems(cfg: TrainConfig) -> list:
     """(problem, fix) of what the options name (the model, its signature, the data) as far
     as it can be told without MindSpore, and of the sink size."""
-    from amptool.models import check_reference
-    from amptool.signature import parse_signature
-    from amptool.sources import parse_data_spec
+    from amptool.data.sources import parse_data_spec
+    from amptool.network.models import check_reference
+    from amptool.network.signature import parse_signature
 
     checks: List[Tuple[Callable[[Any], object], Any]] = [(check_sink_size, cfg.sink_size),
                                                          (check_reference, cfg.model)]
@@ -119,7 +119,7 @@ def _reference_problems(cfg: TrainConfig) -> list:
 def _folder_problems(cfg: TrainConfig) -> list:
     """(problem, fix) of the output folder: one the run cannot create or write, or, with
     ``resume``, one without the run's ``last`` checkpoint (in its checkpoint format)."""
-    from amptool.rundir import RunDir
+    from amptool.runs.rundir import RunDir
 
     problems = _raised(check_out_dir, cfg.out, fix=True)
     if problems or not cfg.resume or cfg.ckpt_format not in CKPT_FORMATS:

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from amptool import options as opt
-from amptool.train.config import LaunchOptions, TrainConfig, build_command_config
-from amptool.config import layered
+from amptool.console import options as opt
 from amptool.errors import CheckFailed
+from amptool.files.configfile import layered
+from amptool.train.config import LaunchOptions, TrainConfig, build_command_config
 
 if TYPE_CHECKING:
     from amptool.train.summary import TrainSummary
@@ -109,7 +109,7 @@ def train_command(
     """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics.
 
     A --config file may set every option (snake_case keys); flags override it."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
@@ -170,7 +170,7 @@ def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optiona
 
 def _write_report(path: Path, out: str, passed: bool, line: str, fix: Optional[str] = None,
                   seconds: Optional[dict] = None) -> None:
-    from amptool.htmlreport import ReportPage, write_report
+    from amptool.report.html import ReportPage, write_report
 
     write_report(path, ReportPage("train", passed, line, fix, run_folder=str(out),
                                   seconds=seconds or {}))

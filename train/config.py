@@ -5,9 +5,9 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass, replac
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from amptool.config import build_config, decided_later, layered
 from amptool.errors import UsageError
-from amptool.trust import vet_recorded, vet_recorded_code
+from amptool.files.configfile import build_config, decided_later, layered
+from amptool.network.trust import vet_recorded, vet_recorded_code
 
 AUTO = "auto"
 """``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
@@ -161,7 +161,7 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
     if ``trust.vet_recorded`` admits it. Without resume, ``cfg`` as it is."""
     if not cfg.resume:
         return cfg
-    from amptool.rundir import RunDir
+    from amptool.runs.rundir import RunDir
 
     run_dir = RunDir(cfg.out)
     previous = run_dir.previous_config()
@@ -188,7 +188,7 @@ def claim_out_folder(cfg: TrainConfig) -> list:
     replaces: a UsageError when there are some and neither ``cfg.resume`` continues that run
     nor ``cfg.overwrite`` replaces it; empty when resuming or nothing is there. Called with
     the folder held (``fileio.output_dir``), before the run's set-up."""
-    from amptool.rundir import RunDir
+    from amptool.runs.rundir import RunDir
 
     found = RunDir(cfg.out).trained_files()
     if not found or cfg.resume:

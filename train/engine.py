@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from amptool.errors import UsageError
-from amptool.models import flat_outputs
+from amptool.network.models import flat_outputs
 
 OPTIMIZERS = ("adam", "sgd", "momentum")
 

@@ -2,7 +2,7 @@
 
 msrun starts a scheduler and ``--workers`` processes of ``amptool.train.worker`` on this
 host (several hosts: one launch per host, same ``--master-addr``/``--master-port``; the
-job's machinery is the core's ``amptool.msjob``). Each process reports through a status
+job's machinery is the core's ``amptool.runtime.msjob``). Each process reports through a status
 file in ``<out>/logs/``; the launcher follows them and stops the whole job, with every
 process it started, as soon as one rank fails, dies, or has not joined within
 ``start_timeout`` seconds.
@@ -14,22 +14,15 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from amptool.errors import AmpToolError, CheckFailed, UsageError
-from amptool.fileio import ensure_out_dir, write_json
-from amptool.jobwatch import Job
-from amptool.msjob import (
-    Layout,
-    clear_previous,
-    is_local,
-    job_env,
-    layout_problems,
-    pick_port,
-    terminate_as_exit,
-)
-from amptool.msjob import msrun_command as job_command
+from amptool.files.fileio import ensure_out_dir, write_json
+from amptool.runs.rundir import RunDir
+from amptool.runtime.jobwatch import Job
+from amptool.runtime.msjob import (Layout, clear_previous, is_local, job_env, layout_problems,
+                                   pick_port, terminate_as_exit)
+from amptool.runtime.msjob import msrun_command as job_command
 
-from .config import TrainConfig
-from amptool.rundir import RunDir
 from .checks import validate
+from .config import TrainConfig
 
 WORKER_MODULE = "amptool.train.worker"
 

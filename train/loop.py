@@ -11,16 +11,23 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
+from amptool.data.dataset import epoch_batches
+from amptool.data.rows import target_columns
+from amptool.data.sources import skipped_note
+from amptool.documents.records import RUN_VERSION
 from amptool.errors import DivergedError, UsageError
-from amptool.fileio import LineLog, ensure_out_dir, output_dir
-from amptool.trust import keep_code_file, keep_model_file
-from amptool.records import RUN_VERSION
-from amptool.rundir import RunDir
+from amptool.files.fileio import LineLog, ensure_out_dir, output_dir
+from amptool.network import checkpoint as ckpt
+from amptool.network.taskmetric import check_metric_spec
+from amptool.network.trust import keep_code_file, keep_model_file
+from amptool.precision.policy import save_policy
+from amptool.precision.ranges import why_kept
+from amptool.runs.rundir import RunDir
 
 from .checks import validate
 from .config import TrainConfig, claim_out_folder, replace_run
@@ -31,17 +38,10 @@ from .overflow import (
     forward_overflow,
     forward_overflowed,
 )
-from .state import RunState
 from .parts import RunParts, build_parts
-from .summary import TrainSummary, versions, weights_digest
-from amptool import checkpoint as ckpt
-from amptool.data import epoch_batches
-from amptool.policy import save_policy
-from amptool.ranges import why_kept
-from amptool.rows import target_columns
-from amptool.sources import skipped_note
-from amptool.taskmetric import check_metric_spec
 from .sink import sink_calls
+from .state import RunState
+from .summary import TrainSummary, versions, weights_digest
 
 Callback = Optional[Callable[[dict], None]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from amptool.fileio import write_text
+from amptool.files.fileio import write_text
 
 
 def _rows(path: Path) -> list:

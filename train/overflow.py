@@ -8,13 +8,13 @@ from typing import Callable
 
 import numpy as np
 
+from amptool.data.dataset import epoch_batches
 from amptool.errors import DivergedError
-from amptool.checkpoint import load_into_net
-from amptool.data import epoch_batches
-from amptool.forensics import first_overflow
-from amptool.policy import make_policy
-from amptool.precision import apply_policy, cell_origins, resolve_fp32_cells
-from amptool.ranges import measure_ranges, outside_policy, range_candidates
+from amptool.network.checkpoint import load_into_net
+from amptool.precision.apply import apply_policy, cell_origins, resolve_fp32_cells
+from amptool.precision.forensics import first_overflow
+from amptool.precision.policy import make_policy
+from amptool.precision.ranges import measure_ranges, outside_policy, range_candidates
 
 AUTO_BATCHES = 2
 """Training batches the range pass of ``--policy auto`` runs over."""

@@ -8,22 +8,22 @@ from typing import Any, Optional
 
 import numpy as np
 
-from amptool.data import augmenting, load_model_data
+from amptool.data.dataset import augmenting, load_model_data
+from amptool.data.feed import check_workers
+from amptool.data.rows import target_columns
+from amptool.network import checkpoint as ckpt
+from amptool.network.losses import build_loss, probe_loss, resolve_loss
+from amptool.network.models import resolve_model, run_eager
+from amptool.network.taskmetric import evaluate, load_metric
+from amptool.precision.policy import check_dtype_on_device, policy_for
+from amptool.runtime.device import import_mindspore, resolve_device, set_device
 
-from .config import AUTO, TrainConfig
-from .overflow import auto_policy
-from .summary import Evaluator
-from amptool import checkpoint as ckpt
-from amptool.device import import_mindspore, resolve_device, set_device
-from amptool.feed import check_workers
-from amptool.losses import build_loss, probe_loss, resolve_loss
-from amptool.models import resolve_model, run_eager
-from amptool.policy import check_dtype_on_device, policy_for
-from amptool.rows import target_columns
-from amptool.taskmetric import evaluate, load_metric
 from .ampstep import AmpStep
+from .config import AUTO, TrainConfig
 from .engine import make_optimizer, parse_loss_scale
+from .overflow import auto_policy
 from .sink import resolve_sink_size
+from .summary import Evaluator
 
 
 def _resolve_policy(cfg: TrainConfig):

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
-from .config import LaunchOptions, TrainConfig, claim_out_folder, merge_previous, replace_run
-from .summary import TrainSummary
-from amptool.fileio import output_dir
+from amptool.files.fileio import output_dir
+
 from .checks import validate
+from .config import LaunchOptions, TrainConfig, claim_out_folder, merge_previous, replace_run
 from .launch import launch_workers
 from .loop import train_model
+from .summary import TrainSummary
 
 Callback = Optional[Callable[[dict], None]]
 

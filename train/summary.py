@@ -10,10 +10,10 @@ from typing import Optional
 import numpy as np
 
 import amptool
-from amptool.models import flat_outputs
-from amptool.trainsummary import TrainSummary
-from amptool.rows import target_columns
-from amptool.taskmetric import evaluate
+from amptool.data.rows import target_columns
+from amptool.documents.training import TrainSummary
+from amptool.network.models import flat_outputs
+from amptool.network.taskmetric import evaluate
 
 __all__ = ["Evaluator", "TrainSummary", "versions", "weights_digest"]
 

@@ -3,7 +3,7 @@
 ``CONFIG`` is the JSON TrainConfig the launcher wrote to ``<out>/logs/config.json``.
 msrun runs this module twice over: once as its scheduler (``MS_ROLE=MS_SCHED``), where
 ``init()`` serves the cluster and ends the process, and once per worker. Each process
-reports through its status file (``amptool.jobwatch.Status``), ``done`` with its summary.
+reports through its status file (``amptool.runtime.jobwatch.Status``), ``done`` with its summary.
 The lead rank also prints one ``amptool-event {json}`` line per training event into its
 log, which the launcher follows.
 """
@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from amptool.jobwatch import EVENT_PREFIX, Status
-from amptool.msjob import worker_main
-from amptool.device import import_mindspore, resolve_device, set_device
+from amptool.runtime.device import import_mindspore, resolve_device, set_device
+from amptool.runtime.jobwatch import EVENT_PREFIX, Status
+from amptool.runtime.msjob import worker_main
 from amptool.train.config import TrainConfig
 
 
@@ -26,7 +26,7 @@ def _emit(event: dict) -> None:
 def _train(cfg, status: Status, lead_ranks: set) -> dict:
     ms = import_mindspore()
     set_device(resolve_device(cfg.device))
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
 
     # a broken model fails here, on its own, not in a collective
     resolve_model(cfg.model, cfg.model_args, cfg.input_spec)

@@ -15,7 +15,7 @@ _os.environ.setdefault("GLOG_v", "3")
 # upb parser refuses a message past 2 GiB: a .ckpt is one such message. onnx imports
 # protobuf too; whichever came first used to decide whether a big checkpoint could be read.
 # Ask for it here, before anything amptool imports can load protobuf (a user's own choice
-# stands; ``amptool.checkpoint`` refuses a checkpoint its parser cannot take).
+# stands; ``amptool.network.checkpoint`` refuses a checkpoint its parser cannot take).
 _os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 __version__ = "0.1.0"

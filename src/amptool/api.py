@@ -1,6 +1,6 @@
 """The public Python API: one call per stage, each taking its config dataclass and
 returning a typed result: frozen dataclasses read by attribute, with ``to_dict()`` (the JSON
-its command prints with ``--json``; ``amptool.jsontypes`` writes and reads them all).
+its command prints with ``--json``; ``amptool.documents.jsontypes`` writes and reads them all).
 
 ``from amptool import train, export, parity, search, convert_checkpoint, run`` (the first
 three are the stage packages themselves, callable). Each name is the stage's one entry,
@@ -21,13 +21,13 @@ import amptool.train
 from amptool.convert.ckpt import CkptConfig, CkptReport, convert_checkpoint
 from amptool.convert.result import SearchResult
 from amptool.convert.search import SearchConfig, search_policy
+from amptool.documents.parity import ParityReport
+from amptool.documents.training import TrainSummary
 from amptool.export.api import ExportConfig, ExportReport, ExportResult
 from amptool.parity.config import ParityConfig
-from amptool.parityreport import ParityReport
 from amptool.pipeline import PipelineConfig, PipelineResult, run_pipeline
 from amptool.train.ampstep import AmpStep, RangePass, StepResult, find_fp32_cells, find_overflow
 from amptool.train.config import LaunchOptions, TrainConfig
-from amptool.trainsummary import TrainSummary
 
 train = amptool.train
 """``train(cfg: TrainConfig, on_event=None, explicit=(), launch=None) -> TrainSummary``

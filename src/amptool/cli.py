@@ -9,18 +9,18 @@ from typing import Optional
 
 import typer
 
-from . import options as opt
-from .pipeline import PipelineConfig, format_summary, run_pipeline
-from .train.config import TrainConfig
+from amptool.console import options as opt
+from amptool.console.hostinfo import host_info
 from amptool.convert import cli as convert_cli
-from .errors import CheckFailed
+from amptool.errors import CheckFailed
 from amptool.export import cli as export_cli
 from amptool.parity import cli as parity_cli
+from amptool.pipeline import PipelineConfig, format_summary, run_pipeline
+from amptool.runtime.device import own_process
+from amptool.runtime.interrupts import stop_on_signals
 from amptool.train import cli as train_cli
 from amptool.train.cli import score_text
-from .hostinfo import host_info
-from .device import own_process
-from .interrupts import stop_on_signals
+from amptool.train.config import TrainConfig
 
 app = typer.Typer(cls=opt.AmpToolGroup, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
@@ -76,7 +76,7 @@ def run_command(
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
-    from amptool.models import parse_model_args
+    from amptool.network.models import parse_model_args
 
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
@@ -109,8 +109,7 @@ def run_command(
 def _write_report(path: Path, result, cfg: PipelineConfig) -> None:
     """``amptool run``'s HTML report: the parity verdict, the training run, every stage."""
     from amptool.parity.report import failure_fix, failure_line
-
-    from .htmlreport import ReportPage, write_report
+    from amptool.report.html import ReportPage, write_report
 
     report, passed = result.parity, result.passed
     line = format_summary(result).splitlines()[-1] if passed else failure_line(report)

@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
-from amptool.config import build_config, decided_later, layered
-from amptool.errors import UsageError
 from amptool.artefact import onnx_installed
-from amptool.export.api import ExportConfig, export
-from amptool.fileio import jsonable, output_dir, write_json
-from amptool.parity.config import ParityConfig
-from amptool.train.config import TrainConfig
 from amptool.artefact.files import total_size
+from amptool.errors import UsageError
+from amptool.export.api import ExportConfig, export
+from amptool.files.configfile import build_config, decided_later, layered
+from amptool.files.fileio import jsonable, output_dir, write_json
+from amptool.parity.config import ParityConfig
 from amptool.train.checks import validate
+from amptool.train.config import TrainConfig
 
 if TYPE_CHECKING:
+    from amptool.documents.summary import PipelineSummary
     from amptool.parity.report import ParityReport
-    from amptool.runsummary import PipelineSummary
     from amptool.train.config import TrainConfig
 
 
@@ -146,7 +146,7 @@ def run_pipeline(cfg: PipelineConfig,
 def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None]) -> None:
     """Refuse a folder that holds a pipeline run (a trained run in train/, or summary.json)
     unless ``cfg.overwrite``; with it, say in one ``overwrite`` event what is replaced."""
-    from amptool.rundir import RunDir
+    from amptool.runs.rundir import RunDir
 
     found = [p.relative_to(out) for p in RunDir(out / "train").trained_files()]
     found += [Path(n) for n in ("summary.json", "parity.json") if (out / n).is_file()]
@@ -235,8 +235,8 @@ def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
               seconds: float) -> "PipelineSummary":
     """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
     with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
-    from amptool.records import SUMMARY_VERSION
-    from amptool.runsummary import ParityFigures, PipelineSummary
+    from amptool.documents.records import SUMMARY_VERSION
+    from amptool.documents.summary import ParityFigures, PipelineSummary
 
     sizes = {(r.format, r.precision): total_size(r.path) for r in [ref] + cands}
     rows = [_row(ref, None, None, report.reference_accuracy)]
@@ -253,7 +253,7 @@ def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
 
 def train_figures(train):
     """The training's figures in the summary (``train``: a ``TrainSummary``)."""
-    from amptool.runsummary import TrainFigures
+    from amptool.documents.summary import TrainFigures
 
     return TrainFigures(val_acc=train.val_acc, best_acc=train.best_acc, loss=train.loss,
                         steps=train.steps, overflow_steps=train.overflow_steps,
@@ -266,7 +266,7 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
     reference). ``cosine`` is the lowest and ``max_abs`` the largest over every output;
     ``outputs`` has each one's verdict."""
-    from amptool.runsummary import ArtefactRow
+    from amptool.documents.summary import ArtefactRow
 
     size = total_size(result.path)
     row = ArtefactRow(format=result.format, precision=result.precision, path=result.path,
@@ -285,7 +285,7 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
 def deployment_row(result, verdict):
     """The artefact's deployment settings from its manifest and, with ``--emulate-settings``,
     what ignoring them does (None: its manifest records none)."""
-    from amptool.runsummary import DeploymentRow
+    from amptool.documents.summary import DeploymentRow
 
     section = result.manifest.get("deployment")
     if section is None:
@@ -301,8 +301,8 @@ def deployment_row(result, verdict):
 def output_rows(verdict) -> list:
     """Each output of a candidate (a ``CandidateVerdict``) as judged: name, passed, cosine,
     scaled error and breaches."""
+    from amptool.documents.summary import OutputRow
     from amptool.parity.report import breaches
-    from amptool.runsummary import OutputRow
 
     return [OutputRow(o.name, o.passed, o.metrics.cosine, o.metrics.max_abs_scaled,
                       breaches(o)) for o in verdict.outputs]

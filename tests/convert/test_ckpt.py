@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from amptool.checkpoint import detect_format, load_into_net, read_checkpoint
 from amptool.cli import app
 from amptool.convert.ckpt import CkptConfig, convert_checkpoint
+from amptool.network.checkpoint import detect_format, load_into_net, read_checkpoint
 
 runner = CliRunner()
 FP16_ULP = 2.0 ** -11  # relative rounding of fp16
@@ -62,10 +62,9 @@ def _outputs(net, x):
 @pytest.mark.slow
 def test_fp16_checkpoint_loads_back_within_rounding(cnn_run, fp16_ckpt):
     import mindspore as ms
-
     from smalldata import load_dataset
 
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     out, _ = fp16_ckpt
     spec = sample_spec("simplecnn")
@@ -89,7 +88,7 @@ def test_rounding_check_catches_a_planted_fault(cnn_run, fp16_ckpt, tmp_path):
     """A conversion that damages one weight (a sign flip) must fail the same comparison."""
     import mindspore as ms
 
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     out, _ = fp16_ckpt
     entries = read_checkpoint(out)
@@ -123,8 +122,8 @@ def test_safetensors_round_trip(fp16_ckpt, tmp_path):
 def test_policy_keeps_its_fp32_cells(tmp_path):
     import mindspore as ms
 
-    from amptool.models import sample_spec
-    from amptool.policy import make_policy, save_policy
+    from amptool.network.models import sample_spec
+    from amptool.precision.policy import make_policy, save_policy
 
     src = tmp_path / "resnet.ckpt"
     ms.save_checkpoint(sample_spec("resnet").build(), str(src))
@@ -211,7 +210,7 @@ def test_the_named_network_is_read_without_weights(tmp_path, monkeypatch):
     input file at the peak) and never run, also when the model is a file of the user's."""
     import mindspore as ms
 
-    import amptool.precision
+    import amptool.precision.apply
 
     model = tmp_path / "net.py"
     model.write_text("from mindspore import nn\n\n\ndef build():\n"
@@ -221,8 +220,8 @@ def test_the_named_network_is_read_without_weights(tmp_path, monkeypatch):
     src = tmp_path / "w.ckpt"
     ms.save_checkpoint(ms.nn.SequentialCell([ms.nn.Dense(8, 16), ms.nn.LayerNorm((16,)),
                                              ms.nn.Dense(16, 4)]), str(src))
-    seen, real = [], amptool.precision.resolve_fp32_cells
-    monkeypatch.setattr(amptool.precision, "resolve_fp32_cells",
+    seen, real = [], amptool.precision.apply.resolve_fp32_cells
+    monkeypatch.setattr(amptool.precision.apply, "resolve_fp32_cells",
                         lambda net, policy: seen.append(net) or real(net, policy))
     report = convert_checkpoint(CkptConfig(str(src), str(tmp_path / "h.ckpt"),
                                            model=f"{model}:build"))
@@ -240,8 +239,8 @@ def test_a_zoo_network_without_a_signature_converts_by_its_structure(tmp_path):
     import mindspore as ms
 
     model = "mindcv.models.mobilenetv1:mobilenet_v1_025"
-    from amptool.ckptstream import build_uninitialized
-    from amptool.models import resolve_model
+    from amptool.network.ckptstream import build_uninitialized
+    from amptool.network.models import resolve_model
 
     spec = resolve_model(model, {"num_classes": 10}, probe=False, signature=False)
     assert spec.inputs == () and spec.input_shape is None

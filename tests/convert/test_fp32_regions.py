@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.policy import load_policy, make_policy, save_policy
+from amptool.precision.policy import load_policy, make_policy, save_policy
 
 runner = CliRunner()
 PLANTED = f"{__file__}:planted"
@@ -51,7 +51,7 @@ def mode():
     """Run a test in a chosen MindSpore mode and restore the previous one."""
     import mindspore as ms
 
-    from amptool.device import resolve_device, set_device
+    from amptool.runtime.device import resolve_device, set_device
 
     previous = ms.get_context("mode")
     set_device(resolve_device("auto"))
@@ -81,7 +81,7 @@ def _scaled_max_abs(out: np.ndarray, ref: np.ndarray) -> float:
 def test_a_kept_region_carries_values_beyond_fp16(mode, graph):
     """Scale computes in fp32 from its fp16 input and hands > 65504 to LayerNorm unharmed;
     with Scale and LayerNorm in fp16 the same values overflow."""
-    from amptool.precision import apply_policy
+    from amptool.precision.apply import apply_policy
 
     mode(graph)
     ref_net, net, x = _seeded_pair()
@@ -99,7 +99,7 @@ def test_kept_cells_output_fp32_and_low_cells_cast_their_inputs(mode):
     fp16's range; the kept LayerNorm returns float32; fc2 computes in float16."""
     import mindspore as ms
 
-    from amptool.precision import apply_policy
+    from amptool.precision.apply import apply_policy
 
     mode(False)
     _, net, x = _seeded_pair()
@@ -122,7 +122,7 @@ def test_binary_op_in_a_low_precision_parent_promotes_to_fp32(mode):
     import mindspore as ms
     from mindspore import nn
 
-    from amptool.precision import apply_policy
+    from amptool.precision.apply import apply_policy
 
     class Big(nn.Cell):
         def construct(self, x):
@@ -154,8 +154,8 @@ def test_a_kept_softmax_feeding_a_matmul_compiles_in_graph_mode(mode):
     range, is cast back, so the graph compiles and computes close to fp32."""
     import mindspore as ms
 
-    from amptool.models import sample_spec
-    from amptool.precision import apply_policy
+    from amptool.network.models import sample_spec
+    from amptool.precision.apply import apply_policy
 
     mode(True)
     ms.set_seed(0)
@@ -172,12 +172,8 @@ def test_a_kept_softmax_feeding_a_matmul_compiles_in_graph_mode(mode):
 
 def test_a_cell_whose_sub_cells_are_all_kept_is_kept(mode):
     """Keeping every leaf keeps the root (''): the whole network then computes in fp32."""
-    from amptool.precision import (
-        apply_policy,
-        cell_dtypes,
-        low_precision_params,
-        resolve_fp32_cells,
-    )
+    from amptool.precision.apply import (apply_policy, cell_dtypes, low_precision_params,
+                                         resolve_fp32_cells)
 
     mode(False)
     ref_net, net, x = _seeded_pair()
@@ -218,8 +214,8 @@ def planted_search(planted_run, tmp_path_factory):
 def _reference(run, samples):
     import mindspore as ms
 
-    from amptool.checkpoint import build_with_weights
     from amptool.convert.subject import load_subject
+    from amptool.network.checkpoint import build_with_weights
 
     src = load_subject(str(run), None, None, None, samples)
     return build_with_weights(src.spec, src.weights, "ckpt")(ms.Tensor(src.x)).asnumpy()

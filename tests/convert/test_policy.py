@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from amptool.cli import app
 from amptool.errors import UsageError
-from amptool.policy import Policy, load_policy, make_policy, save_policy
-from amptool.precision import apply_policy, cell_dtypes
+from amptool.precision.apply import apply_policy, cell_dtypes
+from amptool.precision.policy import Policy, load_policy, make_policy, save_policy
 
 runner = CliRunner()
 
@@ -112,7 +112,7 @@ def test_o2_equals_o3_with_its_black_list_as_types():
     outputs."""
     import mindspore as ms
 
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     spec = sample_spec("resnet")
     ms.set_seed(0)

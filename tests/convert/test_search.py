@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from amptool.convert.bisection import bisect, bisect_cells, sub_units
 from amptool.convert.result import SearchResult
-from amptool.fileio import jsonable
-from amptool.policy import load_policy, make_policy, save_policy
+from amptool.files.fileio import jsonable
+from amptool.precision.policy import load_policy, make_policy, save_policy
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
 
@@ -165,11 +165,11 @@ def test_found_policy_passes_and_all_fp16_fails_on_a_fresh_network(trap_run, tra
     """The planted fault is caught by the metrics, and the found policy removes it."""
     import mindspore as ms
 
-    from amptool.checkpoint import build_with_weights
     from amptool.convert.search import judge
     from amptool.convert.subject import load_subject
-    from amptool.limits import FP16_VS_FP32
-    from amptool.precision import apply_policy
+    from amptool.network.checkpoint import build_with_weights
+    from amptool.precision.apply import apply_policy
+    from amptool.stats.limits import FP16_VS_FP32
 
     src = load_subject(str(trap_run), None, None, None, 128)
     x = ms.Tensor(src.x)
@@ -254,7 +254,7 @@ def test_range_pass_keeps_a_block_whose_own_construct_overflows(tmp_path):
 
     model = f"{PLANTED}:build"
     ms.set_seed(0)
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
 
     ms.save_checkpoint(resolve_model(model).build(), str(tmp_path / "seeded.ckpt"))
     base = ["convert", "search", "--ckpt", str(tmp_path / "seeded.ckpt"), "--model", model,

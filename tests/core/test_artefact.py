@@ -3,16 +3,10 @@ import json
 
 import pytest
 
-from amptool.artefact.keys import (
-    ENV_VAR,
-    coerce_key,
-    key_from_env,
-    key_from_file,
-    parse_key,
-    resolve_key,
-)
-from amptool.artefact.manifest import manifest_path, read_manifest, summarize_params
+from amptool.artefact.keys import (ENV_VAR, coerce_key, key_from_env, key_from_file, parse_key,
+                                   resolve_key)
 from amptool.artefact.runners import detect_format, infer_precision
+from amptool.documents.manifest import manifest_path, read_manifest, summarize_params
 from amptool.errors import UsageError
 
 HEX16 = "00112233445566778899aabbccddeeff"

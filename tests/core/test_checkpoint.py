@@ -5,15 +5,10 @@ import stat
 import numpy as np
 import pytest
 
-from amptool.checkpoint import (
-    detect_format,
-    meta_of,
-    numpy_weights,
-    read_checkpoint,
-    write_checkpoint,
-)
-from amptool.device import import_mindspore
 from amptool.errors import UsageError
+from amptool.network.checkpoint import (detect_format, meta_of, numpy_weights, read_checkpoint,
+                                        write_checkpoint)
+from amptool.runtime.device import import_mindspore
 
 W = np.arange(6, dtype=np.float32).reshape(2, 3)
 B = np.array([0.5, -1.0, 2.0], np.float16)
@@ -148,7 +143,7 @@ def test_checkpoint_reads_the_same_after_onnx_is_imported(files):
     code = f"""
 import amptool.artefact.onnx as fmt
 fmt.require_onnx()  # what export --format ONNX does first
-from amptool.checkpoint import protobuf_implementation, read_checkpoint
+from amptool.network.checkpoint import protobuf_implementation, read_checkpoint
 params = read_checkpoint({str(files['ckpt'])!r})
 print(protobuf_implementation(), sorted(k for k in params))
 """
@@ -162,13 +157,13 @@ def test_a_parser_that_cannot_take_the_file_is_named_not_corruption(tmp_path):
     """Past 2 GiB under a parser with that limit (a process that chose upb itself): one
     line naming the parser and the fix, not 'truncated or corrupt'. The file is sparse:
     it takes no disk."""
-    from amptool.checkpoint import PROTOBUF_LIMIT
+    from amptool.network.checkpoint import PROTOBUF_LIMIT
 
     big = tmp_path / "big.ckpt"
     with open(big, "wb") as fh:
         fh.truncate(PROTOBUF_LIMIT + 4096)
     code = f"""
-from amptool.checkpoint import read_checkpoint
+from amptool.network.checkpoint import read_checkpoint
 from amptool.errors import UsageError
 try:
     read_checkpoint({str(big)!r})
@@ -204,7 +199,7 @@ def test_streamed_entries_are_load_checkpoints_own(tmp_path, monkeypatch):
     them whole; a network loaded that way holds the saved values, cast where asked."""
     import mindspore.train.serialization as serialization
 
-    from amptool.ckptstream import iter_checkpoint, load_streamed
+    from amptool.network.ckptstream import iter_checkpoint, load_streamed
 
     ms = import_mindspore()
     saved = _wide_net(ms, 0)
@@ -231,7 +226,7 @@ def test_streamed_load_refuses_a_checkpoint_that_does_not_fit(files):
     safetensors file goes through the whole-file reader the same way."""
     from mindspore import nn
 
-    from amptool.ckptstream import load_streamed
+    from amptool.network.ckptstream import load_streamed
 
     for fmt in ("ckpt", "safetensors"):
         net = nn.SequentialCell(nn.Dense(4, 3))
@@ -259,7 +254,7 @@ def _branch_scale(net) -> float:
 def test_a_factory_computing_on_its_fresh_weights_is_built_as_usual():
     """Built uninitialized, its product fails only when waited for, after the factory
     returned: the attempt waits for it, and the network comes from the usual build."""
-    from amptool.ckptstream import build_uninitialized
+    from amptool.network.ckptstream import build_uninitialized
 
     import_mindspore()
     net = build_uninitialized(_derives_from_its_weights)
@@ -274,7 +269,7 @@ def test_a_failed_uninitialized_build_leaves_nothing_behind():
     process's export). Nothing of it may reach the builds that follow."""
     import planted_branches
 
-    from amptool.ckptstream import build_uninitialized
+    from amptool.network.ckptstream import build_uninitialized
 
     import_mindspore()
     for _ in range(100):
@@ -283,7 +278,7 @@ def test_a_failed_uninitialized_build_leaves_nothing_behind():
 
 
 def _written(path, entries: list, texts: dict) -> None:
-    from amptool.ckptstream import write_entry
+    from amptool.network.ckptstream import write_entry
 
     ms = import_mindspore()
     with open(path, "wb") as fh:
@@ -315,7 +310,7 @@ def test_a_tensor_past_a_slice_is_written_in_several_records(tmp_path, monkeypat
     """As ``save_checkpoint`` writes a tensor past 512 MiB: consecutive records of one tag,
     read back whole by MindSpore and by the streamed reader; an empty tensor is written
     too (``save_checkpoint`` leaves it out) and read back."""
-    import amptool.ckptstream as stream
+    import amptool.network.ckptstream as stream
 
     ms = import_mindspore()
     big = np.arange(1000, dtype=np.float32).reshape(40, 25)
@@ -339,7 +334,7 @@ def test_the_wire_walk_reads_what_protobuf_writes():
     refused."""
     from mindspore.train.checkpoint_pb2 import Checkpoint
 
-    from amptool.protowire import WireError, delimited, fields, read_varint, varint_bytes
+    from amptool.files.protowire import WireError, delimited, fields, read_varint, varint_bytes
 
     value = Checkpoint.Value()
     value.tag = "fc.weight"
@@ -367,7 +362,7 @@ def test_the_record_walk_reads_what_protobuf_parses(tmp_path):
 
     from mindspore.train.checkpoint_pb2 import Checkpoint
 
-    import amptool.ckptstream as stream
+    import amptool.network.ckptstream as stream
 
     ms = import_mindspore()
     path = tmp_path / "w.ckpt"
@@ -383,7 +378,7 @@ def test_the_record_walk_reads_what_protobuf_parses(tmp_path):
                                      value.tensor.tensor_type)
         assert data[start:stop] == value.tensor.tensor_content
 
-    from amptool.protowire import delimited, varint_bytes
+    from amptool.files.protowire import delimited, varint_bytes
 
     packed = delimited(1, varint_bytes(3) + varint_bytes(300)) + delimited(2, b"Float32") + \
         delimited(3, b"\0" * 3600)
@@ -407,7 +402,7 @@ def test_an_entry_is_read_into_its_tensor_once(tmp_path):
     second buffer beside it; the values are the saved ones."""
     import tracemalloc
 
-    from amptool.ckptstream import iter_checkpoint
+    from amptool.network.ckptstream import iter_checkpoint
 
     ms = import_mindspore()
     big = np.random.default_rng(0).standard_normal((1024, 4096)).astype(np.float32)

@@ -18,8 +18,8 @@ import typer
 from typer.testing import CliRunner
 
 from amptool.cli import app
+from amptool.console.options import AmpToolGroup, handle_errors, print_json
 from amptool.errors import CheckFailed, UsageError
-from amptool.options import AmpToolGroup, handle_errors, print_json
 
 runner = CliRunner()
 USAGE_LINE = re.compile(r"^amptool: error: [^\n]+; see 'amptool( [a-z]+)* --help'\n$")

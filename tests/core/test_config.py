@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from amptool.config import build_config, read_config_file
 from amptool.errors import UsageError
+from amptool.files.configfile import build_config, read_config_file
 from amptool.train.config import TrainConfig
 
 EXPECTED = {"model": "lenet5", "epochs": 3, "lr": 0.01, "resume": True, "tags": ["a", "b"]}

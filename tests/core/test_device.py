@@ -1,7 +1,7 @@
 """``execution_mode``: the one place MindSpore's mode is switched for a block and restored."""
 import pytest
 
-from amptool.device import execution_mode
+from amptool.runtime.device import execution_mode
 
 
 @pytest.mark.parametrize("graph", [True, False])
@@ -26,7 +26,7 @@ import numpy as np
 import mindspore as ms  # imported first, as a user's script may: no kernel has run yet
 from mindspore import nn
 
-from amptool.device import import_mindspore, set_device
+from amptool.runtime.device import import_mindspore, set_device
 
 import_mindspore()
 set_device("CPU", graph=False)
@@ -62,7 +62,7 @@ def test_onednn_is_capped_at_avx2_before_its_first_kernel():
     """The cap (``CPU_ISA``) takes effect although MindSpore was imported before amptool set
     it; oneDNN left free on an AVX-512 host runs the reference kernel the cap avoids (shown
     so that this test fails if oneDNN stops reading the variable)."""
-    from amptool.device import CPU_ISA
+    from amptool.runtime.device import CPU_ISA
 
     capped = _conv_kernels({})
     assert capped and not any("ref" in k or "avx512" in k for k in capped), (CPU_ISA, capped)
@@ -74,7 +74,7 @@ def test_onednn_is_capped_at_avx2_before_its_first_kernel():
 def test_a_users_own_isa_setting_is_kept(monkeypatch):
     import os
 
-    from amptool.device import CPU_ISA_ENV, import_mindspore
+    from amptool.runtime.device import CPU_ISA_ENV, import_mindspore
 
     monkeypatch.setenv(CPU_ISA_ENV, "ALL")
     import_mindspore()
@@ -88,7 +88,7 @@ FROZEN = """
 import gc
 import sys
 
-from amptool.device import import_mindspore, own_process
+from amptool.runtime.device import import_mindspore, own_process
 
 if sys.argv[1] == "own":
     own_process()

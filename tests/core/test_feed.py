@@ -17,8 +17,8 @@ def test_a_reader_stopped_early_ends_its_workers_without_waiting_for_them():
     """The pipeline's worker threads have filled their result queues and sit in a blocked
     put; MindSpore's own stop joins them only after that put's 5 s timeout (a run that
     failed at its first step sat idle that long). The reader releases them first."""
-    from amptool.feed import batches
-    from amptool.rows import ArrayRows
+    from amptool.data.feed import batches
+    from amptool.data.rows import ArrayRows
 
     rows = ArrayRows([np.zeros((2048, 8, 8), np.float32)], images=True)
     labels = np.zeros(2048, np.int32)

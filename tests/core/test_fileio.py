@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from amptool.errors import UsageError
-from amptool.fileio import atomic_path, ensure_out_dir, sha256, write_json, write_text
+from amptool.files.fileio import atomic_path, ensure_out_dir, sha256, write_json, write_text
 
 
 def _leftovers(folder: Path) -> list:
@@ -160,7 +160,7 @@ def test_ensure_out_dir(tmp_path):
 
 
 def test_check_out_dir_refuses_without_creating_anything(tmp_path):
-    from amptool.fileio import check_out_dir
+    from amptool.files.fileio import check_out_dir
 
     check_out_dir(tmp_path / "a" / "b")  # a folder that can be made
     assert not (tmp_path / "a").exists()
@@ -176,7 +176,7 @@ def test_an_output_folder_has_one_writer(tmp_path):
     by a dead one is taken over; the lock file goes when the holder lets go."""
     import fcntl
 
-    from amptool.fileio import LOCK_NAME, output_dir
+    from amptool.files.fileio import LOCK_NAME, output_dir
 
     out = tmp_path / "run"
     out.mkdir()
@@ -195,7 +195,7 @@ def test_an_output_folder_has_one_writer(tmp_path):
 
 
 def test_a_failed_body_removes_the_folder_it_created(tmp_path):
-    from amptool.fileio import output_dir
+    from amptool.files.fileio import output_dir
 
     with pytest.raises(Boom), output_dir(tmp_path / "new"):
         raise Boom
@@ -203,7 +203,7 @@ def test_a_failed_body_removes_the_folder_it_created(tmp_path):
 
 
 def test_line_log_appends_whole_lines(tmp_path):
-    from amptool.fileio import LineLog
+    from amptool.files.fileio import LineLog
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1}\n')
@@ -222,7 +222,7 @@ def test_an_interrupt_during_cleanup_still_removes_the_staging_folder(tmp_path, 
     the same and the interrupt goes on."""
     import shutil
 
-    from amptool import fileio
+    from amptool.files import fileio
 
     real, calls = shutil.rmtree, []
 
@@ -245,7 +245,7 @@ def test_a_stopped_writer_leaves_no_staging_folder_of_its_own(tmp_path):
     the body stops; another process's live one stays."""
     import os
 
-    from amptool import fileio
+    from amptool.files import fileio
 
     theirs = tmp_path / "run" / f"{fileio.TEMP_PREFIX}1-abc"
     (tmp_path / "run").mkdir()

@@ -11,9 +11,9 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from amptool import svgchart as sc
 from amptool.cli import app
-from amptool.htmlreport import ReportPage, render
+from amptool.report import svgchart as sc
+from amptool.report.html import ReportPage, render
 
 runner = CliRunner()
 EXTERNAL = ("http://", "https://", "<script", "<link", " src=", "@import", "url(", "//cdn")

@@ -2,7 +2,7 @@
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.device import available_devices
+from amptool.runtime.device import available_devices
 
 
 def test_info_lists_devices_and_formats():

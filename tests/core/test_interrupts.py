@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from amptool.interrupts import keep_handlers
+from amptool.runtime.interrupts import keep_handlers
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc signal()")
 

@@ -1,4 +1,4 @@
-"""amptool.jsontypes: results to JSON and back by their types, keys exactly as before.
+"""amptool.documents.jsontypes: results to JSON and back by their types, keys exactly as before.
 
 The key sets below are those the dict-built results of the release before typed results
 wrote (captured from a real ``amptool train --json`` of each kind)."""
@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from amptool.jsontypes import from_json, optional_key, to_json
+from amptool.documents.jsontypes import from_json, optional_key, to_json
 from amptool.train.summary import TrainSummary
 
 ACCURACY_RUN = {"best_acc": 0.9554317548746518, "device": "CPU", "epochs": 2,

@@ -1,5 +1,5 @@
 """One judge: what an output is, its limits, the drop check and the lowest cosine
-(``amptool.judge``); and parity and the policy search, each through its own path, giving
+(``amptool.stats.judge``); and parity and the policy search, each through its own path, giving
 the same verdict on the same reference and candidate outputs."""
 from __future__ import annotations
 
@@ -8,15 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from amptool.judge import (
-    DROP_TOLERANCE,
-    drop_within,
-    judge_output,
-    lowest_cosine,
-    output_limits,
-    output_role,
-)
-from amptool.limits import NOT_LOGITS_MAX_ABS_SCALED
+from amptool.stats.judge import (DROP_TOLERANCE, drop_within, judge_output, lowest_cosine,
+                                 output_limits, output_role)
+from amptool.stats.limits import NOT_LOGITS_MAX_ABS_SCALED
 
 LOGITS = np.zeros((4, 10))
 
@@ -226,12 +220,12 @@ def test_parity_and_search_give_the_same_verdict(name, tmp_path, monkeypatch):
 
 
 STREAMED = ("p999_abs_scaled", "tie_tol", "cosine", "mean_abs", "rmse", "rel_l2")
-"""Parity's figures streamed (``amptool.streamstats``): the percentile's sketch and
+"""Parity's figures streamed (``amptool.stats.stream``): the percentile's sketch and
 correctly rounded sums; the search computes them on whole arrays."""
 
 
 def _assert_streamed(streamed: dict, whole: dict) -> None:
-    from amptool.sketch import GRID
+    from amptool.stats.sketch import GRID
 
     assert streamed.keys() == whole.keys()
     p, q = streamed["p999_abs_scaled"], whole["p999_abs_scaled"]

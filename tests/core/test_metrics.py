@@ -5,17 +5,10 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.limits import (
-    FP16_VS_FP32,
-    SAME_PRECISION,
-    Thresholds,
-    check_output_tables,
-    flag_overrides,
-    parse_limit,
-    resolve_thresholds,
-    validate_file_thresholds,
-)
-from amptool.metrics import check_metrics, compute_metrics, degenerate_reference, passed
+from amptool.stats.limits import (FP16_VS_FP32, SAME_PRECISION, Thresholds, check_output_tables,
+                                  flag_overrides, parse_limit, resolve_thresholds,
+                                  validate_file_thresholds)
+from amptool.stats.metrics import check_metrics, compute_metrics, degenerate_reference, passed
 
 
 def _one_line(err) -> str:
@@ -436,7 +429,7 @@ def test_boolean_threshold_refused():
 def test_an_output_that_cannot_be_logits_gets_the_scaled_bound_even_without_a_task():
     """A detector's box or feature output exported from a checkpoint (no task recorded):
     its scaled error is bounded by default, its top-1 rows stay (reported n/a)."""
-    from amptool.limits import NOT_LOGITS_MAX_ABS_SCALED
+    from amptool.stats.limits import NOT_LOGITS_MAX_ABS_SCALED
 
     th = resolve_thresholds("fp32", "fp16", bound_scaled=True)
     assert th.max_abs_scaled == NOT_LOGITS_MAX_ABS_SCALED and th.min_top1 == 0.99
@@ -453,7 +446,8 @@ def test_outputs_that_are_no_logits_are_held_by_their_bulk_and_their_worst_eleme
     bound on the worst element (128 u) do not. A spike in one element breaches the second, a
     block of elements shifted by 4 % of the scale the first, though the worst element stays
     under its bound and cosine under 0.999 neither."""
-    from amptool.limits import FP16_UNIT, NOT_LOGITS_MAX_ABS_SCALED, NOT_LOGITS_MAX_P999_ABS_SCALED
+    from amptool.stats.limits import (FP16_UNIT, NOT_LOGITS_MAX_ABS_SCALED,
+                                      NOT_LOGITS_MAX_P999_ABS_SCALED)
 
     th = resolve_thresholds("fp32", "fp16", logits=False)
     assert (th.max_p999_abs_scaled, th.max_abs_scaled) == (64 * FP16_UNIT, 128 * FP16_UNIT)
@@ -483,7 +477,7 @@ def test_outputs_that_are_no_logits_are_held_by_their_bulk_and_their_worst_eleme
 # ---------------------------------------------------------------- what a sample count resolves
 
 def test_wilson_interval_matches_its_textbook_values():
-    from amptool.counts import wilson
+    from amptool.stats.counts import wilson
 
     assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
@@ -491,7 +485,7 @@ def test_wilson_interval_matches_its_textbook_values():
 
 
 def test_paired_drop_interval_holds_the_drop_and_narrows_with_samples():
-    from amptool.counts import paired_drop_interval
+    from amptool.stats.counts import paired_drop_interval
 
     rng = np.random.RandomState(0)
     widths = []
@@ -510,7 +504,7 @@ def test_paired_drop_interval_holds_the_drop_and_narrows_with_samples():
 
 def test_a_budget_below_one_sample_is_named_with_its_fix():
     """The issue's case: one lost label in 128 (0.78 %) against a 0.5 % budget."""
-    from amptool.counts import resolution_finding
+    from amptool.stats.counts import resolution_finding
 
     ref = np.eye(10)[np.arange(128) % 10] * 5.0
     cand = ref.copy()

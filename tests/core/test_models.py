@@ -2,7 +2,7 @@
 import pytest
 
 from amptool.errors import UsageError
-from amptool.models import model_names, resolve_model
+from amptool.network.models import model_names, resolve_model
 
 HEADER = "from mindspore import nn\n\n"
 SOURCES = {
@@ -169,8 +169,7 @@ def test_bad_references_are_one_line(name, args, spec, words):
 
 
 def test_a_recorded_reference_runs_only_code_the_user_chose(folder, tmp_path, monkeypatch):
-    from amptool.trust import keep_model_file
-    from amptool.trust import PACKAGES_ENV, recorded_reference
+    from amptool.network.trust import PACKAGES_ENV, keep_model_file, recorded_reference
 
     spec = resolve_model(f"{folder}/good.py:build")
     run = tmp_path / "run"

@@ -4,15 +4,8 @@ import json
 import pytest
 
 from amptool.errors import UsageError
-from amptool.policy import (
-    Policy,
-    export_policy,
-    load_policy,
-    make_policy,
-    policy_for,
-    policy_from_dict,
-    save_policy,
-)
+from amptool.precision.policy import (Policy, export_policy, load_policy, make_policy, policy_for,
+                                      policy_from_dict, save_policy)
 
 RICH = {"level": "O2", "dtype": "bf16", "fp32_types": ["LayerNorm", "Softmax"],
         "fp32_cells": ["head.fc"], "fp16_cells": ["body.0.bn"]}

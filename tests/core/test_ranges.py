@@ -3,14 +3,9 @@ past fp16's range while every leaf stays inside it."""
 import numpy as np
 import pytest
 
-from amptool.policy import make_policy
-from amptool.forensics import first_overflow
-from amptool.ranges import (
-    FP16_MAX,
-    measure_ranges,
-    outside_policy,
-    range_candidates,
-)
+from amptool.precision.forensics import first_overflow
+from amptool.precision.policy import make_policy
+from amptool.precision.ranges import FP16_MAX, measure_ranges, outside_policy, range_candidates
 
 
 def _branchy():
@@ -74,7 +69,7 @@ def test_the_block_is_the_candidate_not_its_leaves():
 def test_first_overflow_names_the_block_and_keeping_it_fixes_the_network():
     import mindspore as ms
 
-    from amptool.precision import apply_policy
+    from amptool.precision.apply import apply_policy
 
     x = _x()
     fp32 = _branchy()
@@ -158,7 +153,7 @@ def test_scaled_then_layernorm_flags_exactly_the_scale_and_the_norm():
 def test_healthy_samples_have_no_candidates(sample):
     import mindspore as ms
 
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
 
     ms.set_seed(0)
     spec = resolve_model(sample)
@@ -276,7 +271,7 @@ def test_a_chain_is_not_kept_for_the_compounded_error_of_its_blocks():
     """A deep stack of blocks run alone in fp16 drifts further than any one block: that is
     no failure inside the stack (a chain computes nothing of its own). A block whose own
     construct breaks is kept."""
-    from amptool.ranges import CellRange
+    from amptool.precision.ranges import CellRange
 
     def row(path, error, chain=False):
         return CellRange(path, "SequentialCell" if chain else "Block", 5.0, 5.0, 0.0, error, chain)
@@ -363,7 +358,7 @@ def test_first_overflow_names_the_cell_whose_construct_makes_the_nan_not_its_sof
     import mindspore as ms
     from mindspore import nn
 
-    from amptool.precision import apply_policy
+    from amptool.precision.apply import apply_policy
 
     class Masked(nn.Cell):
         def __init__(self):

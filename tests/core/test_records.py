@@ -1,5 +1,5 @@
 """The records the stages write (run.json, the parity report, summary.json) carry
-schema_version and fit their types in ``amptool.records``, as real runs write them."""
+schema_version and fit their types in ``amptool.documents.records``, as real runs write them."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from amptool import records
-from amptool.artefact.manifest import Manifest
 from amptool.cli import app
-from amptool.schema import field_docs, misfit
+from amptool.documents import records
+from amptool.documents.door import field_docs, misfit
+from amptool.documents.manifest import Manifest
 
 RECORDS = (records.RunRecord, records.ParityReportRecord, records.SummaryRecord,
            records.GoldenMeta)

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from amptool.errors import UsageError
-from amptool.rundir import RunDir, is_checkpoint_file
+from amptool.runs.rundir import RunDir, is_checkpoint_file
 from amptool.train.config import TrainConfig, merge_previous
 
 PREPROCESS = {"height": 8, "width": 8, "channels": 1, "mean": 0.1, "std": 0.3}

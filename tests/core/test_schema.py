@@ -10,9 +10,9 @@ import typing
 
 import pytest
 
-from amptool.artefact.manifest import MANIFEST_VERSION, Manifest, manifest_path, read_manifest
+from amptool.documents.door import field_docs, json_schema, misfit
+from amptool.documents.manifest import MANIFEST_VERSION, Manifest, manifest_path, read_manifest
 from amptool.errors import UsageError
-from amptool.schema import field_docs, json_schema, misfit
 
 POLICY = {"level": "O2", "dtype": "float16", "fp32_types": [], "fp32_cells": [],
           "fp16_cells": []}
@@ -177,7 +177,7 @@ def test_the_schema_comes_from_the_types():
 def test_tuples_and_bare_containers_are_json_lists_and_objects():
     from typing import Tuple
 
-    from amptool.schema import type_schema
+    from amptool.documents.door import type_schema
 
     assert misfit([1, 2], Tuple[int, ...], "x") is None
     assert misfit([1, "a"], Tuple[int, ...], "x").text() == ("field 'x[1]' should be an "

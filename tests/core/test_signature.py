@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.models import parse_model_args
-from amptool.signature import InputSpec, format_signature, image_signature, parse_signature
+from amptool.network.models import parse_model_args
+from amptool.network.signature import InputSpec, format_signature, image_signature, parse_signature
 
 
 def test_text_form_round_trips():

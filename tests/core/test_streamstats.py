@@ -8,12 +8,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from amptool.counts import paired_drop_from_counts, paired_drop_interval
 from amptool.errors import UsageError
-from amptool.exactsum import ExactSum
-from amptool.metrics import compute_metrics
-from amptool.sketch import GRID, LogHistogram, higher_rank
-from amptool.streamstats import OutputStats
+from amptool.stats.counts import paired_drop_from_counts, paired_drop_interval
+from amptool.stats.exactsum import ExactSum
+from amptool.stats.metrics import compute_metrics
+from amptool.stats.sketch import GRID, LogHistogram, higher_rank
+from amptool.stats.stream import OutputStats
 
 EXACT = ("max_abs", "max_abs_scaled", "ref_absmax", "max_rel", "outside_frac", "nonfinite",
          "top1_agree", "counted", "ref_acc", "cand_acc", "acc_drop", "acc_drop_ci")

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from amptool.metrics import degenerate_reference
-from amptool.streamstats import ReferenceSpread
+from amptool.stats.metrics import degenerate_reference
+from amptool.stats.stream import ReferenceSpread
 
 RNG = np.random.RandomState(3)
 CASES = {

@@ -7,16 +7,8 @@ from pathlib import Path
 import pytest
 
 from amptool.errors import UsageError
-from amptool.trust import (
-    STORE_ENV,
-    is_trusted,
-    read_store,
-    recorded_reference,
-    store_path,
-    trust_code,
-    trust_folder,
-    vet_recorded,
-)
+from amptool.network.trust import (STORE_ENV, is_trusted, read_store, recorded_reference,
+                                   store_path, trust_code, trust_folder, vet_recorded)
 
 MODEL = ("from mindspore import nn\n\n\ndef build():\n"
          "    return nn.SequentialCell([nn.Flatten(), nn.Dense(4, 3)])\n\n\n"
@@ -78,7 +70,7 @@ def test_an_unwritable_store_is_one_line(tmp_path, monkeypatch):
 
 
 def test_concurrent_writers_keep_every_entry(store):
-    code = ("import sys\nfrom amptool.trust import trust_code\n"
+    code = ("import sys\nfrom amptool.network.trust import trust_code\n"
             "for i in range(15):\n"
             "    trust_code(f'{sys.argv[1]}{i:02d}'.ljust(64, '0'), sys.argv[0], 'test')\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, f"w{n}"]) for n in range(4)]
@@ -91,7 +83,7 @@ def _folder(tmp_path, name: str) -> tuple:
     folder = tmp_path / name
     (folder / "model").mkdir(parents=True)
     (folder / "model" / "net.py").write_text(MODEL)
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     kept = {"file": "model/net.py", "sha256": sha256(folder / "model" / "net.py")}
     ref = recorded_reference({"model": "/far/away/net.py:build"}, kept, folder / "run.json",
@@ -112,7 +104,7 @@ def test_a_folder_made_elsewhere_runs_only_after_consent(store, tmp_path):
 
 
 def test_an_edited_copy_with_a_rewritten_hash_is_refused(store, tmp_path):
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     folder, ref = _folder(tmp_path, "mine")
     trust_folder(folder)
@@ -141,9 +133,9 @@ def test_samples_and_trusted_packages_need_no_consent(store, tmp_path):
 
 
 def test_a_model_the_user_names_is_remembered(store, tmp_path):
-    from amptool.fileio import sha256
-    from amptool.models import resolve_model
-    from amptool.trust import keep_model_file
+    from amptool.files.fileio import sha256
+    from amptool.network.models import resolve_model
+    from amptool.network.trust import keep_model_file
 
     file = tmp_path / "net.py"
     file.write_text(MODEL)

@@ -24,9 +24,9 @@ class Exports:
 
     def get(self, name: str) -> dict:
         def make(out: Path) -> dict:
-            from amptool.artefact.manifest import Manifest
+            from amptool.documents.door import misfit
+            from amptool.documents.manifest import Manifest
             from amptool.export.api import ExportConfig, export
-            from amptool.schema import misfit
 
             results = export(ExportConfig(
                 run=str(self.runs.get(name)), formats=("MINDIR", "ONNX"), dynamic_batch=True,
@@ -47,11 +47,10 @@ def exports(runs, shared) -> Exports:
 def reference(run_dir: Path, samples: int | None = None):
     """(x, y, fp32 logits of the in-memory network with the run's best weights)."""
     import mindspore as ms
-
-    from amptool.checkpoint import load_into_net, read_checkpoint
     from smalldata import load_eval_split
 
-    from amptool.models import resolve_model
+    from amptool.network.checkpoint import load_into_net, read_checkpoint
+    from amptool.network.models import resolve_model
 
     info = json.loads((run_dir / "run.json").read_text())
     spec = resolve_model(info["config"]["model"])

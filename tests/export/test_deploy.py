@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from amptool.cli import app
 from amptool.export.deploy import ACL_MODE, LITE_MODE, NONE_FP16, NONE_FP32, settings_paths
-from amptool.fileio import sha256
+from amptool.files.fileio import sha256
 
 from .user_models import save_init_checkpoint, triu_net
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.fileio import sha256
+from amptool.files.fileio import sha256
 
 from .user_models import baked_batch_net, save_init_checkpoint, triu_net
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from amptool.artefact.manifest import read_manifest
 from amptool.cli import app
-from amptool.fileio import sha256
+from amptool.documents.manifest import read_manifest
+from amptool.files.fileio import sha256
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
 
@@ -20,7 +20,7 @@ cli = CliRunner()
 @pytest.mark.parametrize("fmt", ["MINDIR", "ONNX"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_manifest_fields(fmt, precision, exports, runs):
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
 
     result = exports.get("resnet")[(fmt, precision)]
     m = read_manifest(result.path)

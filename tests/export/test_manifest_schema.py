@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from amptool.artefact.manifest import MANIFEST_VERSION, Manifest, read_manifest
 from amptool.cli import app
-from amptool.schema import misfit
+from amptool.documents.door import misfit
+from amptool.documents.manifest import MANIFEST_VERSION, Manifest, read_manifest
 
 pytestmark = pytest.mark.slow  # exports a real network (once per session)
 

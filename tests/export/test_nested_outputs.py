@@ -46,8 +46,8 @@ SHAPES = [[-1, 2], [-1, 3], [-1, 1]]
 def test_flat_outputs_unrolls_depth_first_in_both_modes():
     import mindspore as ms
 
-    from amptool.device import execution_mode
-    from amptool.models import flat_outputs
+    from amptool.network.models import flat_outputs
+    from amptool.runtime.device import execution_mode
 
     t = [ms.Tensor(np.full((1,), k, np.float32)) for k in range(4)]
     nested = (t[0], (t[1], [t[2], (t[3],)]))

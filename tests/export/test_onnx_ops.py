@@ -9,7 +9,7 @@ import pytest
 def ms():
     import mindspore
 
-    from amptool.device import execution_mode
+    from amptool.runtime.device import execution_mode
 
     with execution_mode(graph=False):
         yield mindspore

@@ -146,8 +146,8 @@ def _eager(factory, ckpt: Path, x: np.ndarray) -> np.ndarray:
     """The fp32 network with the checkpoint's weights, run eagerly on ``x``."""
     import mindspore as ms
 
-    from amptool.checkpoint import load_into_net, read_checkpoint
-    from amptool.device import execution_mode
+    from amptool.network.checkpoint import load_into_net, read_checkpoint
+    from amptool.runtime.device import execution_mode
 
     net = factory()
     load_into_net(net, read_checkpoint(ckpt))

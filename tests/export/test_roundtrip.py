@@ -56,10 +56,10 @@ def test_artefact_matches_network(model, precision, fmt, exports, references):
 def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
     """fp16 stores exactly the checkpoint rounded to fp16, except the policy's fp32 cells."""
     from amptool.artefact import mindir, onnx
-    from amptool.checkpoint import read_checkpoint
-    from amptool.models import resolve_model
-    from amptool.policy import export_policy, policy_from_dict
-    from amptool.precision import low_precision_params, resolve_fp32_cells
+    from amptool.network.checkpoint import read_checkpoint
+    from amptool.network.models import resolve_model
+    from amptool.precision.apply import low_precision_params, resolve_fp32_cells
+    from amptool.precision.policy import export_policy, policy_from_dict
 
     got = exports.get(model)
     manifest = got[("MINDIR", "fp16")].manifest

@@ -64,7 +64,7 @@ def test_the_split_form_is_written_as_one_set(split):
         "wide_mlp_fp32_graph.mindir", "wide_mlp_fp32_graph.mindir.json",
         "wide_mlp_fp32_variables", "wide_mlp_fp32_variables/data_0"]
     assert Path(by[("MINDIR", "fp32")]["path"]).name == "wide_mlp_fp32_graph.mindir"
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     for art in by.values():
         m = art["manifest"]
@@ -107,7 +107,7 @@ def test_onnx_goes_apart_where_mindspore_splits_a_mindir(ckpt, tmp_path, monkeyp
 def _eager(ckpt, x):
     import mindspore as ms
 
-    from amptool.checkpoint import load_into_net, read_checkpoint
+    from amptool.network.checkpoint import load_into_net, read_checkpoint
 
     net = wide_mlp()
     load_into_net(net, read_checkpoint(ckpt))
@@ -241,9 +241,9 @@ def test_a_failed_split_export_leaves_nothing(tmp_path):
 
 
 def test_too_little_free_space_is_refused_up_front(ckpt, tmp_path, monkeypatch):
-    import amptool.fileio
+    import amptool.files.fileio
 
-    monkeypatch.setattr(amptool.fileio, "free_bytes", lambda folder: 5_000_000)
+    monkeypatch.setattr(amptool.files.fileio, "free_bytes", lambda folder: 5_000_000)
     res = invoke("export", "--ckpt", ckpt, "--model", MODEL, "--data", "none",
                  "-f", "mindir,onnx", "--out", tmp_path / "o")
     assert res.exit_code == 2, res.output

@@ -144,7 +144,7 @@ def test_a_written_networks_weights_are_let_go(tmp_path):
 
     from amptool.export import mindir
     from amptool.export.writer import _let_go
-    from amptool.precision import cast_outputs
+    from amptool.precision.apply import cast_outputs
 
     def rss() -> int:
         with open("/proc/self/statm") as fh:

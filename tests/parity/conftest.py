@@ -33,7 +33,7 @@ def copy_artefact(src: str, dst_dir: Path, name: str) -> Path:
 
 def write_manifest(artefact: Path, manifest: dict) -> None:
     from amptool.artefact.files import file_facts
-    from amptool.fileio import sha256
+    from amptool.files.fileio import sha256
 
     manifest = dict(manifest, sha256=sha256(artefact), file_size=artefact.stat().st_size,
                     files=file_facts(artefact))
@@ -98,8 +98,8 @@ def renormalized_fp16(simplecnn, shared):
 def seeded_export(shared):
     """name -> MINDIR fp32/fp16 of a seeded, untrained sample model (exported once)."""
     def make(name, out):
-        from amptool.device import import_mindspore, resolve_device, set_device
-        from amptool.models import sample_spec
+        from amptool.network.models import sample_spec
+        from amptool.runtime.device import import_mindspore, resolve_device, set_device
 
         ms = import_mindspore()
         set_device(resolve_device("auto"))
@@ -116,8 +116,8 @@ def seeded_export(shared):
 def typed_report(partial: dict):
     """A ``ParityReport`` of a hand-written report dict, the keys a test leaves out filled
     with neutral values (no findings, no per-layer data, default limits)."""
-    from amptool.limits import Thresholds
     from amptool.parity.report import ParityReport
+    from amptool.stats.limits import Thresholds
 
     limits = Thresholds().to_dict()
     cands = [{"kind": "artefact", "thresholds": limits, "task": None, "findings": [],

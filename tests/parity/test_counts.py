@@ -1,9 +1,9 @@
 """A ``--metric`` that is a rate over the samples is judged like a count: its drop's interval
-and the budget it can resolve (``amptool.counts``)."""
+and the budget it can resolve (``amptool.stats.counts``)."""
 import numpy as np
 
-from amptool.counts import resolution_finding
 from amptool.parity.task import judge_task
+from amptool.stats.counts import resolution_finding
 
 
 def _accuracy(outputs, labels):

@@ -14,9 +14,9 @@ def test_per_layer_and_the_range_pass_name_the_cell_deep_in_the_stack():
     import mindspore as ms
 
     from amptool import find_fp32_cells
-    from amptool.device import execution_mode
     from amptool.parity.layers import LayerProbe
-    from amptool.policy import make_policy
+    from amptool.precision.policy import make_policy
+    from amptool.runtime.device import execution_mode
 
     ms.set_seed(0)
     probe = LayerProbe(PLANTED)

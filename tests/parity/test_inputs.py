@@ -1,12 +1,12 @@
 """``parity --inputs``: arrays matched by the model's own input names and the run's targets,
-the rule training's npz data follows (``amptool.sources.match_inputs``); several targets
+the rule training's npz data follows (``amptool.data.sources.match_inputs``); several targets
 keep the class labels for class logits and say which array they are."""
 import numpy as np
 import pytest
 
+from amptool.data.sources import match_inputs
 from amptool.errors import UsageError
 from amptool.parity.inputs import load_golden, load_npz_inputs, pick_labels
-from amptool.sources import match_inputs
 
 RNG = np.random.RandomState(0)
 IDS = RNG.randint(0, 64, (12, 32)).astype(np.int32)

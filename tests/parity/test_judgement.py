@@ -178,8 +178,8 @@ def two_heads(tmp_path_factory):
 
     from amptool.artefact.files import file_facts
     from amptool.export.api import ExportConfig, export
-    from amptool.fileio import sha256
-    from amptool.models import resolve_model
+    from amptool.files.fileio import sha256
+    from amptool.network.models import resolve_model
 
     root = tmp_path_factory.mktemp("two_heads")
     (root / "two.py").write_text(TWO_HEADS)

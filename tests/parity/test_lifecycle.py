@@ -63,12 +63,12 @@ class Lifecycle:
 
 
 def test_each_artefact_is_released_before_the_next_opens(simplecnn, monkeypatch, tmp_path):
-    import amptool.device
+    import amptool.runtime.device
     from amptool.artefact import runners
 
     seen = Lifecycle(monkeypatch)
-    released, release = [], amptool.device.release_compiled
-    monkeypatch.setattr(amptool.device, "release_compiled",
+    released, release = [], amptool.runtime.device.release_compiled
+    monkeypatch.setattr(amptool.runtime.device, "release_compiled",
                         lambda graph=True: (released.append(graph), release(graph)))
     monkeypatch.setattr(runners, "RELEASE_GRAPH_BYTES", 0)  # as a big artefact: graph too
     sides = [simplecnn["mindir_fp32"], simplecnn["mindir_fp16"]]
@@ -130,9 +130,9 @@ def test_a_checkpoint_reference_is_one_network_read_entry_by_entry(tmp_path, mon
     inputs from its signature."""
     import mindspore as ms
 
-    import amptool.checkpoint
+    import amptool.network.checkpoint
     from amptool.export.api import ExportConfig, export
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
 
@@ -147,8 +147,8 @@ def test_a_checkpoint_reference_is_one_network_read_entry_by_entry(tmp_path, mon
     builds.unlink()
 
     whole = []
-    read = amptool.checkpoint.read_checkpoint
-    monkeypatch.setattr(amptool.checkpoint, "read_checkpoint",
+    read = amptool.network.checkpoint.read_checkpoint
+    monkeypatch.setattr(amptool.network.checkpoint, "read_checkpoint",
                         lambda *a, **k: (whole.append(a), read(*a, **k))[1])
     report = parity(ParityConfig(reference=str(ckpt), candidates=(fp16,), model=model,
                                  samples=16)).to_dict()

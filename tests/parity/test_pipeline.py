@@ -46,11 +46,11 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
     assert set(summary) == SUMMARY_KEYS and set(summary["train"]) == TRAIN_KEYS
     assert [set(r) for r in summary["artefacts"][:2]] == [REFERENCE_ROW, CANDIDATE_ROW]
     assert set(rows[("MINDIR", "fp16")]["outputs"][0]) == OUTPUT_ROW
-    from amptool.runsummary import PipelineSummary
+    from amptool.documents.summary import PipelineSummary
 
     assert PipelineSummary.from_dict(summary).to_dict() == summary
-    from amptool.records import SummaryRecord
-    from amptool.schema import misfit
+    from amptool.documents.door import misfit
+    from amptool.documents.records import SummaryRecord
 
     assert misfit(summary, SummaryRecord, "") is None  # the published schema agrees
     from amptool.pipeline import write_summary
@@ -93,8 +93,8 @@ def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
         onnx = rows[("ONNX", "fp16")]
         assert onnx["verdict"] in ("PASS*", "FAIL*")
         assert "trapmlp_fp16.mindir (FAIL)" in onnx["caveat"]
+        from amptool.documents.summary import PipelineSummary
         from amptool.pipeline import PipelineResult, format_summary
-        from amptool.runsummary import PipelineSummary
 
         typed = PipelineSummary.from_dict(summary)
         table = format_summary(PipelineResult(typed.passed, typed))

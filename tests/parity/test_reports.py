@@ -65,7 +65,7 @@ def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupte
                                                              monkeypatch):
     """The comparison's dict, read into ``ParityReport`` at its boundary, comes back as the
     same JSON (every key, None and NaN included); a key renamed on the way is refused."""
-    from amptool.fileio import jsonable
+    from amptool.files.fileio import jsonable
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import ParityReport
@@ -82,8 +82,8 @@ def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupte
     assert set(raw["candidates"][0]["outputs"][0]) == OUTPUT_KEYS
     assert set(raw["candidates"][0]["outputs"][0]["metrics"]) == LOGITS_METRICS
     assert report.candidates[1].culprit.kind == "weights" and not report.passed
-    from amptool.records import ParityReportRecord
-    from amptool.schema import misfit
+    from amptool.documents.door import misfit
+    from amptool.documents.records import ParityReportRecord
 
     assert misfit(raw, ParityReportRecord, "") is None  # the published schema agrees
     metrics = raw["candidates"][0]["outputs"][0]["metrics"]
@@ -170,7 +170,7 @@ def test_threshold_flags_and_config_file(simplecnn, tmp_path):
 
 
 def test_default_thresholds_per_pair():
-    from amptool.limits import resolve_thresholds
+    from amptool.stats.limits import resolve_thresholds
 
     fp16 = resolve_thresholds("fp32", "fp16")
     fp32 = resolve_thresholds("fp32", "fp32")
@@ -259,7 +259,7 @@ def test_parity_as_a_subprocess(trap):
 def test_a_golden_files_model_is_vetted_before_it_runs(tmp_path):
     """The model a golden file names is a file's word, like a manifest's."""
     from amptool.errors import UsageError
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
     from amptool.parity.inputs import load_golden
 
     meta = {"reference": "r.mindir", "format": "MINDIR", "precision": "fp32", "preprocess": None,

@@ -171,10 +171,10 @@ def test_per_layer_networks_take_the_weights_they_are_given_without_a_copy():
     from mindspore import nn
     from mindspore.common.initializer import initializer
 
-    from amptool.ckptstream import build_uninitialized
-    from amptool.device import execution_mode
+    from amptool.network.ckptstream import build_uninitialized
     from amptool.parity.layers import _Capture
-    from amptool.policy import make_policy
+    from amptool.precision.policy import make_policy
+    from amptool.runtime.device import execution_mode
 
     class Net(nn.Cell):
         def __init__(self):

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.judge import output_role
-from amptool.limits import Thresholds
-from amptool.metrics import compute_metrics
+from amptool.network.taskmetric import metric_mode, require_declared
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.store import Spool, StoredArray, stored_npz, write_npz
 from amptool.parity.stream import prefetched, spans
-from amptool.taskmetric import metric_mode, require_declared
+from amptool.stats.judge import output_role
+from amptool.stats.limits import Thresholds
+from amptool.stats.metrics import compute_metrics
 
 RNG = np.random.RandomState(7)
 

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.limits import FP16_VS_FP32
-from amptool.metrics import check_metrics, compute_metrics, passed
 from amptool.parity.candidate import label_fp16_fidelity, reference_notes
 from amptool.parity.compare import check_config
 from amptool.parity.config import ParityConfig
 from amptool.parity.report import failure_line, format_table, junit_xml
+from amptool.parity.task import evaluate, judge_task, load_metric
+from amptool.stats.limits import FP16_VS_FP32
+from amptool.stats.metrics import check_metrics, compute_metrics, passed
 
 from .conftest import typed_report
-from amptool.parity.task import evaluate, judge_task, load_metric
 
 
 def _one_line(err) -> str:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import amptool
-from amptool.device import set_device
 from amptool.errors import UsageError
+from amptool.runtime.device import set_device
 
 PLANTED = f"{Path(__file__).resolve().parent.parent / 'planted_branches.py'}:build"
 
@@ -23,8 +23,8 @@ def ms():
 
 
 def _digits(model: str, source: str = "digits"):
-    from amptool.data import load_model_data
-    from amptool.models import resolve_model
+    from amptool.data.dataset import load_model_data
+    from amptool.network.models import resolve_model
 
     spec = resolve_model(model)
     return spec, load_model_data(source, spec, 0.2)
@@ -38,8 +38,8 @@ def _snapshot(cell):
 def test_own_loop_logs_the_losses_amptool_train_logs(ms, few_o2_run, few_digits):
     """The same seed, data order, batch size, epochs and lr: every step's loss is the one
     ``amptool train`` wrote to metrics.jsonl (logged at every step there)."""
-    from amptool.data import epoch_batches
-    from amptool.rows import target_columns
+    from amptool.data.dataset import epoch_batches
+    from amptool.data.rows import target_columns
 
     out, summary = few_o2_run
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -69,7 +69,7 @@ def test_own_loop_logs_the_losses_amptool_train_logs(ms, few_o2_run, few_digits)
 def test_an_overflowing_batch_is_skipped(ms):
     """A scale of 2**40 overflows fp16 gradients: the weights and the optimizer state stay
     bit-identical, the scale halves, and the next steps back off until one applies."""
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     ms.set_seed(0)
     net = sample_spec("simplecnn").build()
@@ -162,7 +162,7 @@ def _one_line(exc) -> str:
 
 
 def test_mistakes_are_one_line(ms):
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     net = sample_spec("simplecnn").build()
     with pytest.raises(UsageError) as exc:
@@ -192,7 +192,7 @@ def test_a_loss_cell_or_function_trains_as_the_named_loss(ms):
     name ``cross-entropy`` gives, step for step."""
     from mindspore import nn, ops
 
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     def ce(logits, labels):
         return ops.cross_entropy(logits, labels)

@@ -198,8 +198,8 @@ def test_resume_refuses_another_optimizer_and_keeps_a_finished_run(tmp_path, out
     assert_one_line_error(*invoke("train", "--resume", "--epochs", "2", "--optimizer", "sgd",
                                   "--out", out), "holds adam state", "--optimizer adam")
     if fmt == "safetensors":  # a checkpoint that names no optimizer: run.json says which
-        from amptool.checkpoint import read_checkpoint
-        from amptool.device import import_mindspore
+        from amptool.network.checkpoint import read_checkpoint
+        from amptool.runtime.device import import_mindspore
 
         ms = import_mindspore()
         raw = ms.load_checkpoint(str(last), format="safetensors")

@@ -4,12 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from smalldata import load_dataset, load_eval_split, load_raw
 
-from amptool.data import epoch_batches, split_indices
-from amptool.device import set_device
+from amptool.data.dataset import epoch_batches, split_indices
 from amptool.errors import UsageError
+from amptool.runtime.device import set_device
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -115,7 +114,7 @@ def test_image_files_are_decoded_in_the_pipeline_as_requested(tmp_path):
     """Streamed batches (any number of workers) equal the images read one by one."""
     from PIL import Image
 
-    from amptool.data import load_model_data
+    from amptool.data.dataset import load_model_data
 
     root = _folder(tmp_path / "imgs")
     data = load_model_data(f"imagefolder:{root}", _model((3, 12, 10)), 0.25, workers=2)
@@ -137,8 +136,8 @@ def test_image_files_are_decoded_in_the_pipeline_as_requested(tmp_path):
 
 
 def test_unreadable_images_are_skipped_and_named(tmp_path):
-    from amptool.data import load_model_data
-    from amptool.sources import skipped_note
+    from amptool.data.dataset import load_model_data
+    from amptool.data.sources import skipped_note
 
     root = _folder(tmp_path / "imgs")
     (root / "a" / "9.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)  # header only
@@ -155,7 +154,7 @@ def test_unreadable_images_are_skipped_and_named(tmp_path):
 
 @pytest.mark.parametrize("layout", ["flat", "empty classes", "none readable", "missing"])
 def test_image_folder_mistakes(tmp_path, layout):
-    from amptool.data import load_model_data
+    from amptool.data.dataset import load_model_data
 
     root = tmp_path / "imgs"
     if layout == "flat":
@@ -180,8 +179,8 @@ def test_image_folder_mistakes(tmp_path, layout):
 
 
 def test_npz_stored_uncompressed_is_memory_mapped(tmp_path):
-    from amptool.data import load_model_data
-    from amptool.sources import npz_arrays
+    from amptool.data.dataset import load_model_data
+    from amptool.data.sources import npz_arrays
 
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 256, (60, 8, 8)).astype(np.uint8), np.arange(60) % 10
@@ -203,7 +202,7 @@ def test_npz_stored_uncompressed_is_memory_mapped(tmp_path):
 
 
 def test_statistics_come_from_a_bounded_sample(monkeypatch):
-    from amptool import data as data_mod
+    from amptool.data import dataset as data_mod
 
     full = data_mod.load_model_data("digits", _model((1, 28, 28), 10))
     monkeypatch.setattr(data_mod, "STATS_SAMPLES", 100)
@@ -216,7 +215,7 @@ def test_statistics_come_from_a_bounded_sample(monkeypatch):
 
 
 def test_data_workers_are_checked():
-    from amptool.feed import check_workers, default_workers
+    from amptool.data.feed import check_workers, default_workers
 
     assert check_workers(None) == default_workers() >= 1
     assert check_workers(10_000) >= 1
@@ -251,7 +250,7 @@ def test_training_on_an_image_folder_warns_once_about_a_broken_file(tmp_path):
 
 
 def test_a_bad_value_found_by_a_pipeline_worker_is_one_usage_error(tmp_path):
-    from amptool.data import load_model_data
+    from amptool.data.dataset import load_model_data
 
     x = np.random.default_rng(0).random((40, 8, 8)).astype(np.float32)
     x[37, 2, 2] = np.nan  # not the row checked up front: the statistics pass meets it
@@ -265,7 +264,7 @@ def test_a_bad_value_found_by_a_pipeline_worker_is_one_usage_error(tmp_path):
 def test_one_stream_over_the_epochs_gives_each_epochs_batches(tmp_path, source):
     """A run reads through one pipeline across epochs: epoch by epoch it gives exactly the
     batches a pipeline of that epoch alone gives, in order."""
-    from amptool.data import epoch_batches, load_model_data
+    from amptool.data.dataset import epoch_batches, load_model_data
 
     spec = f"imagefolder:{_folder(tmp_path / 'imgs')}" if source == "imagefolder" else "digits"
     model = _model((3, 12, 10)) if source == "imagefolder" else _model((1, 28, 28), 10)
@@ -315,7 +314,7 @@ def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, m
     stream (past it, after steps were trained on the files before it, and past the 16
     batches after the last one delivered): one usage error naming the file, and no output
     folder left."""
-    from amptool import data as data_mod
+    from amptool.data import dataset as data_mod
 
     monkeypatch.setattr(data_mod, "STATS_SAMPLES", stats_samples)
     root = _folder(tmp_path / "imgs", per_class=per_class)
@@ -332,7 +331,7 @@ def test_an_image_that_passes_the_check_but_does_not_decode_is_named(tmp_path, m
 
 
 def test_augment_crops_and_flips_each_image_by_seed_epoch_and_row():
-    from amptool.data import Augment, parse_augment
+    from amptool.data.dataset import Augment, parse_augment
 
     x = np.random.default_rng(0).random((6, 2, 16, 8)).astype(np.float32)
     rows = np.array([5, 9, 2, 7, 11, 3])
@@ -366,7 +365,7 @@ def test_augmented_streams_resume_exactly(tmp_path, source):
     """A stream started at epoch 1 (a resumed run) gives the augmented batches the stream
     from epoch 0 gives there: the unaugmented stream's rows, each changed as ``Augment``
     says before standardization."""
-    from amptool.data import Augment, epoch_batches, load_model_data
+    from amptool.data.dataset import Augment, epoch_batches, load_model_data
 
     spec = f"imagefolder:{_folder(tmp_path / 'imgs')}" if source == "imagefolder" else "digits"
     model = _model((3, 12, 10)) if source == "imagefolder" else _model((1, 28, 28), 10)

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from amptool.cli import app
 from amptool.errors import UsageError, WorkerFailed
+from amptool.runtime.msjob import python_shim
 from amptool.train.config import TrainConfig
-from amptool.msjob import python_shim
 from amptool.train.launch import Layout, launch_workers, msrun_command
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
@@ -29,7 +29,7 @@ PLANTED_STEPS = (2, 5)  # 0-based steps whose rank-1 batch holds an fp16-overflo
 
 GAIN_MODEL = '''
 from mindspore import nn, ops
-from amptool.models import sample_spec
+from amptool.network.models import sample_spec
 
 
 class Planted(nn.Cell):
@@ -56,7 +56,7 @@ build.num_classes = 10
 CRASH_MODEL = '''
 import os, threading, time
 from pathlib import Path
-from amptool.models import sample_spec
+from amptool.network.models import sample_spec
 
 OUT = Path({out!r})
 
@@ -81,7 +81,7 @@ HANG_MODEL = '''
 import os, time
 if os.environ.get("RANK_ID") == "1" and os.environ.get("MS_ROLE") == "MS_WORKER":
     time.sleep(3600)
-from amptool.models import sample_spec
+from amptool.network.models import sample_spec
 
 
 def build():
@@ -97,7 +97,7 @@ def _planted_digits(path: Path) -> None:
     """The bundled digits with all-white images at rank 1's first slot of PLANTED_STEPS."""
     from importlib import resources
 
-    from amptool.data import split_indices
+    from amptool.data.dataset import split_indices
 
     with resources.as_file(resources.files("amptool.samples") / "data" / "digits.npz") as p:
         with np.load(p) as z:
@@ -205,7 +205,7 @@ def test_a_crashing_worker_stops_the_job_and_keeps_the_checkpoint(tmp_path, left
     assert "rank 1 of 2 exited with code 7" in message
     assert str(out / "logs" / "worker_1.log") in message
     assert f"last good checkpoint kept: {out / 'last.ckpt'}" in message
-    from amptool.checkpoint import meta_of, read_checkpoint
+    from amptool.network.checkpoint import meta_of, read_checkpoint
 
     assert meta_of(read_checkpoint(out / "last.ckpt"))["epoch"] >= 1
     assert not list(out.glob(".amptool-tmp-*"))

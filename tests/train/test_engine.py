@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from amptool.device import set_device
 from amptool.errors import UsageError
+from amptool.runtime.device import set_device
 from amptool.train.engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 
 
@@ -18,9 +18,9 @@ def ms():
 def _step_setup(ms, init, window=2000, level="O2"):
     from mindspore import nn
 
-    from amptool.models import sample_spec
-    from amptool.policy import make_policy
-    from amptool.precision import apply_policy
+    from amptool.network.models import sample_spec
+    from amptool.precision.apply import apply_policy
+    from amptool.precision.policy import make_policy
 
     ms.set_seed(0)
     net = sample_spec("simplecnn").build()
@@ -70,7 +70,7 @@ def test_scale_grows_after_clean_window(ms):
 def test_no_scaling_updates_every_step(ms):
     from mindspore import nn
 
-    from amptool.models import sample_spec
+    from amptool.network.models import sample_spec
 
     net = sample_spec("lenet5").build()
     opt = make_optimizer("sgd", net.trainable_params(), 0.1)

@@ -102,8 +102,8 @@ def test_auto_policy_of_a_healthy_sample_keeps_nothing_and_trapmlp_keeps_norm(tm
                                            "trapmlp_fp16.mindir.atc.txt"]
     assert fp16["deployment"]["depends"] is True
     assert all((out / "export" / name).is_file() for name in fp16["deployment"]["files"])
+    from amptool.documents.summary import PipelineSummary
     from amptool.pipeline import PipelineResult, format_summary
-    from amptool.runsummary import PipelineSummary
 
     typed = PipelineSummary.from_dict(summary)
     table = format_summary(PipelineResult(typed.passed, typed)).splitlines()
@@ -119,9 +119,9 @@ def test_auto_policy_measures_batch_normalization_as_the_step_computes_it(tmp_pa
     keeps nothing and the run trains."""
     import numpy as np
 
-    from amptool.data import load_model_data
-    from amptool.models import resolve_model
-    from amptool.ranges import measure_ranges, range_candidates
+    from amptool.data.dataset import load_model_data
+    from amptool.network.models import resolve_model
+    from amptool.precision.ranges import measure_ranges, range_candidates
 
     model = PLANTED.replace(":build", ":normalized")
     spec = resolve_model(model)

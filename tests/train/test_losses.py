@@ -5,12 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from amptool.device import set_device
 from amptool.errors import UsageError
-from amptool.losses import LossSpec, build_loss, resolve_loss
+from amptool.network.losses import LossSpec, build_loss, resolve_loss
+from amptool.runtime.device import set_device
 
 from .test_cli import assert_one_line_error, invoke
-
 
 REG_MODEL = '''
 import mindspore.nn as nn
@@ -271,10 +270,10 @@ def test_overflow_skipping_works_with_a_regression_loss(task):
     scale halved; once the scale fits the step updates."""
     import mindspore as ms
 
-    from amptool.losses import LossSpec, build_loss
-    from amptool.models import resolve_model
-    from amptool.policy import make_policy
-    from amptool.precision import apply_policy
+    from amptool.network.losses import LossSpec, build_loss
+    from amptool.network.models import resolve_model
+    from amptool.precision.apply import apply_policy
+    from amptool.precision.policy import make_policy
     from amptool.train.engine import LossScale, TrainStep, make_optimizer
 
     set_device("CPU")
@@ -301,7 +300,7 @@ def test_overflow_skipping_works_with_a_regression_loss(task):
 # --- parity judges a regression by its errors, not by top-1 ----------------------------------
 
 def test_outputs_that_are_no_class_logits_get_no_top1_and_a_scaled_error_bound():
-    from amptool.limits import NOT_LOGITS_MAX_ABS_SCALED, resolve_thresholds
+    from amptool.stats.limits import NOT_LOGITS_MAX_ABS_SCALED, resolve_thresholds
 
     fp16 = resolve_thresholds("fp32", "fp16", logits=False)
     assert fp16.min_top1 is None and fp16.max_acc_drop is None

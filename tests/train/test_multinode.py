@@ -93,7 +93,7 @@ def test_node_0_writes_the_run_and_each_node_its_own_logs(two_nodes, left_alive)
     records = [json.loads(line) for line in (host0 / "metrics.jsonl").read_text().splitlines()]
     logged = [r["step"] for r in records if "loss" in r]  # the first, every 10th, the last
     assert logged == [1, 10, summary["steps"]] and len(records) == len(logged) + 1
-    from amptool.checkpoint import meta_of, read_checkpoint
+    from amptool.network.checkpoint import meta_of, read_checkpoint
 
     assert meta_of(read_checkpoint(host0 / "last.ckpt"))["epoch"] == 1
     assert (host0 / "best.ckpt").is_file() and (host0 / "report.html").is_file()

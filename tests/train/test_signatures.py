@@ -132,8 +132,8 @@ def test_dynamic_sequence_length_exports_and_runs_at_any_length(tmp_path):
     import mindspore as ms
 
     from amptool.artefact.runners import load_runner
-    from amptool.checkpoint import build_with_weights, read_checkpoint
-    from amptool.models import resolve_model
+    from amptool.network.checkpoint import build_with_weights, read_checkpoint
+    from amptool.network.models import resolve_model
 
     source = TWO_INPUTS.replace('"ids:-1x32:int32:0..64,mask:-1x32:int32:0..2"',
                                 '"ids:-1x-1:int32:0..64,mask:-1x-1:int32:0..2"')

@@ -34,7 +34,7 @@ def test_mindspore_itself_refuses_sinking_on_cpu():
     import mindspore.dataset as ds
     import numpy as np
 
-    from amptool.device import set_device
+    from amptool.runtime.device import set_device
 
     set_device("CPU")
     data = ds.NumpySlicesDataset({"x": np.zeros((4, 2), np.float32)}, shuffle=False).batch(2)

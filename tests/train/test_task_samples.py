@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from amptool.data.bundled import boxes_dataset, sequences_dataset
+from amptool.data.sources import open_arrays, open_images, readable_here
 from amptool.errors import UsageError
-from amptool.bundled import boxes_dataset, sequences_dataset
-from amptool.sources import open_arrays, open_images, readable_here
 
 TOP1 = ("top1_agree", "top1_agree_clear", "ref_acc", "cand_acc", "acc_drop", "acc_drop_clear")
 DETECTOR_LOSS = "amptool.samples.losses:BoxAndClassLoss"
@@ -43,7 +43,7 @@ def test_boxes_task_holds_one_rectangle_of_its_class():
 
 
 def test_task_sources_feed_their_models_only():
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
 
     lm = resolve_model("causallm")
     rows, (names, ys) = open_arrays("sequences", lm.inputs, None, labels=False)
@@ -131,11 +131,11 @@ def test_detector_trains_at_o2_and_parity_judges_each_output(doc_run):
 
 
 def test_a_recorded_sample_loss_runs_and_another_package_loss_does_not(tmp_path):
-    from amptool.trust import vet_recorded_code
+    from amptool.network.trust import vet_recorded_code
 
     assert vet_recorded_code(DETECTOR_LOSS, None, "run.json", tmp_path, "loss") == DETECTOR_LOSS
     with pytest.raises(UsageError, match="from package amptool, which is not trusted"):
-        vet_recorded_code("amptool.losses:build_loss", None, "run.json", tmp_path, "loss")
+        vet_recorded_code("amptool.network.losses:build_loss", None, "run.json", tmp_path, "loss")
 
 
 @pytest.mark.slow
@@ -158,7 +158,7 @@ def test_detector_golden_outputs_keep_the_class_labels(doc_run, tmp_path):
 
 
 def test_a_factory_declares_its_class_logits_output(monkeypatch):
-    from amptool.models import resolve_model
+    from amptool.network.models import resolve_model
     from amptool.samples.tasks import TinyDetector
 
     ref = "amptool.samples.tasks:TinyDetector"
@@ -207,11 +207,11 @@ def test_every_output_is_read_by_the_summary_the_exit_and_the_search(doc_run, tm
     class head alone fails the candidate (the run's exit), named by output, though the first
     output passes; and convert search judges both outputs of every trial."""
     from amptool.convert.search import SearchConfig, search_policy
+    from amptool.documents.summary import ArtefactRow
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import failure_line
     from amptool.pipeline import breach_lines, output_rows
-    from amptool.runsummary import ArtefactRow
 
     from ..parity.conftest import corrupt_mindir_weight
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amptool.artefact.manifest import Manifest
-from amptool.schema import misfit
+from amptool.documents.door import misfit
+from amptool.documents.manifest import Manifest
 
 from .conftest import BATCH, SAMPLES, ZOO
 
@@ -123,10 +123,10 @@ def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
     batch of the zoo's training (its cost follows the rows: the probe runs eagerly)."""
     import mindspore as ms
 
-    from amptool.data import load_model_data
-    from amptool.models import resolve_model
-    from amptool.policy import policy_for
-    from amptool.ranges import SAFETY
+    from amptool.data.dataset import load_model_data
+    from amptool.network.models import resolve_model
+    from amptool.precision.policy import policy_for
+    from amptool.precision.ranges import SAFETY
     from amptool.train.overflow import auto_candidates
 
     zoo = ZOO[name]

@@ -1,5 +1,6 @@
-"""Exported artefacts as files: the format registry, format readers, manifests, keys and
-runners.
+"""Exported artefacts as files: the format registry, format readers, file sets, keys and
+runners. May import ``amptool.network`` (a runner rebuilds a model), ``amptool.runtime``,
+``amptool.documents`` (the manifest), ``amptool.files`` and ``amptool.errors``.
 
 ``FORMATS`` names every format and ``availability(fmt)`` says whether this host can write
 it and why (``amptool info``, export and the pipeline ask here); ``reader(fmt)`` gives the
@@ -12,8 +13,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Optional
 
-from amptool.device import available_devices
 from amptool.errors import AmpToolError
+from amptool.runtime.device import available_devices
 
 FORMATS = ("MINDIR", "AIR", "ONNX")
 """Every artefact format, in the order they are listed."""
@@ -38,7 +39,7 @@ def availability(fmt: str) -> tuple:
     if fmt == "ONNX":
         if onnx_installed():
             return True, "onnx and onnxruntime installed", ""
-        from .onnx import INSTALL_HINT
+        from amptool.artefact.onnx import INSTALL_HINT
 
         return False, "needs onnx and onnxruntime, which are not installed", INSTALL_HINT
     raise KeyError(fmt)
@@ -46,7 +47,7 @@ def availability(fmt: str) -> tuple:
 
 def reader(fmt: str):
     """The reader module of ``fmt`` (MINDIR, AIR or ONNX)."""
-    from . import air, mindir, onnx
+    from amptool.artefact import air, mindir, onnx
 
     return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[fmt]
 

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from amptool.errors import UsageError
-from amptool.fileio import sha256
+from amptool.files.fileio import sha256
 
 GRAPH_SUFFIX = "_graph.mindir"
 VARIABLES_SUFFIX = "_variables"

@@ -16,18 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from amptool.artefact.common import (PROTO_DTYPES, io_entry, is_weight, np_dtype,
+                                     quiet_native_stderr, require_graph_io, unreadable)
 from amptool.errors import UsageError, first_line
-from amptool.protowire import WireError, without_tensor_bytes
-
-from .common import (
-    PROTO_DTYPES,
-    io_entry,
-    is_weight,
-    np_dtype,
-    quiet_native_stderr,
-    require_graph_io,
-    unreadable,
-)
+from amptool.files.protowire import WireError, without_tensor_bytes
 
 FORMAT = "MINDIR"
 SUFFIX = ".mindir"

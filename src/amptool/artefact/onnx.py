@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from amptool.artefact.common import PROTO_DTYPES, io_entry, is_weight, require_graph_io, unreadable
 from amptool.errors import UsageError, first_line
-
-from .common import PROTO_DTYPES, io_entry, is_weight, require_graph_io, unreadable
 
 FORMAT = "ONNX"
 SUFFIX = ".onnx"

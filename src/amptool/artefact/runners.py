@@ -16,15 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from amptool.artefact import mindir, reader
+from amptool.artefact import onnx as onnx_format
+from amptool.artefact.files import locate, total_size
+from amptool.artefact.keys import ENV_VAR, coerce_key, key_from_env
+from amptool.documents.manifest import read_manifest
 from amptool.errors import UsageError, first_line
-from amptool.models import flat_outputs
-
-from . import mindir, onnx as onnx_format, reader
-from .keys import ENV_VAR, coerce_key, key_from_env
-from amptool import device
-from .files import locate, total_size
-from .manifest import read_manifest
-from amptool.device import import_mindspore
+from amptool.network.models import flat_outputs
+from amptool.runtime import device
+from amptool.runtime.device import import_mindspore
 
 
 def detect_format(path) -> str:
@@ -111,7 +111,7 @@ class MindIRRunner(Runner):
 
     def close(self) -> None:
         if self.cell is not None:
-            from amptool.device import release_compiled
+            from amptool.runtime.device import release_compiled
 
             self.cell = None
             release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)

@@ -1,0 +1,7 @@
+"""Statistics and the verdict: the figures parity computes, the limits they are held to.
+
+Owns the metrics between a reference and a candidate output (``metrics``), their streaming
+and mergeable forms (``stream``, ``top1``, ``sketch``, ``exactsum``), what a sample count
+resolves (``counts``), the limits (``limits``) and the one rule that judges an output
+(``judge``). Imports numpy, ``amptool.errors`` and the standard library only: no MindSpore.
+"""
