@@ -1,7 +1,7 @@
 """Maps the top-level folders onto the single ``amptool`` import namespace."""
 from setuptools import find_packages, setup
 
-SUBTREES = ("train", "convert", "export", "parity", "samples")
+SUBTREES = ("train", "convert", "export", "parity", "gate", "samples")
 subpkgs = find_packages(where=".", include=[f"{t}*" for t in SUBTREES])
 # src/amptool/<stage> are links to the stage folders, for tools that walk the package's
 # folder (import-linter on an editable install): the stages come from their own folders

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBTREES = ("train", "convert", "export", "parity", "samples")
+SUBTREES = ("train", "convert", "export", "parity", "gate", "samples")
 ROW = re.compile(r"^\|\s*([^|]*?)\s*\|", re.MULTILINE)
 MODULE = re.compile(r"`(amptool(?:\.\w+)*)`")
 

@@ -13,7 +13,8 @@ from typing import Dict, Iterator, List, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"amptool": ROOT / "src" / "amptool", "amptool.train": ROOT / "train",
            "amptool.convert": ROOT / "convert", "amptool.export": ROOT / "export",
-           "amptool.parity": ROOT / "parity", "amptool.samples": ROOT / "samples"}
+           "amptool.parity": ROOT / "parity", "amptool.gate": ROOT / "gate",
+           "amptool.samples": ROOT / "samples"}
 
 START_UP = ("on the CLI start-up path (--help, usage errors), which the target is not on: "
             "every `amptool --help` would pay its import")

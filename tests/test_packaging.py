@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBTREES = ("train", "convert", "export", "parity", "samples")
+SUBTREES = ("train", "convert", "export", "parity", "gate", "samples")
 
 
 @pytest.fixture(scope="module")

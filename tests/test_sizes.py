@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("src/amptool", "train", "convert", "export", "parity", "samples")
+FOLDERS = ("src/amptool", "train", "convert", "export", "parity", "gate", "samples")
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 80
 KNOWN: dict = {}

@@ -14,6 +14,7 @@ from amptool.console.hostinfo import host_info
 from amptool.convert import cli as convert_cli
 from amptool.errors import CheckFailed
 from amptool.export import cli as export_cli
+from amptool.gate import cli as gate_cli
 from amptool.parity import cli as parity_cli
 from amptool.pipeline import PipelineConfig, format_summary, run_pipeline
 from amptool.runtime.device import own_process
@@ -140,7 +141,7 @@ def _stage_printer(event: dict) -> None:
 
 
 def _register_subcommands() -> None:
-    for module in (train_cli, export_cli, parity_cli, convert_cli):
+    for module in (train_cli, export_cli, parity_cli, convert_cli, gate_cli):
         module.register(app)
     app.command("run")(opt.handle_errors(run_command))
 

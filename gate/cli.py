@@ -1,0 +1,8 @@
+"""The release gate's commands: registered on the root app by ``register``."""
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the release gate's commands to ``app``."""
