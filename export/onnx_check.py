@@ -6,6 +6,7 @@ output on a seeded random batch.
 """
 from __future__ import annotations
 
+from amptool.artefact.onnx import new_session
 from amptool.errors import UsageError, first_line
 
 # Inputs (by position; None = all) that one type parameter T binds in opset 11.
@@ -118,8 +119,6 @@ def cast_mixed_inputs(model, max_passes: int = 20) -> int:
 
 
 def _session(path):
-    from amptool.artefact.onnx import new_session
-
     try:
         return new_session(path)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types

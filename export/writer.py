@@ -8,17 +8,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amptool.artefact import reader
 from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
                                     split_mindir)
+from amptool.artefact.readers import reader
+from amptool.documents.manifest import manifest_path
 from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.files.fileio import atomic_path, atomic_set, ms_safe, sha256
+from amptool.network.ckptstream import build_uninitialized
 from amptool.network.trust import model_copy
+from amptool.precision.apply import resolve_fp32_cells
 from amptool.precision.policy import export_policy, make_policy
 from amptool.runtime.device import release_compiled, trim_heap
 
-from .deploy import deployment_section, kept_cells, settings_paths, settings_texts
+from . import air, mindir, onnx
+from .deploy import deployment_section, settings_paths, settings_texts
 from .graph import build_network, example_inputs
+from .manifest import build_manifest
 from .split import check_free_space, estimate_bytes, param_elements
 
 
@@ -39,9 +44,17 @@ class ExportResult:
 
 def format_module(name: str):
     """The writer module of a format: MINDIR, AIR or ONNX."""
-    from . import air, mindir, onnx
-
     return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
+
+
+def kept_cells(spec, policy) -> list:
+    """[{path, type}] of the cells an fp16 graph built under ``policy`` keeps in fp32
+    (outermost first; the whole network is path '')."""
+    if policy is None:
+        return []
+    net = build_uninitialized(spec.build)  # the structure alone is read: no weights are made
+    return [{"path": path, "type": type(cell).__name__}
+            for path, cell in resolve_fp32_cells(net, policy).items()]
 
 
 def write_all(cfg, trained, policy, jobs: list) -> list:
@@ -79,8 +92,6 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     (ONNX last: its writer rewrites the network it traces) and let go before the next
     is built; what a writer held is collected before the artefact is read back."""
     import gc
-
-    from amptool.documents.manifest import manifest_path
 
     release_compiled(graph=False)  # the weights of what resolving the model ran go first
     gc.collect()
@@ -242,8 +253,6 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) ->
 
 def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
               facts: dict | None = None) -> dict:
-    from .manifest import build_manifest
-
     key = cfg.encrypt_key if fmt == "MINDIR" else None
     if facts is None:  # read back (a writer that has them spares reading the weights)
         facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.artefact import stored_weights
+from amptool.artefact.readers import stored_weights
 from amptool.artefact.files import check_files, locate
 from amptool.artefact.runners import Artefact
 from amptool.documents.manifest import manifest_path

@@ -26,11 +26,12 @@ from amptool.network import checkpoint as ckpt
 from amptool.network.taskmetric import check_metric_spec
 from amptool.network.trust import keep_code_file, keep_model_file
 from amptool.precision.policy import save_policy
-from amptool.precision.ranges import why_kept
+from amptool.precision.safety import why_kept
 from amptool.runs.rundir import RunDir
 
 from .checks import validate
-from .config import TrainConfig, claim_out_folder, replace_run
+from .config import TrainConfig
+from .folder import claim_out_folder, replace_run
 from .metrics_log import loss_at, trim_after
 from .overflow import (
     check_skipped,

@@ -1,6 +1,7 @@
 """The ``amptool`` command line: the root app, ``info``, ``run`` and each stage's commands.
 
-Heavy imports (MindSpore, onnx) happen inside commands, so ``amptool --help`` is fast.
+The commands import configs; each imports the library it calls when it runs (one import a
+command), so ``amptool --help`` imports neither numpy nor MindSpore.
 """
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import typer
 from amptool.console import options as opt
 from amptool.console.hostinfo import host_info
 from amptool.convert import cli as convert_cli
-from amptool.errors import CheckFailed
 from amptool.export import cli as export_cli
 from amptool.gate import cli as gate_cli
+from amptool.network.usercode import parse_model_args
 from amptool.parity import cli as parity_cli
-from amptool.pipeline import PipelineConfig, format_summary, run_pipeline
+from amptool.pipelineconfig import PipelineConfig
 from amptool.runtime.device import own_process
 from amptool.runtime.interrupts import stop_on_signals
 from amptool.train import cli as train_cli
@@ -77,8 +78,6 @@ def run_command(
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
-    from amptool.network.models import parse_model_args
-
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
@@ -89,9 +88,11 @@ def run_command(
                  workers=workers)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
+    from amptool.pipeline import format_summary, raise_if_failed, run_pipeline, write_html
+
     result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if html is not None:
-        _write_report(html, result, cfg)
+        write_html(html, result, cfg)
     if quiet or as_json:  # progress lines were off: still say what was skipped
         for message in result.warnings:
             _stage_printer({"kind": "warning", "message": message})
@@ -99,24 +100,7 @@ def run_command(
         opt.print_json(result.to_dict())
     else:
         typer.echo(format_summary(result))
-    if not result.passed:
-        from amptool.parity.report import failure_fix, failure_line
-
-        report = result.parity
-        raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
-                          f"{Path(cfg.out) / 'parity.json'}")
-
-
-def _write_report(path: Path, result, cfg: PipelineConfig) -> None:
-    """``amptool run``'s HTML report: the parity verdict, the training run, every stage."""
-    from amptool.parity.report import failure_fix, failure_line
-    from amptool.report.html import ReportPage, write_report
-
-    report, passed = result.parity, result.passed
-    line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
-    seconds = {**result.summary.seconds_by_stage, "total": result.summary.seconds}
-    write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
-                                  str(Path(cfg.out) / "train"), report, seconds))
+    raise_if_failed(result, cfg)
 
 
 def _s(path) -> Optional[str]:

@@ -5,7 +5,8 @@ import pytest
 
 from amptool.errors import UsageError
 from amptool.runs.rundir import RunDir, is_checkpoint_file
-from amptool.train.config import TrainConfig, merge_previous
+from amptool.train.config import TrainConfig
+from amptool.train.folder import merge_previous
 
 PREPROCESS = {"height": 8, "width": 8, "channels": 1, "mean": 0.1, "std": 0.3}
 POLICY = {"level": "O2", "dtype": "float16", "fp32_types": [], "fp32_cells": [],

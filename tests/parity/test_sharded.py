@@ -162,16 +162,15 @@ def test_run_hands_its_workers_to_the_parity_step(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
     from amptool import pipeline
-    from amptool.parity import compare
 
     def parity(cfg):
         raise _Handed(cfg)
 
-    monkeypatch.setattr("amptool.train.run.run_training", lambda cfg, on_event=None: None)
+    monkeypatch.setattr(pipeline, "run_training", lambda cfg, on_event=None: None)
     monkeypatch.setattr(pipeline, "export_artefacts", lambda *args: ([], []))
     monkeypatch.setattr(pipeline, "order_artefacts", lambda results: (
         SimpleNamespace(path="ref.mindir"), [SimpleNamespace(path="cand.mindir")]))
-    monkeypatch.setattr(compare, "parity", parity)
+    monkeypatch.setattr(pipeline, "parity", parity)
     cfg = pipeline.PipelineConfig.from_file(None, workers=2, out=str(tmp_path / "p"))
     with pytest.raises(_Handed) as handed:
         pipeline.run_pipeline(cfg)

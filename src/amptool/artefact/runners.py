@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from amptool.artefact import mindir, reader
+from amptool.artefact import mindir
 from amptool.artefact import onnx as onnx_format
 from amptool.artefact.files import locate, total_size
 from amptool.artefact.keys import ENV_VAR, coerce_key, key_from_env
+from amptool.artefact.readers import reader
 from amptool.documents.manifest import read_manifest
 from amptool.errors import UsageError, first_line
 from amptool.network.models import flat_outputs
@@ -111,10 +112,8 @@ class MindIRRunner(Runner):
 
     def close(self) -> None:
         if self.cell is not None:
-            from amptool.runtime.device import release_compiled
-
             self.cell = None
-            release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)
+            device.release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)
 
     def _run_batch(self, arrays: list) -> list:
         import mindspore as ms

@@ -12,12 +12,9 @@ import contextlib
 
 import numpy as np
 
+from amptool.precision.safety import LOCAL_ERROR
 from amptool.precision.eager import all_finite, computing_in, flat64, floats, replaying, tensors
 
-LOCAL_ERROR = 0.1
-"""Relative L2 error of a cell computing in fp16 on fp32 inputs that makes it a candidate.
-fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
-no longer computes the same thing."""
 PROBE_ROWS = 4
 """Rows of the first batch a block run whole in fp16 is probed on, where all its tensor
 inputs share the batch's leading dimension (else it is probed on its whole inputs)."""

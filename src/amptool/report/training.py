@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.documents.training import TrainSummary
+from amptool.precision.safety import why_kept
 from amptool.report import page as hp
 from amptool.report import svgchart as sc
 
@@ -207,8 +208,6 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
     """Cell path -> why the run's policy keeps it in fp32 (range pass findings first)."""
     if rec is None:
         return {}
-    from amptool.precision.ranges import why_kept
-
     info = rec.info
     safety = (info.get("policy_auto") or {}).get("safety") \
         or (info.get("config") or {}).get("range_safety") or 0.5
