@@ -231,7 +231,7 @@ def test_the_weight_check_counts_each_wrong_element_whatever_the_chunk(chunk, mo
     """An exact fp16 cast compares equal; three planted elements (one NaN) are counted and the
     largest finite error is the largest over the whole weight, chunk by chunk or at once; a
     shape that differs is listed as such."""
-    import amptool.parity.weights as weights
+    from amptool.parity import weights
 
     monkeypatch.setattr(weights, "CHUNK", chunk)
     rng = np.random.default_rng(0)
