@@ -16,7 +16,7 @@ from amptool.files.configfile import read_config_file
 from amptool.network.usercode import parse_model_args
 from amptool.precision.safety import check_range_safety, why_kept
 from amptool.stats.limits import default_text as limit_default
-from amptool.stats.limits import flag_overrides, resolve_thresholds, validate_file_thresholds
+from amptool.stats.limits import flag_overrides, validate_file_thresholds
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
@@ -243,16 +243,6 @@ def _limits(path: Optional[Path], flags: dict) -> Tuple[dict, dict]:
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
         validate_file_thresholds(table, f"thresholds file {path}")
     return table, flag_overrides(**flags)
-
-
-def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
-    """The limits ``_limits`` gives for a network whose first output is (``logits``) or is
-    not class logits."""
-    return _thresholds_of(*_limits(path, flags), logits)
-
-
-def _thresholds_of(table: dict, flags: dict, logits: bool = True):
-    return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 
 
 def _fmt_metric(metrics: dict) -> str:

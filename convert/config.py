@@ -14,7 +14,7 @@ from amptool.files.configfile import decided_later
 from amptool.network.checkpoint import FORMATS
 from amptool.network.taskmetric import check_metric_spec
 from amptool.network.trust import user_reference
-from amptool.precision.safety import check_range_safety
+from amptool.precision.safety import SAFETY, check_range_safety
 from amptool.report.plotting import pyplot
 from amptool.stats.limits import Thresholds, resolve_thresholds, validate_file_thresholds
 
@@ -69,7 +69,7 @@ class SearchConfig:
     """Overwrite ``out`` if it exists."""
     device: str = "auto"
     """auto, CPU, GPU or Ascend."""
-    range_safety: Optional[float] = 0.5
+    range_safety: Optional[float] = SAFETY
     """Range pass first: cells (blocks included) whose fp32 outputs or inputs reach this
     share of fp16's largest value, or are mostly fp16-subnormal, or break computing alone
     in fp16, stay fp32 before any trial; None skips it."""

@@ -153,7 +153,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
           "ranged": ranged, "safety": cfg.range_safety, "classifier": src.classifier,
           "thresholds": th.to_dict(as_outputs(ref))})
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
-    kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
+    kept = [r["path"] for r in ranged] + _search_cells(trials, order, idle)
     policy = _final_policy(base, kept)
     confirmed = confirm_policy(src, policy, x, ref, th, task)
     confirm = Confirmation(confirmed["passed"], TrialMetrics.from_dict(confirmed["metrics"]),
@@ -195,7 +195,7 @@ def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) ->
     return [r.to_dict() for r in ranges], [r.to_dict() for r in found]
 
 
-def _run_search(trials: Trials, order: list, idle: list) -> list:
+def _search_cells(trials: Trials, order: list, idle: list) -> list:
     """Cells to keep; ``idle`` are leaf cells the forward never called."""
     if trials.evaluate([], "all-fp16"):
         return []

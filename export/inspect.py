@@ -9,7 +9,7 @@ from pathlib import Path
 
 from amptool.artefact.files import check_files, file_facts, locate
 from amptool.artefact.readers import reader
-from amptool.artefact.runners import detect_format, infer_precision
+from amptool.artefact.runners import artefact_format, infer_precision
 from amptool.documents.manifest import read_manifest, summarize_params
 from amptool.errors import UsageError
 from amptool.files.fileio import sha256
@@ -21,7 +21,7 @@ from .deploy import summary_line
 def inspect_artefact(path, key: bytes | None = None) -> dict:
     """Format, size, sha256, encryption, inputs, outputs and parameters; plus the manifest."""
     path = locate(path)
-    fmt = detect_format(path)
+    fmt = artefact_format(path)
     if not path.is_file():
         raise UsageError(f"{path} does not exist", "check the path")
     if fmt == "AIR":

@@ -16,7 +16,7 @@ from amptool.files.protowire import delimited_head, without_tensor_bytes
 from amptool.network.models import flat_outputs
 from amptool.runtime.device import execution_mode, release_compiled
 
-from .onnx_check import OnnxUnsupported, cast_mixed_inputs, check_runs, rename_outputs
+from .onnx_check import OnnxUnsupported, cast_mixed_inputs, check_executes, rename_outputs
 from .onnx_compat import rewrite_for_onnx
 from .onnx_locate import locate_operator
 from .split import mindspore_limit, onnx_apart_bytes
@@ -65,7 +65,7 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     except onnx.checker.ValidationError as exc:
         raise OnnxUnsupported(f"the exported ONNX graph fails onnx.checker ({first_line(exc)})",
                               "export MINDIR instead") from None
-    check_runs(path, reference)
+    check_executes(path, reference)
     return path, None
 
 

@@ -144,7 +144,7 @@ def _feed(session, batch: int, arrays=None) -> dict:
     return feed
 
 
-def check_runs(path, reference=None) -> None:
+def check_executes(path, reference=None) -> None:
     """onnxruntime loads ``path`` and runs a batch of zeros; with ``reference`` (inputs,
     outputs of the MindSpore network) the ONNX outputs must match it within REL_BOUND."""
     session = _session(path)

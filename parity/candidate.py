@@ -22,7 +22,7 @@ from amptool.parity.inputs import InputSet
 from amptool.parity.localize import localize_candidate
 from amptool.parity.sides import Side, fp16_faithful
 from amptool.parity.store import Spool
-from amptool.parity.stream import head_of, rows_of, run_candidate, shape_stub, spans
+from amptool.parity.stream import head_of, rows_of, stream_candidate, shape_stub, spans
 from amptool.parity.task import judge_task_value
 from amptool.stats.counts import resolution_finding
 from amptool.stats.judge import candidate_limits, output_limits, output_role
@@ -133,7 +133,7 @@ def accumulate_candidate(run: Baseline, cand: Side, spool: Path,
     cfg, inputs = run.cfg, run.inputs
     stats = empty_stats(run, cand, spool)
     with cand.opened() as runner:  # let go before the next side opens
-        run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
+        stream_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
         return stats, fp16_faithful(cand, runner)
 
 

@@ -21,7 +21,7 @@ from amptool.parity.report import ParityReport
 from amptool.parity.shard import compare_sharded
 from amptool.parity.sides import Side, check_compatible, open_side
 from amptool.parity.store import Spool
-from amptool.parity.stream import rows_of, run_reference, spans, stored_spreads, whole_of
+from amptool.parity.stream import rows_of, stream_reference, spans, stored_spreads, whole_of
 from amptool.parity.task import load_metric
 from amptool.runtime.device import execution_mode, resolve_device, set_device
 from amptool.stats.limits import check_output_tables
@@ -97,7 +97,7 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
         if cfg.save_outputs:
             fed = Spool(tmp / "reference", inputs.count, prefix="input")
         with ref.opened() as runner:  # let go before a candidate opens
-            spreads = run_reference(runner, inputs, ref.preprocess, cfg.batch_size, outs, fed)
+            spreads = stream_reference(runner, inputs, ref.preprocess, cfg.batch_size, outs, fed)
         stored = outs.close()
         if cfg.save_outputs and fed is not None:
             save_golden(cfg.save_outputs, ref, inputs, fed.close(), stored)

@@ -27,7 +27,7 @@ SCHEDULER = ("msrun starts this module as its scheduler too, which only serves t
 
 _GROUPS: Dict[str, Tuple[str, ...]] = {
     DISPATCH: (
-        "amptool.cli:run_command -> amptool.pipeline",
+        "amptool.cli:pipeline_command -> amptool.pipeline",
         "amptool.train.cli:_train -> amptool.train.run",
         "amptool.export.cli:export_command -> amptool.export.api",
         "amptool.export.cli:inspect_command -> amptool.export.inspect",

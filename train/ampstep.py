@@ -19,15 +19,16 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.network.losses import FIX, LossSpec, build_loss, probe_loss, resolve_loss
-from amptool.network.models import run_eager
+from amptool.network.models import eager_outputs
 from amptool.precision.apply import apply_policy
 from amptool.precision.policy import LEVELS, Policy, make_policy, policy_from_dict
+from amptool.precision.safety import SAFETY, check_range_safety
 from amptool.runtime.device import execution_mode
 
+from .config import AUTO
 from .engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 from .overflow import overflow_culprit, range_pass
 
-AUTO = "auto"
 LEVEL_FIX = ("pass level='O0'..'O3', 'auto' (with calibration= batches), a Policy or a "
              "policy mapping")
 
@@ -90,7 +91,7 @@ def joined_inputs(batches, what: str) -> list:
     return [np.concatenate([r[i] for r in rows]) for i in range(len(rows[0]))]
 
 
-def find_fp32_cells(net, batches, level="O2", safety: float = 0.5) -> RangePass:
+def find_fp32_cells(net, batches, level="O2", safety: float = SAFETY) -> RangePass:
     """The range pass of ``--policy auto`` on ``net`` (fp32, not yet under a policy) over
     ``batches`` (joined into one eager call, batch normalizations on its statistics): the
     cells whose fp32 outputs fp16 cannot hold or that break computing in fp16."""
@@ -98,9 +99,7 @@ def find_fp32_cells(net, batches, level="O2", safety: float = 0.5) -> RangePass:
     if base.level not in ("O2", "O3"):
         raise UsageError(f"the range pass has nothing to keep in fp32 at {base.level}",
                          "use level O2 or O3 with it")
-    if not 0 < safety <= 1:
-        raise UsageError(f"range safety must be a share in (0, 1] (got {safety})",
-                         "pass safety=0.5 (the default) or another share")
+    check_range_safety(safety, "range safety", "pass safety=0.5 (the default) or another share")
     joined = joined_inputs(batches, "the range pass")
     policy, kept = range_pass(net, joined if base.dtype == "float16" else None, base, safety)
     return RangePass(policy, kept)
@@ -136,7 +135,7 @@ class AmpStep:
     def __init__(self, net, loss="cross-entropy", optimizer="adam", lr: float = 1e-3,
                  level="O2", loss_scale: Optional[str] = None, calibration=None,
                  inputs: Optional[int] = None, scale_init: float = 2.0 ** 16,
-                 scale_factor: int = 2, scale_window: int = 2000, safety: float = 0.5):
+                 scale_factor: int = 2, scale_window: int = 2000, safety: float = SAFETY):
         policy, auto = resolve_level(level)
         if auto and not calibration:
             raise UsageError("level 'auto' runs the range pass on calibration batches, and none "
@@ -190,7 +189,7 @@ class AmpStep:
         self.trainer.step.set_train(True)
 
     def __call__(self, *args) -> StepResult:
-        loss, finite = self._run(self._tensors(args))
+        loss, finite = self._step_once(self._tensors(args))
         return self._result(loss, finite)
 
     def settle_scale(self, *args, max_tries: int = 50) -> StepResult:
@@ -206,7 +205,7 @@ class AmpStep:
         it is one plain step."""
         tensors = self._tensors(args)
         tried_at = self.loss_scale
-        loss, finite = self._run(tensors)
+        loss, finite = self._step_once(tensors)
         return self._result(*self.retry_overflow(tensors, loss, finite, tried_at, max_tries))
 
     def retry_overflow(self, tensors: list, loss, finite, tried_at: float,
@@ -221,7 +220,7 @@ class AmpStep:
                 scale = self._built.scale_value()
                 if scale >= tried_at:  # at its floor of 1: another try would overflow again
                     break
-                loss, finite = self._run(tensors)
+                loss, finite = self._step_once(tensors)
                 tries, tried_at = tries + 1, scale
             if tries > 1:  # the tries are one step: the first try's skip stands for them all
                 overflowed = not bool(finite.asnumpy())
@@ -238,7 +237,7 @@ class AmpStep:
             self._build(self._probe_loss(tensors))
         return tensors
 
-    def _run(self, tensors: list) -> tuple:
+    def _step_once(self, tensors: list) -> tuple:
         import mindspore as ms
 
         if ms.get_context("mode") == ms.GRAPH_MODE:
@@ -259,7 +258,7 @@ class AmpStep:
                              f"{len(tensors)} argument(s) for {split} input(s)",
                              "call step(*inputs, *targets)")
         rows = [t.asnumpy()[:4] for t in tensors]
-        outputs = run_eager(self.net, rows[:split], type(self.net).__name__, ())
+        outputs = eager_outputs(self.net, rows[:split], type(self.net).__name__, ())
         targets = rows[split:]
         spec = _loss_spec(self._loss, len(targets))
         cell = build_loss(spec, len(outputs))

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional
 
 from amptool.errors import UsageError
 from amptool.files.configfile import build_config, decided_later, layered
+from amptool.precision.safety import SAFETY
 
 AUTO = "auto"
 """``--policy auto``: the range pass picks the cells to keep in fp32 before the first step."""
@@ -38,7 +39,7 @@ class TrainConfig:
     """O0, O1, O2 or O3 (ignored when ``policy`` names a file)."""
     policy: Optional[str] = None
     """Precision policy file (TOML/YAML/JSON); None means the level's built-in policy."""
-    range_safety: float = 0.5
+    range_safety: float = SAFETY
     """``policy = "auto"``: the share of 65504 an fp32 output or input may reach before its
     cell is kept in fp32."""
     loss_scale: Optional[str] = decided_later("dynamic for O1/O2, none for O0/O3")

@@ -74,7 +74,7 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
               "logs": str(logs)})
         try:
             with terminate_as_exit():
-                job.run(emit)
+                job.follow(emit)
         except AmpToolError as exc:
             job.stop()
             _drop_partial_files(out)

@@ -139,7 +139,8 @@ class _TrainingRun:
                          "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
                          "skipped_files": len(data.skipped),
                          "augment": list(self.parts.augment.kinds) if self.parts.augment else [],
-                         "preprocess": data.preprocess.to_dict() if data.preprocess else None},
+                         "preprocess": (dataclasses.asdict(data.preprocess)
+                                        if data.preprocess else None)},
                 "loss": self.parts.loss.describe(),
                 "metric": {"name": cfg.metric} if cfg.metric else None,
                 "policy": self.parts.policy.to_dict(),

@@ -13,7 +13,7 @@ from amptool.data.feed import check_workers
 from amptool.data.rows import target_columns
 from amptool.network import checkpoint as ckpt
 from amptool.network.losses import build_loss, probe_loss, resolve_loss
-from amptool.network.models import resolve_model, run_eager
+from amptool.network.models import resolve_model, eager_outputs
 from amptool.network.taskmetric import evaluate, load_metric
 from amptool.precision.policy import check_dtype_on_device, policy_for
 from amptool.runtime.device import import_mindspore, resolve_device, set_device
@@ -124,12 +124,12 @@ def check_task(cfg: TrainConfig, spec, data, net, metric):
     rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
     either is one line before anything is written."""
     inputs, targets = next(iter(data.train_batches([np.arange(min(4, len(data.train_idx)))])))
-    outputs = run_eager(net, inputs, spec.name, spec.inputs)
+    outputs = eager_outputs(net, inputs, spec.name, spec.inputs)
     cell = build_loss(data.loss, len(outputs))
     probe_loss(data.loss, cell, outputs, target_columns(targets), data.target_names)
     if metric is not None:
         val_in, val_y = data.val_inputs(4)
-        evaluate(metric, cfg.metric, run_eager(net, val_in, spec.name, spec.inputs), val_y,
+        evaluate(metric, cfg.metric, eager_outputs(net, val_in, spec.name, spec.inputs), val_y,
                  "held-out split")
     return cell
 

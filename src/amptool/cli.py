@@ -46,7 +46,7 @@ def info(as_json: opt.JsonOption = False) -> None:
         typer.echo(f"export {fmt:<7} {'yes' if ok else 'no '}  {why}")
 
 
-def run_command(
+def pipeline_command(
     model: opt.defaulted(opt.ModelOption, TrainConfig, "model") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
@@ -127,7 +127,7 @@ def _stage_printer(event: dict) -> None:
 def _register_subcommands() -> None:
     for module in (train_cli, export_cli, parity_cli, convert_cli, gate_cli):
         module.register(app)
-    app.command("run")(opt.handle_errors(run_command))
+    app.command("run")(opt.handle_errors(pipeline_command))
 
 
 _register_subcommands()

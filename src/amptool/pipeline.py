@@ -93,7 +93,7 @@ def run_pipeline(cfg: PipelineConfig,
     formats = export_formats(cfg)
     with output_dir(cfg.out) as out:
         claim_out_folder(cfg, out, emit)
-        return _run_stages(cfg, out, formats, emit, on_event)
+        return _through_stages(cfg, out, formats, emit, on_event)
 
 
 def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None]) -> None:
@@ -110,7 +110,7 @@ def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None
     emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [str(p) for p in found]})
 
 
-def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
+def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
                 on_event: Optional[Callable[[dict], None]]) -> PipelineResult:
     times = {}
     t0 = time.perf_counter()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from amptool.errors import UsageError
 from amptool.files.fileio import sha256
 
 GRAPH_SUFFIX = "_graph.mindir"
@@ -91,10 +90,6 @@ def artefact_files(path: str | os.PathLike) -> list:
     return [Path(path), *companions(path)]
 
 
-def is_split(path: str | os.PathLike) -> bool:
-    return bool(companions(path))
-
-
 def file_facts(path: str | os.PathLike) -> list:
     """[{path (relative to the artefact's folder), size, sha256}] of every file of the set."""
     path = Path(path)
@@ -144,11 +139,3 @@ def check_files(path: str | os.PathLike, manifest: dict | None,
 def file_facts_of(folder: Path, name: str) -> dict:
     f = folder / name
     return {"path": name, "size": f.stat().st_size, "sha256": sha256(f)}
-
-
-def require_artefact(path: str | os.PathLike, what: str = "artefact") -> Path:
-    """The existing artefact file at ``path`` (see ``locate``), or one line naming it."""
-    found = locate(path)
-    if not found.is_file():
-        raise UsageError(f"{what} {path} does not exist", "check the path or export it first")
-    return found

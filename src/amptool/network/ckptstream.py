@@ -209,7 +209,7 @@ def iter_checkpoint(path, wanted=None):
 
 def checkpoint_arrays(path) -> dict:
     """name -> numpy array of every tensor entry of a checkpoint (texts left out), read one
-    entry at a time: what ``numpy_weights(read_checkpoint(path))`` gives, without the whole
+    entry at a time: what ``read_checkpoint(path)``'s tensors give as arrays, without the whole
     file's tensors alive beside the arrays."""
     return {name: value.asnumpy() for name, value in iter_checkpoint(path)
             if not isinstance(value, str)}

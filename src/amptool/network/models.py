@@ -156,7 +156,7 @@ def probed(spec: ModelSpec, net) -> tuple:
     read from the class logits' width (or checked against it when declared). ``net`` is a
     network of ``spec``: the one ``resolve_model(probe=False)`` built, or one holding a
     checkpoint's weights."""
-    outs = run_eager(net, [item.example(2) for item in spec.inputs], spec.name, spec.inputs)
+    outs = eager_outputs(net, [item.example(2) for item in spec.inputs], spec.name, spec.inputs)
     logits = _class_logits(spec.class_logits, len(outs), spec.name)
     if spec.named_by:
         _check_names(net, spec.inputs, spec.name, spec.named_by)
@@ -269,7 +269,7 @@ def _class_logits(declared, outputs: int, name: str) -> Optional[tuple]:
     return tuple(declared)
 
 
-def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
+def eager_outputs(net, arrays: list, name: str, inputs: tuple) -> list:
     """``net`` on numpy arrays in PyNative mode; a network that does not accept the
     signature becomes one error naming what it expected."""
     import mindspore as ms
@@ -329,4 +329,4 @@ def _construct_params(net) -> str:
 
 
 __all__ = ["InputSpec", "ModelSpec", "model_names", "parse_model_args", "resolve_model",
-           "run_eager", "sample_spec", "user_reference"]
+           "eager_outputs", "sample_spec", "user_reference"]

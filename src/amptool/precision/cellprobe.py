@@ -84,7 +84,7 @@ class Fp16Probe:
         return bool(self.probing)
 
     @contextlib.contextmanager
-    def running(self, cell):
+    def under_probe(self, cell):
         """``cell``'s probe under way."""
         self.probing.append(cell)
         try:
@@ -112,7 +112,7 @@ class Fp16Probe:
                 else frozenset(id(c) for c, _ in calls))
         given: list = []
         try:
-            with self.running(cell):
+            with self.under_probe(cell):
                 try:  # the calls hand on their outputs unchecked, what they were given after
                     with self.in_fp16(cell), replaying(calls, ms.float16, keep, given):
                         low = floats(cell(*inputs))
@@ -135,7 +135,7 @@ class Fp16Probe:
 
         cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in tensors(inputs))
         try:
-            with self.running(cell):
+            with self.under_probe(cell):
                 if cut:
                     inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v
                                    for v in inputs)
@@ -156,7 +156,7 @@ class Fp16Probe:
     def grad_overflow(self, cell, inputs) -> bool:
         """``grad_overflows`` of a leaf of the user's own (False where it cannot run)."""
         try:
-            with self.running(cell):  # its gradient's forward is no cell to record
+            with self.under_probe(cell):  # its gradient's forward is no cell to record
                 return grad_overflows(cell, inputs)
         except _FAILS:
             return False

@@ -146,7 +146,7 @@ class _RangePass:
         self.recent: list = []  # (tensor, array, magnitudes) of the last tensors on the host
         self.rows = 0
 
-    def run(self, net, batches: list, batch_stats: bool) -> list:
+    def measure(self, net, batches: list, batch_stats: bool) -> list:
         """Run ``net`` over ``batches`` with the hooks on: its ``CellRange`` rows."""
         import mindspore as ms
 
@@ -261,7 +261,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     in fp16 instead (its error compounded, on the first PROBE_ROWS rows). The cells of
     ``fp32_kept`` (those a policy keeps) stay in fp32 inside a probe. ``batch_stats``: batch
     normalizations as a training step runs them (``eager``); else as inference does."""
-    return _RangePass(probe, fp32_kept).run(net, batches, batch_stats)
+    return _RangePass(probe, fp32_kept).measure(net, batches, batch_stats)
 
 
 def _inside(path: str, outer: str) -> bool:

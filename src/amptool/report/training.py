@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.documents.training import TrainSummary
-from amptool.precision.safety import why_kept
+from amptool.precision.safety import SAFETY, why_kept
 from amptool.report import page as hp
 from amptool.report import svgchart as sc
 
@@ -210,7 +210,7 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
         return {}
     info = rec.info
     safety = (info.get("policy_auto") or {}).get("safety") \
-        or (info.get("config") or {}).get("range_safety") or 0.5
+        or (info.get("config") or {}).get("range_safety") or SAFETY
     reasons = {}
     for row in (info.get("policy_auto") or {}).get("kept", []):
         try:

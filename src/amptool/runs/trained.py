@@ -6,6 +6,7 @@ run.json and the best/last checkpoint) or as a checkpoint plus a model reference
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +91,6 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
     task = task_record(info.get("loss"))
     spec = resolve_model(ref)
     if task is not None and not task.get("classifier", True):  # no class logits to judge
-        import dataclasses
-
         spec = dataclasses.replace(spec, num_classes=None)
     return TrainedModel(spec, path, policy, prep, data.get("source"), data.get("val_fraction"),
                         task)
@@ -111,6 +110,6 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
     preprocess = None
     if data and data.lower() != "none" and spec.input_shape is not None:
         prep = load_model_data(data, spec, val_fraction).preprocess
-        preprocess = prep.to_dict() if prep is not None else None
+        preprocess = dataclasses.asdict(prep) if prep is not None else None
     return TrainedModel(spec, path, policy_for(), preprocess, data if preprocess else None,
                         val_fraction if preprocess else None)
