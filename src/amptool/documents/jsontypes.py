@@ -58,40 +58,67 @@ def from_json(cls: type, data: Any, where: Optional[str] = None) -> Any:
 
 
 def _read(value: Any, kind: Any, where: str) -> Any:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if kind is Any or value is None:
+    if value is None:
         return value
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        return _read_object(value, kind, where)
-    if origin is Union:
-        others = [a for a in args if a is not type(None)]
-        return _read(value, others[0], where) if len(others) == 1 else value
-    if origin in (list, tuple) or kind in (list, tuple):
+    how, inner = _plan(kind)
+    if how == "object":
+        return _read_object(value, inner, where)
+    if how == "list":
         if not isinstance(value, (list, tuple)):
             raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
-        item = args[0] if args else Any
-        items = [_read(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if tuple in (origin, kind) else items
-    if origin is dict or kind is dict:
-        item = args[1] if args else Any
-        return {k: _read(v, item, f"{where}.{k}") for k, v in value.items()}
+        item, as_tuple = inner
+        if _plan(item)[0] == "plain":
+            items = list(value)
+        else:
+            items = [_read(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if as_tuple else items
+    if how == "dict":
+        return {k: _read(v, inner, f"{where}.{k}") for k, v in value.items()}
     return value
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(kind: Any) -> tuple:
+    """How a value of ``kind`` is read, worked out once a type: (``object``, the dataclass),
+    (``list``, (the item's type, whether a tuple)), (``dict``, the value's type) or
+    (``plain``, None): taken as it is."""
+    if kind is Any:
+        return "plain", None
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return "object", kind
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Union:
+        others = [a for a in args if a is not type(None)]
+        return _plan(others[0]) if len(others) == 1 else ("plain", None)
+    if origin in (list, tuple) or kind in (list, tuple):
+        return "list", (args[0] if args else Any, tuple in (origin, kind))
+    if origin is dict or kind is dict:
+        return "dict", args[1] if args else Any
+    return "plain", None
 
 
 def _read_object(value: Any, cls: type, where: str) -> Any:
     if not isinstance(value, dict):
         raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(value) - set(fields))
-    if unknown:
+    names, required = _keys(cls)
+    if not names.issuperset(value):
+        unknown = sorted(set(value) - names)
         raise ValueError(f"{where}: key(s) {', '.join(unknown)} not in {cls.__name__}")
-    missing = [name for name, f in fields.items() if name not in value
-               and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+    missing = [name for name in required if name not in value]
     if missing:
         raise ValueError(f"{where}: key(s) {', '.join(missing)} missing for {cls.__name__}")
     types = _hints(cls)
-    return cls(**{k: _read(v, types[k], f"{where}.{k}") for k, v in value.items()})
+    return cls(**{k: v if v is None or _plan(types[k])[0] == "plain"
+                  else _read(v, types[k], f"{where}.{k}") for k, v in value.items()})
+
+
+@functools.lru_cache(maxsize=None)
+def _keys(cls: type) -> tuple:
+    """(every key of ``cls``, the keys without a default), once a class."""
+    fields = dataclasses.fields(cls)
+    return (frozenset(f.name for f in fields),
+            tuple(f.name for f in fields if f.default is dataclasses.MISSING
+                  and f.default_factory is dataclasses.MISSING))
 
 
 @functools.lru_cache(maxsize=None)
