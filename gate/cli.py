@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import typer
 
+from amptool.gate import diff_cli
+
 
 def register(app: typer.Typer) -> None:
     """Add the release gate's commands to ``app``."""
+    diff_cli.register(app)

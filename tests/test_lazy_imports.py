@@ -73,6 +73,7 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.parity.cli:parity_command -> amptool.network.models",
         "amptool.parity.cli:parity_command -> amptool.parity.compare",
         "amptool.parity.config:ParityConfig.user_model -> amptool.network.models",
+        "amptool.gate.diff_cli:diff_command -> amptool.gate.diff",
     ),
     START_UP: (
         "amptool.cli:run_command -> amptool.parity.report",
@@ -98,6 +99,8 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.export.writer:_manifest -> amptool.export.manifest",
         "amptool.parity.cli:emit_report -> amptool.parity.report",
         "amptool.parity.cli:emit_report -> amptool.report.html",
+        "amptool.gate.diff_cli:diff_command -> amptool.gate.difftext",
+        "amptool.gate.diff_cli:diff_command -> amptool.report.diff",
     ),
     KEEPS_MINDSPORE_OUT: (
         "amptool.network.models:sample_spec -> amptool.samples.models",

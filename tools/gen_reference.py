@@ -226,6 +226,7 @@ def config_page() -> str:
     from amptool.console.options import JsonOption
     from amptool.parity.config import ParityConfig
     from amptool.stats.limits import OUTPUTS_TABLE, PAIR_TABLES
+    from amptool.stats.regression import RegressionBudget
     from amptool.train.config import COMMAND_ONLY, LaunchOptions, TrainConfig
 
     said = cell(JsonOption.__metadata__[0].help)
@@ -258,6 +259,14 @@ def config_page() -> str:
         f"output's own table (`[thresholds.{OUTPUTS_TABLE}.<name or index>]`), then flags. "
         "Why these defaults: [Thresholds](thresholds.md).",
         table(KEYS, threshold_rows()),
+        "### [regression]",
+        "The regression budget of [`amptool diff`](cli.md#amptool-diff), which reads this "
+        "table of the same file (`amptool diff BASE NEW --config parity.toml`) and no other "
+        "key of it; `amptool parity` checks it and leaves it alone. A figure fails the diff "
+        "when NEW is worse than BASE by more than its noise plus the allowance here (`off`: "
+        "shown, never failing). What each figure's noise is: "
+        "[Diff two reports](../guides/parity-ci.md#diff-two-reports).",
+        table(KEYS, key_rows(RegressionBudget)),
         "## amptool convert search --thresholds",
         "A YAML, TOML or JSON file of the [`[thresholds]`](#thresholds) keys (a parity "
         "config's `thresholds` table works whole); the search applies its general, "
@@ -404,6 +413,7 @@ def environment_page() -> str:
 def schema_documents() -> list:
     """(file name, type, schema_version, title) of every JSON document with a schema."""
     from amptool.documents import records
+    from amptool.documents.diff import DIFF_VERSION, DiffReport
     from amptool.documents.manifest import MANIFEST_VERSION, Manifest
 
     return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest"),
@@ -413,7 +423,8 @@ def schema_documents() -> list:
             ("summary.schema.json", records.SummaryRecord, records.SUMMARY_VERSION,
              "amptool run summary.json"),
             ("golden-meta.schema.json", records.GoldenMeta, records.GOLDEN_VERSION,
-             "amptool golden outputs file: its meta entry")]
+             "amptool golden outputs file: its meta entry"),
+            ("diff.schema.json", DiffReport, DIFF_VERSION, "amptool diff report")]
 
 
 def schema_files() -> dict:
