@@ -136,3 +136,35 @@ def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
     x = load_model_data("digits", spec).train_inputs(np.arange(BATCH))
     found = auto_candidates(net, x, policy_for(None, "O2"), SAFETY)
     assert found == [], [(r.path, r.out_max, r.local_error) for r in found]
+
+
+def test_diff_of_the_fp16_report_catches_a_planted_regression(name, zoo_flows, tmp_path):
+    """``amptool diff`` on the network's fp16 report: against itself every figure is
+    unchanged; a copy whose worst error grew fourfold and which dropped a kept fp32 cell fails
+    naming the figure, and shows the cell (the command line and the Python API)."""
+    from typer.testing import CliRunner
+
+    from amptool.cli import app
+    from amptool.documents.parity import ParityReport
+    from amptool.files.fileio import jsonable
+    from amptool.gate.diff import compare_reports
+
+    report = zoo_flows(name).fp16
+    same = compare_reports(report, report)
+    assert same.passed and {f.status for c in same.candidates for o in c.outputs
+                            for f in o.figures} == {"unchanged"}
+    planted = json.loads(json.dumps(jsonable(report.to_dict())))
+    cand = planted["candidates"][0]
+    metrics = cand["outputs"][0]["metrics"]
+    metrics["max_abs_scaled"] = 4 * metrics["max_abs_scaled"] + 1e-3
+    dropped = cand["deployment"]["kept_fp32"].pop(0)["path"] or "(network)"
+    found = compare_reports(report, ParityReport.from_dict(planted))
+    assert not found.passed and found.regressions[0].what == "max_abs_scaled"
+    assert found.candidates[0].kept.removed == [dropped]
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(json.dumps(jsonable(report.to_dict())))
+    new.write_text(json.dumps(planted))
+    result = CliRunner().invoke(app, ["diff", str(base), str(new)])
+    assert result.exit_code == 1, result.output
+    assert f"  kept fp32: no longer kept: {dropped}" in result.stdout
+    assert "max_abs_scaled" in result.stderr and "worse beyond its noise" in result.stderr
