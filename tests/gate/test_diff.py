@@ -300,3 +300,24 @@ def test_diff_as_a_subprocess(quick, tmp_path):
     assert done.stdout.startswith("diff REGRESSED: simplecnn_fp16.mindir: nonfinite 0 -> 3")
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("amptool: error: diff REGRESSED")
+
+
+def test_a_task_metric_is_judged_by_its_interval_or_exactly(quick, tmp_path):
+    def with_task(drop: float, ci=None) -> dict:
+        doc = report(quick)
+        metrics = {"task_ref": 0.9, "task_cand": 0.9 - drop, "task_drop": drop,
+                   **({"task_drop_ci": ci} if ci else {})}
+        candidate(doc)["task"] = {"name": "task", "spec": "metrics.py:top5",
+                                  "metrics": metrics, "checks": [], "passed": True}
+        return doc
+
+    base = written(tmp_path, "base.json", with_task(0.0))
+    worse = run_diff(base, written(tmp_path, "worse.json", with_task(0.01)))
+    assert worse.exit_code == 1  # no interval: an exact figure, any growth is beyond it
+    assert "simplecnn_fp16.mindir task: task_drop 0 -> 0.01" in error_line(worse)
+    budget = tmp_path / "b.toml"
+    budget.write_text("[regression]\ntask_allowance = 0.02\n")
+    assert run_diff(base, tmp_path / "worse.json", "--config", budget).exit_code == 0
+    counted = written(tmp_path, "b2.json", with_task(0.0, [-0.02, 0.02]))
+    near = written(tmp_path, "n2.json", with_task(0.01, [-0.01, 0.03]))
+    assert run_diff(counted, near).exit_code == 0  # inside its interval: noise
