@@ -80,7 +80,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     is built; what a writer held is collected before the artefact is read back."""
     import gc
 
-    from amptool.documents.manifest import manifest_path
+    from amptool.documents.manifest import MANIFEST, manifest_path
 
     release_compiled(graph=False)  # the weights of what resolving the model ran go first
     gc.collect()
@@ -117,7 +117,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             manifest["model"].update(kept)
             manifest["export_seconds"] = round(seconds, 4)
             manifest["deployment"] = _stage_settings(written, precision, fp32_cells)
-            _write_json(manifest_path(written), manifest)
+            _write_json(manifest_path(written), MANIFEST.json(manifest))
             # what an earlier export left under another form's names (or settings this
             # one does not need) goes once the set is in place
             superseded += [n for n in other_forms(path) if not (stage / n).exists()]
