@@ -88,7 +88,6 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.train.config:claim_out_folder -> amptool.runs.rundir",
         "amptool.convert.ckpt:_reference -> amptool.runs.rundir",
         "amptool.export.cli:inspect_command -> amptool.export.inspect",
-        "amptool.export.writer:_stage -> amptool.documents.manifest",
         "amptool.export.writer:_manifest -> amptool.export.manifest",
         "amptool.parity.cli:emit_report -> amptool.parity.report",
         "amptool.parity.cli:emit_report -> amptool.report.html",

@@ -287,13 +287,12 @@ def deployment_row(result, verdict):
     """The artefact's deployment settings from its manifest and, with ``--emulate-settings``,
     what ignoring them does (None: its manifest records none)."""
 
-    section = result.manifest.get("deployment")
+    section = result.manifest.deployment
     if section is None:
         return None
     emulated = verdict.deployment if verdict is not None else None
-    return DeploymentRow(needed=section.get("needed"),
-                         files=[f["name"] for f in section.get("files", [])],
-                         kept_fp32=[c["path"] for c in section.get("kept_fp32", [])],
+    return DeploymentRow(needed=section.needed, files=[f.name for f in section.files],
+                         kept_fp32=[c.path for c in section.kept_fp32],
                          depends=emulated.depends if emulated else None,
                          message=emulated.message if emulated else None)
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from schemas import assert_fits
 
-from amptool.documents.manifest import MANIFEST_VERSION, read_manifest
+from amptool.documents.manifest import MANIFEST, MANIFEST_VERSION, read_manifest
 
 pytestmark = pytest.mark.slow  # exports a real network (once per session)
 
@@ -24,7 +24,7 @@ def test_every_exported_manifest_fits(simplecnn_export):
         doc = json.loads(Path(path + ".json").read_text())
         assert doc["schema_version"] == MANIFEST_VERSION, (fmt, precision)
         assert_fits(doc, "manifest", f"{fmt} {precision}")
-        assert read_manifest(path) == doc
+        assert MANIFEST.json(read_manifest(path)) == doc
 
 
 def _copy(simplecnn_export, tmp_path: Path, edit) -> Path:

@@ -279,7 +279,7 @@ def manifest_path(artefact: str | os.PathLike) -> Path:
     return artefact.with_name(artefact.name + ".json")
 
 
-def read_manifest(artefact_path: str | os.PathLike) -> dict | None:
+def read_manifest(artefact_path: str | os.PathLike) -> Manifest | None:
     """The manifest beside ``artefact_path`` (held to ``Manifest``: a UsageError names the file
     and the field that does not fit), or None when there is none."""
     path = manifest_path(artefact_path)
@@ -287,12 +287,11 @@ def read_manifest(artefact_path: str | os.PathLike) -> dict | None:
         return None
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
+        json.loads(text)
     except (OSError, ValueError) as exc:
         raise UsageError(f"manifest {path} cannot be read ({exc})",
                          "delete it or export the artefact again") from None
-    read_document(MANIFEST, text, path)
-    return data
+    return read_document(MANIFEST, text, path)
 
 
 def summarize_params(weights: dict) -> dict:
