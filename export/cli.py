@@ -86,20 +86,20 @@ def _print_report(report: ExportReport, as_json: bool) -> None:
     if as_json:
         opt.print_json([r.to_dict() for r in report])
         return
-    sizes = {(r.format, r.precision): r.manifest["total_size"] for r in report}
+    sizes = {(r.format, r.precision): r.manifest.total_size or 0 for r in report}
     for r in report:
         m = r.manifest
+        total = m.total_size or 0
         ratio = ""
         if r.precision == "fp16" and (r.format, "fp32") in sizes:
-            ratio = f", {m['total_size'] / sizes[(r.format, 'fp32')]:.3f}x of fp32"
-        dtypes = ", ".join(f"{k} {v:,}" for k, v in m["params"]["dtypes"].items()) or "n/a"
-        apart = len(m["files"]) - 1
-        beside = f" in {apart + 1} files (weights beside the graph)" if apart else ""
-        typer.echo(f"wrote {r.path} ({m['total_size']:,} bytes{beside}{ratio}; params {dtypes}"
-                   f"{'; encrypted' if m['encrypted'] else ''}) + manifest")
-        deployment = m.get("deployment") or {}
-        if deployment.get("needed"):
-            typer.echo(f"  {summary_line(deployment)}")
+            ratio = f", {total / sizes[(r.format, 'fp32')]:.3f}x of fp32"
+        dtypes = ", ".join(f"{k} {v:,}" for k, v in m.params.dtypes.items()) or "n/a"
+        apart = len(m.files or []) - 1
+        beside = f" in {apart + 1} files (weights beside the graph)" if apart > 0 else ""
+        typer.echo(f"wrote {r.path} ({total:,} bytes{beside}{ratio}; params {dtypes}"
+                   f"{'; encrypted' if m.encrypted else ''}) + manifest")
+        if m.deployment is not None and m.deployment.needed:
+            typer.echo(f"  {summary_line(m.deployment)}")
 
 
 def inspect_command(

@@ -5,11 +5,14 @@ Where a manifest sits beside the file it is shown too, and checked against the f
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Optional
 
 from amptool.artefact import reader
 from amptool.artefact.files import check_files, file_facts, locate
-from amptool.documents.manifest import read_manifest, summarize_params
+from amptool.documents.door import to_json
+from amptool.documents.manifest import Manifest, manifest_path, read_manifest, summarize_params
 from amptool.errors import UsageError
 from amptool.files.fileio import sha256
 from amptool.runtime.device import import_mindspore
@@ -45,66 +48,67 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
                      precision=infer_precision(described), producer=described.get("producer"))
         if "opset" in described:
             facts["opset"] = described["opset"]
-    facts["manifest"] = manifest
+    # the manifest as its file holds it (one written before a key existed lacks that key)
+    facts["manifest"] = json.loads(manifest_path(path).read_text(encoding="utf-8")) \
+        if manifest else None
     facts["manifest_differences"] = check_files(path, manifest, files)
     facts["manifest_matches"] = _matches(facts, manifest)
     facts["deployment"] = check_settings(path, manifest)
     return facts
 
 
-def check_settings(path: Path, manifest: dict | None) -> dict | None:
+def check_settings(path: Path, manifest: Optional[Manifest]) -> dict | None:
     """The manifest's deployment section with each settings file checked beside ``path``:
     ``present`` and ``matches`` (its sha256 is the manifest's) per file; None without a
     manifest."""
     if manifest is None:
         return None
-    section = dict(manifest.get("deployment") or {})
+    if manifest.deployment is None:
+        return {}
     files = []
-    for item in section.get("files") or []:
-        found = path.with_name(str(item.get("name")))
+    for item in manifest.deployment.files:
+        found = path.with_name(item.name)
         present = found.is_file()
-        files.append(dict(item, present=present,
-                          matches=present and sha256(found) == item.get("sha256")))
-    if section:
-        section["files"] = files
-    return section
+        files.append({**to_json(item), "present": present,
+                      "matches": present and sha256(found) == item.sha256})
+    return {**to_json(manifest.deployment), "files": files}
 
 
-def settings_broken(section: dict | None) -> list:
-    """Names of the settings files the manifest lists that are missing or changed."""
-    return [f["name"] for f in (section or {}).get("files", []) if not f.get("matches", True)]
+def settings_broken(checked: dict | None) -> list:
+    """Names of the settings files ``check_settings`` found missing or changed."""
+    return [f["name"] for f in (checked or {}).get("files", []) if not f.get("matches", True)]
 
 
-def deployment_line(path: str, section: dict | None) -> str:
+def deployment_line(path: str, manifest: Manifest, checked: dict | None) -> str:
     """The deployment settings of an artefact (``check_settings``), for ``inspect``."""
-    line = summary_line(section)
-    bad = settings_broken(section)
+    line = summary_line(manifest.deployment)
+    bad = settings_broken(checked)
     if bad:
         line += f"; MISSING OR CHANGED: {', '.join(bad)} (re-export {Path(path).name})"
     return line
 
 
-def _matches(facts: dict, manifest: dict | None) -> bool | None:
+def _matches(facts: dict, manifest: Optional[Manifest]) -> bool | None:
     if manifest is None:
         return None
     same = not facts["manifest_differences"]
-    if facts.get("params") is not None and manifest.get("params") is not None:
-        same = same and manifest["params"].get("bytes") == facts["params"]["bytes"]
+    if facts.get("params") is not None:
+        same = same and manifest.params.bytes == facts["params"]["bytes"]
     return same
 
 
-def _declared_names(facts: dict) -> list:
+def _declared_names(facts: dict, manifest: Manifest) -> list:
     """The signature's input names from a manifest that matches the file (MindIR keeps
     none), one per input of the file; empty otherwise."""
-    m = facts.get("manifest") or {}
-    inputs = (m.get("model") or {}).get("inputs") or []
+    inputs = manifest.model.inputs or []
     if not facts.get("manifest_matches") or len(inputs) != len(facts.get("inputs") or []):
         return []
-    return [str(i.get("name")) for i in inputs]
+    return [i.name for i in inputs]
 
 
 def format_report(facts: dict) -> list:
     """Human-readable lines."""
+    manifest = read_manifest(facts["path"])
     lines = [f"{facts['path']}: {facts['format']}, {facts['file_size']:,} bytes, "
              f"sha256 {facts['sha256'][:16]}…" + (", encrypted" if facts["encrypted"] else "")]
     if len(facts["files"]) > 1:
@@ -118,7 +122,7 @@ def format_report(facts: dict) -> list:
         if facts.get("producer"):
             lines.append(f"  producer: {facts['producer']}"
                          + (f", opset {facts['opset']}" if facts.get("opset") else ""))
-        declared = _declared_names(facts)
+        declared = _declared_names(facts, manifest) if manifest else []
         for kind in ("inputs", "outputs"):
             for i, io in enumerate(facts[kind]):
                 shape = "x".join("N" if d == -1 else str(d) for d in io["shape"])
@@ -130,17 +134,16 @@ def format_report(facts: dict) -> list:
         dtypes = ", ".join(f"{k} {v:,}" for k, v in p["dtypes"].items())
         lines.append(f"  params: {p['count']:,} in {p['tensors']} tensors, {p['bytes']:,} bytes"
                      f" ({dtypes}); precision {facts['precision'] or 'mixed'}")
-    m = facts["manifest"]
+    m = manifest
     if m is None:
         lines.append("  manifest: none")
     else:
-        policy = m.get("policy") or {}
-        lines.append(f"  manifest: {m.get('precision')} from {m.get('model', {}).get('spec')}, "
-                     f"policy {policy.get('level')}, MindSpore {m.get('mindspore_version')}, "
-                     f"created {m.get('created')}; "
+        lines.append(f"  manifest: {m.precision} from {m.model.spec}, "
+                     f"policy {m.policy.level}, MindSpore {m.mindspore_version}, "
+                     f"created {m.created}; "
                      + ("matches the file" if facts["manifest_matches"] else
                         "DOES NOT MATCH the file (re-export it)"
                         + (f": {'; '.join(facts['manifest_differences'][:3])}"
                            if facts.get("manifest_differences") else "")))
-        lines.append(f"  {deployment_line(facts['path'], facts.get('deployment'))}")
+        lines.append(f"  {deployment_line(facts['path'], m, facts.get('deployment'))}")
     return lines

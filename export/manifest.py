@@ -4,18 +4,21 @@ from __future__ import annotations
 import time
 
 import amptool
-from amptool.documents.manifest import MANIFEST_VERSION, summarize_params
+from amptool.documents.door import from_json
+from amptool.documents.manifest import MANIFEST_VERSION, Manifest, summarize_params
 
 
 def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, source_policy: dict,
                    facts: dict, files: list, checkpoint: dict, model: dict,
                    preprocess: dict | None, data: str | None, val_fraction: float | None,
-                   batch: dict, encrypted: bool, task: dict | None = None) -> dict:
-    """``files``: every file of the artefact ([{path, size, sha256}], its main file first);
-    ``file_size`` and ``sha256`` are the main file's, ``total_size`` the set's."""
+                   batch: dict, encrypted: bool, export_seconds: float, deployment: dict,
+                   task: dict | None = None) -> Manifest:
+    """The whole manifest, built once (``files``: every file of the artefact ([{path, size,
+    sha256}], its main file first); ``file_size`` and ``sha256`` are the main file's,
+    ``total_size`` the set's); the parts other modules describe are held to their types here."""
     import mindspore as ms
 
-    return {
+    return from_json(Manifest, {
         "schema_version": MANIFEST_VERSION, "format": fmt, "precision": precision,
         "io_dtype": io_dtype, "policy": policy,
         "source_policy": source_policy, "inputs": facts["inputs"], "outputs": facts["outputs"],
@@ -25,5 +28,5 @@ def build_manifest(*, fmt: str, precision: str, io_dtype: str, policy: dict, sou
         "val_fraction": val_fraction, "batch": batch, "mindspore_version": ms.__version__,
         "amptool_version": amptool.__version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "encrypted": encrypted,
-        "task": task,
-    }
+        "task": task, "export_seconds": round(export_seconds, 4), "deployment": deployment,
+    }, "manifest")

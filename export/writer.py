@@ -11,6 +11,7 @@ from pathlib import Path
 from amptool.artefact import reader
 from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
                                     split_mindir)
+from amptool.documents.manifest import MANIFEST, Manifest, manifest_path
 from amptool.errors import AmpToolError, UsageError, first_line
 from amptool.files.fileio import atomic_path, atomic_set, ms_safe, sha256
 from amptool.network.trust import model_copy
@@ -30,11 +31,11 @@ class ExportResult:
     precision: str
     path: str
     manifest_path: str
-    manifest: dict
+    manifest: Manifest
 
     def to_dict(self) -> dict:
         return {"format": self.format, "precision": self.precision, "path": self.path,
-                "manifest_path": self.manifest_path, "manifest": self.manifest}
+                "manifest_path": self.manifest_path, "manifest": MANIFEST.json(self.manifest)}
 
 
 def format_module(name: str):
@@ -80,8 +81,6 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
     is built; what a writer held is collected before the artefact is read back."""
     import gc
 
-    from amptool.documents.manifest import manifest_path
-
     release_compiled(graph=False)  # the weights of what resolving the model ran go first
     gc.collect()
     checked = False
@@ -113,11 +112,9 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             gc.collect()
             final = path.parent / written.name
             manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts,
-                                 facts)
-            manifest["model"].update(kept)
-            manifest["export_seconds"] = round(seconds, 4)
-            manifest["deployment"] = _stage_settings(written, precision, fp32_cells)
-            _write_json(manifest_path(written), manifest)
+                                 facts, kept=kept, seconds=seconds,
+                                 deployment=_stage_settings(written, precision, fp32_cells))
+            _write_json(manifest_path(written), MANIFEST.json(manifest))
             # what an earlier export left under another form's names (or settings this
             # one does not need) goes once the set is in place
             superseded += [n for n in other_forms(path) if not (stage / n).exists()]
@@ -241,7 +238,7 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) ->
 
 
 def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
-              facts: dict | None = None) -> dict:
+              facts: dict | None, kept: dict, seconds: float, deployment: dict) -> Manifest:
     from .manifest import build_manifest
 
     key = cfg.encrypt_key if fmt == "MINDIR" else None
@@ -252,10 +249,11 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
     return build_manifest(
         fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
         policy=effective.to_dict(), source_policy=trained.policy.to_dict(), facts=facts,
-        files=file_facts(tmp), checkpoint=ckpt_facts, model=spec.describe(),
+        files=file_facts(tmp), checkpoint=ckpt_facts, model={**spec.describe(), **kept},
         preprocess=trained.preprocess, data=trained.data, val_fraction=trained.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},
-        encrypted=key is not None, task=trained.task)
+        encrypted=key is not None, task=trained.task, export_seconds=seconds,
+        deployment=deployment)
 
 
 def _air_facts(trained) -> dict:

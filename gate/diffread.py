@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Tuple, Union
 
-from amptool.documents.door import Door, check_document
-from amptool.documents.parity import ParityReport
-from amptool.documents.records import (PARITY_REPORT_VERSION, SUMMARY_VERSION,
-                                       ParityReportRecord, SummaryRecord)
+from amptool.documents.door import read_document
+from amptool.documents.parity import PARITY_REPORT, ParityReport
+from amptool.documents.summary import SUMMARY
 from amptool.errors import UsageError
 
-PARITY_DOOR = Door("parity report", "write it again with 'amptool parity ... --json-out FILE'",
-                   PARITY_REPORT_VERSION)
-SUMMARY_DOOR = Door("run summary", "run the pipeline again ('amptool run --out FOLDER')",
-                    SUMMARY_VERSION)
 REPORT_NAME = "parity.json"
 """The parity report's name in a run folder (``amptool run --out``)."""
 SUMMARY_NAME = "summary.json"
@@ -35,13 +31,8 @@ def read_report(source: Source, role: str = "report") -> Tuple[ParityReport, str
     if isinstance(source, ParityReport):
         return source, f"{role} (in memory)"
     path = report_file(Path(source), role)
-    doc = _load(path, role)
-    check_document(doc, ParityReportRecord, PARITY_DOOR, path)
-    try:
-        return ParityReport.from_dict(_legacy(doc)), str(path)
-    except ValueError as exc:
-        raise UsageError(f"{role} {path} is not a parity report this release reads ({exc})",
-                         PARITY_DOOR.fix) from None
+    report = read_document(PARITY_REPORT, _load(path, role), path)
+    return _legacy(report), str(path)
 
 
 def report_file(path: Path, role: str) -> Path:
@@ -58,7 +49,7 @@ def report_file(path: Path, role: str) -> Path:
                          "give a parity report (amptool parity --json-out FILE) or an "
                          "'amptool run --out' folder")
     if path.name == SUMMARY_NAME or _is_summary(path):
-        check_document(_load(path, role), SummaryRecord, SUMMARY_DOOR, path)
+        read_document(SUMMARY, _load(path, role), path)
         beside = path.parent / REPORT_NAME
         if not beside.is_file():
             raise UsageError(f"{role} {path} is a run summary without {REPORT_NAME} beside "
@@ -76,9 +67,11 @@ def _is_summary(path: Path) -> bool:
     return isinstance(doc, dict) and "artefacts" in doc and "train" in doc
 
 
-def _load(path: Path, role: str) -> Any:
+def _load(path: Path, role: str) -> str:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        json.loads(text)
+        return text
     except UnicodeDecodeError:
         raise UsageError(f"{role} {path} is not a JSON text file",
                          "give a parity report (parity.json)") from None
@@ -90,12 +83,12 @@ def _load(path: Path, role: str) -> Any:
                          "check the path and its permissions") from None
 
 
-def _legacy(doc: dict) -> dict:
-    """A report written before ``schema_version`` existed, with the keys added since."""
-    if doc.get("schema_version"):
-        return doc
-    inputs = {"targets": [], "labels_from": None, **doc.get("inputs", {})}
-    return {**doc, "inputs": inputs}
+def _legacy(report: ParityReport) -> ParityReport:
+    """A report written before ``schema_version`` existed, with the keys added since: no
+    targets."""
+    if report.inputs.targets is not None:
+        return report
+    return replace(report, inputs=replace(report.inputs, targets=[]))
 
 
 # -- what the two reports must share ---------------------------------------------------------
@@ -123,7 +116,8 @@ def inputs_identity(report: ParityReport) -> tuple:
     words = without_folders(inputs.description)
     if words.startswith("golden "):  # the stored reference's outputs, on its inputs
         words = words[len("golden "):]
-    return inputs.samples, inputs.labels, inputs.labels_from, tuple(inputs.targets), words
+    return (inputs.samples, inputs.labels, inputs.labels_from, tuple(inputs.targets or ()),
+            words)
 
 
 def check_same_subject(base: ParityReport, new: ParityReport, base_path: str,

@@ -197,7 +197,7 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
     parity failed."""
     from amptool.parity.report import (failure_fix, failure_line, format_table, resolution_warnings,
-                                       write_junit, write_report_json)
+                                       write_junit, report_json, write_report_json)
 
     if json_out is not None:
         write_report_json(str(json_out), report)
@@ -214,7 +214,7 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
             else failure_line(report), None if passed else failure_fix(report), parity=report,
             seconds={"parity": report.seconds}))
     if mode == "json":
-        opt.print_json(report.to_dict())
+        opt.print_json(report_json(report))
     else:
         text = format_table(report)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)

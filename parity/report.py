@@ -7,9 +7,9 @@ from xml.etree import ElementTree as ET
 
 from amptool.documents.figures import CI_SUFFIX, breaches, finding_text, fmt
 from amptool.documents.layers import LayerReport
-from amptool.documents.parity import (CandidateResult, CandidateVerdict, Check, Deployment,
-                                      ParityReport, candidate_verdict)
-from amptool.files.fileio import jsonable, write_json, write_text
+from amptool.documents.parity import (PARITY_REPORT, CandidateResult, CandidateVerdict, Check,
+                                      Deployment, ParityReport, candidate_verdict)
+from amptool.files.fileio import write_json, write_text
 
 __all__ = ["CandidateVerdict", "ParityReport", "breaches", "candidate_verdict",
            "failure_fix", "failure_line", "finding_text", "fmt", "format_table",
@@ -173,8 +173,13 @@ def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def report_json(report: ParityReport) -> dict:
+    """The report as ``--json-out`` writes it and ``--json`` prints it."""
+    return PARITY_REPORT.json(report)
+
+
 def write_report_json(path: str, report: ParityReport) -> None:
-    write_json(path, jsonable(report.to_dict()))
+    write_json(path, report_json(report))
 
 
 def junit_xml(report: ParityReport) -> str:

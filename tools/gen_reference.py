@@ -411,27 +411,22 @@ def environment_page() -> str:
 # -- JSON Schemas ----------------------------------------------------------------------------
 
 def schema_documents() -> list:
-    """(file name, type, schema_version, title) of every JSON document with a schema."""
-    from amptool.documents import records
-    from amptool.documents.diff import DIFF_VERSION, DiffReport
-    from amptool.documents.manifest import MANIFEST_VERSION, Manifest
+    """The door (``amptool.documents.door.Door``) of every JSON document amptool writes."""
+    from amptool.convert.result import SEARCH
+    from amptool.documents.diff import DIFF
+    from amptool.documents.manifest import MANIFEST
+    from amptool.documents.parity import PARITY_REPORT
+    from amptool.documents.records import GOLDEN, RUN
+    from amptool.documents.summary import SUMMARY
 
-    return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest"),
-            ("parity-report.schema.json", records.ParityReportRecord,
-             records.PARITY_REPORT_VERSION, "amptool parity report"),
-            ("run.schema.json", records.RunRecord, records.RUN_VERSION, "amptool run.json"),
-            ("summary.schema.json", records.SummaryRecord, records.SUMMARY_VERSION,
-             "amptool run summary.json"),
-            ("golden-meta.schema.json", records.GoldenMeta, records.GOLDEN_VERSION,
-             "amptool golden outputs file: its meta entry"),
-            ("diff.schema.json", DiffReport, DIFF_VERSION, "amptool diff report")]
+    return [MANIFEST, PARITY_REPORT, RUN, SUMMARY, GOLDEN, SEARCH, DIFF]
 
 
 def schema_files() -> dict:
     from amptool.documents.door import schema_text
 
-    return {REFERENCE / "schemas" / name: schema_text(cls, version, title)
-            for name, cls, version, title in schema_documents()}
+    return {REFERENCE / "schemas" / door.schema: schema_text(door)
+            for door in schema_documents()}
 
 
 # -- the pages -------------------------------------------------------------------------------

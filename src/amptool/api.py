@@ -1,6 +1,6 @@
 """The public Python API: one call per stage, each taking its config dataclass and
 returning a typed result: frozen dataclasses read by attribute, with ``to_dict()`` (the JSON
-its command prints with ``--json``; ``amptool.documents.jsontypes`` writes and reads them all).
+its command prints with ``--json``; ``amptool.documents.door`` writes and reads them all).
 
 ``from amptool import train, export, parity, search, convert_checkpoint, run, diff`` (the
 first three are the stage packages themselves, callable). Each name is the stage's one entry,

@@ -96,7 +96,7 @@ def run_command(
         for message in result.warnings:
             _stage_printer({"kind": "warning", "message": message})
     if as_json:
-        opt.print_json(result.to_dict())
+        opt.print_json(result.document())
     else:
         typer.echo(format_summary(result))
     if not result.passed:

@@ -34,7 +34,7 @@ def test_round_trip(encrypted, exports, references):
     x, _, _ = references("simplecnn")
     plain = load_runner(exports.get("simplecnn")[("MINDIR", "fp16")].path).run([x[:16]])[0]
     runner = load_runner(path, key=bytes.fromhex(key_hex))
-    assert runner.manifest["encrypted"] is True and runner.precision == "fp16"
+    assert runner.manifest.encrypted is True and runner.precision == "fp16"
     np.testing.assert_array_equal(runner.run([x[:16]])[0], plain)
     assert load_runner(path, key=key_hex).run([x[:2]])[0].shape == (2, 10)  # hex text works too
 

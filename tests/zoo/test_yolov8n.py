@@ -65,7 +65,7 @@ def yolo_flow(shared):
             load_outputs=str(golden),
             candidates=tuple(paths[("ONNX", p)] for p in ("fp32", "fp16")),
             emulate_settings=False))
-        return root, {k: r.manifest for k, r in zip(paths, report)}, fp16, onnx
+        return root, {k: r.to_dict()["manifest"] for k, r in zip(paths, report)}, fp16, onnx
 
     return shared.get("zoo-yolov8n", make)
 

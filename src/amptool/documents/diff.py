@@ -11,21 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Literal, Optional
 
-from amptool.documents.door import Door, Real
-from amptool.documents.jsontypes import from_json, optional_key, to_json
+from amptool.documents.door import Document, Door, Real, from_json, optional_key, to_json
 from amptool.stats.regression import RegressionBudget
 
 DIFF_VERSION = 1
 """The ``schema_version`` of the diff document this release writes."""
-DIFF_DOOR = Door("diff report", "write it again with 'amptool diff BASE NEW --json'",
-                 DIFF_VERSION)
 
 Status = Literal["unchanged", "within noise", "improved", "regressed", "only in base",
                  "only in new"]
 
 
 @dataclass(frozen=True)
-class DiffSide:
+class DiffSide(Document):
     """One of the two parity reports compared."""
 
     path: str
@@ -43,7 +40,7 @@ class DiffSide:
 
 
 @dataclass(frozen=True)
-class FigureDiff:
+class FigureDiff(Document):
     """One figure of one output, in both reports."""
 
     figure: str
@@ -68,7 +65,7 @@ class FigureDiff:
 
 
 @dataclass(frozen=True)
-class OutputDiff:
+class OutputDiff(Document):
     """One output (or ``task``, the task metric) of a candidate."""
 
     name: str
@@ -78,7 +75,7 @@ class OutputDiff:
 
 
 @dataclass(frozen=True)
-class CheckChange:
+class CheckChange(Document):
     """A check whose result differs between the reports."""
 
     output: str
@@ -96,7 +93,7 @@ class CheckChange:
 
 
 @dataclass(frozen=True)
-class LimitChange:
+class LimitChange(Document):
     """A limit one output was held to that differs between the reports."""
 
     output: str
@@ -110,7 +107,7 @@ class LimitChange:
 
 
 @dataclass(frozen=True)
-class KeptDiff:
+class KeptDiff(Document):
     """The cells the candidate's policy keeps in fp32, in both reports."""
 
     base: Optional[List[str]]
@@ -124,7 +121,7 @@ class KeptDiff:
 
 
 @dataclass(frozen=True)
-class LayerDiff:
+class LayerDiff(Document):
     """One cell of the per-layer sections, in both reports: its error is 1 - cosine of its
     output against fp32; its own share, that minus the error its input already had."""
 
@@ -145,7 +142,7 @@ class LayerDiff:
 
 
 @dataclass(frozen=True)
-class LayersDiff:
+class LayersDiff(Document):
     """The per-layer sections (``--per-layer``) where both reports have them."""
 
     rows: List[LayerDiff]
@@ -163,7 +160,7 @@ class LayersDiff:
 
 
 @dataclass(frozen=True)
-class CandidateDiff:
+class CandidateDiff(Document):
     """One candidate, matched across the reports by its format, precision and file name
     (else by format and precision alone when one candidate of each report has them)."""
 
@@ -194,7 +191,7 @@ class CandidateDiff:
 
 
 @dataclass(frozen=True)
-class Regression:
+class Regression(Document):
     """One way NEW is worse than BASE beyond noise and budget."""
 
     candidate: str
@@ -211,7 +208,7 @@ class Regression:
 
 
 @dataclass(frozen=True)
-class DiffReport:
+class DiffReport(Document):
     """Two parity reports of one model on the same inputs compared: ``passed`` unless NEW
     regressed."""
 
@@ -257,3 +254,7 @@ class DiffReport:
                    for c in self.candidates)
         return (f"diff: no regression ({both} candidate{'s' * (both != 1)} in both reports, "
                 f"{self.improved} figure{'s' * (self.improved != 1)} improved)")
+
+
+DIFF = Door(DiffReport, "diff report", "write it again with 'amptool diff BASE NEW --json'",
+            DIFF_VERSION, "amptool diff report", "diff.schema.json")

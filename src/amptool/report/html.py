@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 
 from amptool import __version__
 from amptool.artefact.files import total_size
+from amptool.documents.door import to_json
 from amptool.documents.manifest import read_manifest
 from amptool.files.fileio import write_text
 from amptool.report import page as hp
@@ -333,7 +334,8 @@ def _deployment_part(cand: "CandidateResult", auto: dict) -> str:
     assert dep is not None  # only candidates that record deployment settings are shown
     settings = dep.settings
     try:
-        policy = (read_manifest(cand.path) or {}).get("policy") or {}
+        manifest = read_manifest(cand.path)
+        policy = to_json(manifest.policy) if manifest else {}
     except Exception:  # noqa: BLE001 - a manifest that cannot be read: no reasons shown
         policy = {}
     kept = (settings.kept_fp32 if settings else None) or dep.kept_fp32 or []

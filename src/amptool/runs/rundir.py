@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from amptool.documents.door import check_document
-from amptool.documents.records import RUN_DOOR, RunRecord
+from amptool.documents.door import read_document
+from amptool.documents.records import RUN
 from amptool.errors import UsageError
 from amptool.files.fileio import write_json
 from amptool.network.trust import recorded_reference
@@ -49,11 +49,12 @@ class RunDir:
         models, null for inputs fed as they are) at least."""
         self.require()
         try:
-            info = json.loads(self.info_path.read_text(encoding="utf-8"))
+            text = self.info_path.read_text(encoding="utf-8")
+            info = json.loads(text)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{self.info_path} cannot be read ({type(exc).__name__})",
-                             RUN_DOOR.fix) from None
-        check_document(info, RunRecord, RUN_DOOR, self.info_path)
+                             RUN.fix) from None
+        read_document(RUN, text, self.info_path)
         return info
 
     def read_optional(self) -> dict:
@@ -78,7 +79,7 @@ class RunDir:
         return recorded_reference(ref, kept, self.info_path, self.path)
 
     def write(self, info: dict) -> None:
-        write_json(self.info_path, info)
+        write_json(self.info_path, RUN.json(info))
 
     def trained_files(self) -> list:
         """The files that make this folder a trained run: run.json and any best/last

@@ -26,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, ClassVar, Dict, Literal, Optional
 
 from amptool.errors import UsageError
+from amptool.stats.limits import DOCUMENT_RULES
 
 SKETCH_BINS_PER_OCTAVE = 64
 """The bins an octave of the percentile sketch parity streams (``stats.sketch.GRID``)."""
@@ -49,6 +50,8 @@ from the reference's own rounding."""
 class RegressionBudget:
     """How much worse NEW may be than BASE (``amptool diff``) beyond each figure's noise;
     None (``off``) stops a kind of figure from failing the diff (it is still shown)."""
+
+    __pydantic_config__: ClassVar[Dict[str, Any]] = DOCUMENT_RULES
 
     rate_allowance: Optional[float] = 0.0
     """Worsening of a counted figure (clear top-1 agreement, clear accuracy drop), as a
