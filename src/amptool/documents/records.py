@@ -210,9 +210,10 @@ class CandidateReport:
     caveat: Optional[str]
     """Why the verdict says nothing of fp16 safety; null when it does."""
     per_layer: Optional[Dict[str, Any]]
-    """With ``--per-layer``: rows, first_flagged, origin, min_cosine, policy, samples."""
+    """With ``--per-layer``, or for a failed candidate localized by itself: rows,
+    first_flagged, origin, min_cosine, policy, samples."""
     weights: Optional[Dict[str, Any]]
-    """The stored-weights check (with ``--per-layer``)."""
+    """The stored-weights check (with ``per_layer``)."""
     culprit: Optional[Dict[str, Any]]
     """For a failed candidate: kind, where, message, fix."""
     deployment: Optional[Dict[str, Any]]
