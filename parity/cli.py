@@ -228,8 +228,21 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
         if mode == "quiet":  # the table's notes are not shown: say it on stderr
             for line in resolution_warnings(report):
                 typer.echo(f"amptool: {line}", err=True)
+        else:
+            typer.echo(written_line([json_out, html, junit, plot]))
     if not report.passed:
-        raise CheckFailed(failure_line(report), failure_fix(report))
+        fix = failure_fix(report)
+        kept = json_out if json_out is not None else html
+        raise CheckFailed(failure_line(report), fix + (f"; see {kept}" if kept else ""))
+
+
+def written_line(paths: list) -> str:
+    """Where the result is: the files written (None: not asked for), or how to keep it."""
+    written = [str(p) for p in paths if p is not None]
+    if written:
+        return f"report: {', '.join(written)}"
+    return ("report: none written (--json-out FILE.json writes it, with FILE.html beside it; "
+            "--junit FILE.xml for CI)")
 
 
 def register(app: typer.Typer) -> None:
