@@ -111,3 +111,15 @@ def test_run_config_takes_exactly_the_keys_its_reference_lists(tmp_path):
         path.write_text(json.dumps({key: 1}))
         with pytest.raises(UsageError, match=f"unknown key.*{key}"):
             PipelineConfig.from_file(str(path))
+
+
+def test_every_data_source_is_named_where_data_is_described():
+    """The config reference's ``data`` row and ``--data``'s help name every source kind
+    ``--data`` takes, and ``NAME:N`` for the bundled ones."""
+    from amptool.console.options import DATA_HELP
+    from amptool.data.sources import KINDS
+
+    page = PAGES[gen.REFERENCE / "config.md"]
+    row = next(line for line in page.splitlines() if line.startswith("| `data` |"))
+    for text in (row, DATA_HELP):
+        assert all(kind in text for kind in KINDS) and "NAME:N" in text, text
