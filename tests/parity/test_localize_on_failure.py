@@ -34,7 +34,7 @@ def test_a_failing_candidate_is_localized_without_per_layer(trap, tmp_path):
     assert result.exit_code == 1, result.output
     line = _error_line(result)
     assert "culprit: first diverging cell 'norm' (L2Normalize" in line and "born there" in line
-    assert line.endswith("keep 'norm' in fp32: add it to the policy's fp32_cells")
+    assert line.endswith(f"keep 'norm' in fp32: add it to the policy's fp32_cells; see {report}")
     assert "add --per-layer" not in line
     cand = json.loads(report.read_text())["candidates"][0]
     assert cand["per_layer"]["first_flagged"] == "norm" and cand["culprit"]["where"] == "norm"
@@ -48,7 +48,8 @@ def test_no_localize_turns_it_off(trap, tmp_path):
     result = _parity(trap["mindir_fp32"], trap["mindir_fp16"], "--samples", 96,
                      "--no-localize", "--json-out", report)
     assert result.exit_code == 1, result.output
-    assert _error_line(result).endswith("see the table above (add --per-layer to localize)")
+    assert _error_line(result).endswith("see the table above (add --per-layer to localize); "
+                                        f"see {report}")
     cand = json.loads(report.read_text())["candidates"][0]
     assert cand["per_layer"] is None and cand["culprit"] is None
 
