@@ -286,5 +286,6 @@ def _print_event(event: dict) -> None:
 def register(app: typer.Typer) -> None:
     convert_app.command("policy")(opt.handle_errors(policy_command))
     convert_app.command("ckpt")(opt.handle_errors(ckpt_command))
-    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command)))
+    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command,
+                                                                   fp16_only=True)))
     app.add_typer(convert_app, name="convert")

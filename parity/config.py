@@ -43,6 +43,10 @@ class ParityConfig:
     """Decryption key of encrypted MindIR artefacts; never printed or written."""
     per_layer: bool = False
     """Localize the first diverging cell of each candidate."""
+    localize: bool = True
+    """Localize each candidate that fails, by itself: the per-layer pass on its failing
+    samples, the network rebuilt from the artefacts' manifests (or ``model``); a candidate
+    that cannot be localized says why. A passing candidate costs nothing more."""
     layer_samples: int = 32
     """Samples used by the per-layer pass."""
     layer_min_cosine: Optional[float] = decided_later("the candidate's --min-cosine")

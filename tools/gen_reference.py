@@ -233,22 +233,31 @@ def config_page() -> str:
     json_row = [[code(k), "true/false", code(str(v).lower()), f"`--{k}`: {said}"]
                 for k, v in COMMAND_ONLY.items()]
     not_in_run = tuple(pipeline._NOT_IN_PIPELINE)
+    run_train_keys = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in not_in_run]
+    launch_keys = [f.name for f in dataclasses.fields(LaunchOptions)] + list(COMMAND_ONLY)
     pairs = ", ".join(f"`[thresholds.{p}]`" for p in PAIR_TABLES)
     parts = [
         GENERATED, "# Config-file reference",
         "`amptool train`, `amptool run` and `amptool parity` take `--config FILE`: a YAML, "
-        "TOML or JSON mapping of the keys below (snake_case; dashes work too). Unknown keys "
-        "and bad values are reported together in one error; flags given on the command line "
-        "override the file. The keys are the fields of the config dataclasses the Python API "
-        "takes too ([API reference](api.md)).",
+        "TOML or JSON mapping of the keys below (snake_case; dashes work too); flags given on "
+        "the command line override the file. A file's unknown keys and values of the wrong "
+        "type are reported together in one error (`amptool run` names its unknown keys "
+        "first, `amptool parity` a bad `[thresholds]` table first). The checks that follow "
+        "(ranges, choices, the files and models named) report every problem at once for a "
+        "training (`train`, and `run`'s training keys) and stop at the first for `run`'s own "
+        "keys and for `parity`. The keys are the fields of the config dataclasses the Python "
+        "API takes too ([API reference](api.md)).",
         "## amptool train --config",
         "`TrainConfig` (the training run) and `LaunchOptions` (how it is laid out across "
         "hosts).", table(KEYS, key_rows(TrainConfig) + key_rows(LaunchOptions) + json_row),
         "## amptool run --config",
         "`PipelineConfig`'s own keys:",
         table(KEYS, key_rows(pipeline.PipelineConfig, only=pipeline.PIPELINE_KEYS)),
-        "and every key of [`amptool train --config`](#amptool-train-config) except "
-        + ", ".join(code(k) for k in not_in_run) + ".",
+        "and these keys of [`amptool train --config`](#amptool-train-config), for its "
+        "training: " + ", ".join(code(k) for k in run_train_keys) + ". Training's "
+        + ", ".join(code(k) for k in not_in_run) + " are not among them (the pipeline's own "
+        "keys above, or set by it), nor " + ", ".join(code(k) for k in launch_keys)
+        + " (how `train` is launched and prints): a file naming them is refused.",
         "## amptool parity --config",
         "`ParityConfig`; the reference and candidates are given on the command line.",
         table(KEYS, key_rows(ParityConfig, skip=("reference", "candidates", "key",

@@ -65,7 +65,12 @@ def run_command(
     samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. "
                                           f"{opt.default_of(PipelineConfig, 'samples')}"),
     per_layer: bool = typer.Option(False, "--per-layer",
-                                   help="Add per-layer localization to the parity report."),
+                                   help="Add per-layer localization of every artefact to "
+                                        "the parity report."),
+    localize: Optional[bool] = typer.Option(
+        None, "--localize/--no-localize",
+        help="Localize each artefact that fails parity by itself (per-layer, on its failing "
+             f"samples). {opt.default_of(PipelineConfig, 'localize')}"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "
                                                               "holds (refused without it)."),
     workers: opt.defaulted(opt.noted(opt.ShardWorkersOption, "Parity's samples only; "
@@ -85,7 +90,8 @@ def run_command(
                  policy=_s(policy), range_safety=range_safety, epochs=epochs,
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
-                 samples=samples, per_layer=per_layer or None, overwrite=overwrite or None,
+                 samples=samples, per_layer=per_layer or None, localize=localize,
+                 overwrite=overwrite or None,
                  workers=workers)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))

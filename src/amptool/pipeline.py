@@ -46,7 +46,10 @@ class PipelineConfig:
     samples: Optional[int] = decided_later("all")
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
-    """Add per-layer localization to the parity report."""
+    """Add per-layer localization of every artefact to the parity report."""
+    localize: bool = True
+    """Localize each artefact that fails parity by itself (per-layer, on its failing
+    samples); a passing run costs nothing more."""
     overwrite: bool = False
     """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
     without it such a folder is refused."""
@@ -66,7 +69,7 @@ class PipelineConfig:
         train = self.train_config()
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
                 "samples": self.samples, "per_layer": self.per_layer,
-                "overwrite": self.overwrite}
+                "localize": self.localize, "overwrite": self.overwrite}
 
     def train_config(self):
         base = self.train if self.train is not None else TrainConfig()
@@ -98,7 +101,7 @@ class PipelineResult:
         return SUMMARY.json(self.summary)
 
 
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite", "workers")
+PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "localize", "overwrite", "workers")
 _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 
@@ -186,7 +189,8 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
                                  samples=cfg.samples, per_layer=cfg.per_layer,
-                                 device=train_cfg.device, workers=cfg.workers))
+                                 localize=cfg.localize, device=train_cfg.device,
+                                 workers=cfg.workers))
     assert report is not None, "one host: parity returns its report"
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)

@@ -190,3 +190,22 @@ def test_resume_runs_a_recorded_model_only_once_vetted(tmp_path):
         named = merge_previous(TrainConfig(out=str(folder), resume=True, model="lenet5"),
                                explicit={"model"})
         assert named.model == "lenet5"  # the user's own choice runs as given
+
+
+def test_a_run_json_without_a_checkpoint_is_no_trained_run(tmp_path):
+    """run.json alone (a run killed before its first checkpoint) holds nothing trained: a
+    new run replaces it without a flag (``claim_out_folder``); with a checkpoint beside it,
+    the folder is a trained run that only --resume or --overwrite may touch."""
+    from amptool.train.config import claim_out_folder
+
+    run = RunDir(tmp_path)
+    assert run.trained_files() == [] and run.unfinished_files() == []
+    run.write(_record(model="simplecnn"))
+    assert run.trained_files() == [] and run.unfinished_files() == [tmp_path / "run.json"]
+    assert claim_out_folder(TrainConfig(out=str(tmp_path))) == [tmp_path / "run.json"]
+    (tmp_path / "last.safetensors").write_bytes(b"weights")
+    assert run.trained_files() == [tmp_path / "run.json", tmp_path / "last.safetensors"]
+    assert run.unfinished_files() == []
+    assert "already holds a trained run (run.json, last.safetensors)" in _usage_line(
+        lambda: claim_out_folder(TrainConfig(out=str(tmp_path))))
+    assert claim_out_folder(TrainConfig(out=str(tmp_path), resume=True)) == []

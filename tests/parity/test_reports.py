@@ -112,6 +112,24 @@ def test_plot_without_matplotlib_is_a_clear_error(simplecnn, tmp_path, monkeypat
 
 
 @pytest.mark.slow
+def test_the_last_line_says_where_the_result_is(trap, tmp_path):
+    """Without a report file it says how to keep one; with them it names each, and a
+    failure's line points at the JSON report."""
+    args = [trap["mindir_fp32"], trap["mindir_fp16"], "--samples", 32, "--no-localize"]
+    bare = _parity(*args)
+    assert bare.exit_code == 1
+    assert bare.stdout.splitlines()[-1] == (
+        "report: none written (--json-out FILE.json writes it, with FILE.html beside it; "
+        "--junit FILE.xml for CI)")
+    kept = _parity(*args, "--json-out", tmp_path / "p.json", "--junit", tmp_path / "p.xml")
+    assert kept.exit_code == 1
+    assert kept.stdout.splitlines()[-1] == (f"report: {tmp_path / 'p.json'}, "
+                                            f"{tmp_path / 'p.html'}, {tmp_path / 'p.xml'}")
+    assert _error_line(kept).endswith(f"; see {tmp_path / 'p.json'}")
+    assert all((tmp_path / name).is_file() for name in ("p.json", "p.html", "p.xml"))
+
+
+@pytest.mark.slow
 def test_quiet_prints_the_verdict_only(simplecnn):
     result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--samples", 32, "-q")
     assert result.exit_code == 0

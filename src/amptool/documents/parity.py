@@ -87,7 +87,7 @@ class Finding(Document):
     """A note on the inputs, the reference or the gate itself."""
 
     kind: str
-    """preprocess, degenerate_reference, fp16_emulated, under_resolved, ..."""
+    """preprocess, degenerate_reference, fp16_emulated, under_resolved, not_localized, ..."""
     where: str
     """What it is about."""
     message: str
@@ -183,9 +183,10 @@ class CandidateResult(Document):
     caveat: Optional[str]
     """Why the verdict says nothing of fp16 safety, or None."""
     per_layer: Optional[LayerReport]
-    """With ``--per-layer``: each cell's error along the depth."""
+    """With ``--per-layer``, or for a failed candidate localized by itself: each cell's
+    error along the depth."""
     weights: Optional[WeightsCheck]
-    """The stored-weights check (with ``--per-layer``)."""
+    """The stored-weights check (with ``per_layer``)."""
     culprit: Optional[Culprit]
     """For a failed candidate: the most specific explanation, or None."""
     deployment: Optional[Deployment]

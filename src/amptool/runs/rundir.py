@@ -82,10 +82,17 @@ class RunDir:
         write_json(self.info_path, RUN.json(info))
 
     def trained_files(self) -> list:
-        """The files that make this folder a trained run: run.json and any best/last
-        checkpoint (empty for a new folder)."""
-        names = ["run.json"] + [f"{w}{s}" for w in CHECKPOINTS for s in CKPT_SUFFIXES]
-        return [self.path / n for n in names if (self.path / n).is_file()]
+        """The files that make this folder a trained run: its best/last checkpoints and the
+        run.json beside them (empty for a new folder, and for one whose run stopped before
+        its first checkpoint: it holds nothing trained, see ``unfinished_files``)."""
+        checkpoints = [self.path / f"{w}{s}" for w in CHECKPOINTS for s in CKPT_SUFFIXES]
+        found = [p for p in checkpoints if p.is_file()]
+        return ([self.info_path] if found and self.has_info() else []) + found
+
+    def unfinished_files(self) -> list:
+        """The run.json of a run that stopped (killed) before its first checkpoint, when
+        there is no checkpoint beside it; empty otherwise."""
+        return [self.info_path] if self.has_info() and not self.trained_files() else []
 
     def checkpoint_path(self, which: str, fmt: str = "ckpt") -> Path:
         """Where ``which`` (best or last) is written in format ``fmt``."""
