@@ -405,6 +405,7 @@ def schema_documents() -> list:
     """(file name, type, schema_version, title) of every JSON document with a schema."""
     from amptool.documents import records
     from amptool.documents.manifest import MANIFEST_VERSION, Manifest
+    from amptool.documents.provenance import PROVENANCE_VERSION, Provenance
 
     return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest"),
             ("parity-report.schema.json", records.ParityReportRecord,
@@ -413,7 +414,9 @@ def schema_documents() -> list:
             ("summary.schema.json", records.SummaryRecord, records.SUMMARY_VERSION,
              "amptool run summary.json"),
             ("golden-meta.schema.json", records.GoldenMeta, records.GOLDEN_VERSION,
-             "amptool golden outputs file: its meta entry")]
+             "amptool golden outputs file: its meta entry"),
+            ("provenance.schema.json", Provenance, PROVENANCE_VERSION,
+             "amptool provenance inside an artefact")]
 
 
 def schema_files() -> dict:
