@@ -56,8 +56,15 @@ def _op(node) -> str:
     return node.op_type[5:].rsplit(":", 1)[0] if node.op_type.startswith("REF::") else node.op_type
 
 
-def _shape(node):
-    return next((a for a in node.attribute if a.name == "shape" and a.tensors), None)
+def _recorded(node):
+    """The TensorProto in which a MindIR node records its (first) output's dtype: its
+    ``shape`` attribute's tensor, or its first tuple element's (BatchNorm, LayerNorm)."""
+    for attr in node.attribute:
+        if attr.name == "shape" and attr.tensors:
+            return attr.tensors[0]
+        if attr.name == "shape" and attr.values and attr.values[0].tensors:
+            return attr.values[0].tensors[0]
+    return None
 
 
 def _mindir_cell(node) -> str:
@@ -81,11 +88,11 @@ def mindir_mutations(model, kept: List[str]) -> List[Mutation]:
             if value is not None and value.i in (42, 43):
                 constants.setdefault(value.i, node.output[0])
     for index, node in enumerate(model.graph.node):
-        op, shape, cell = _op(node), _shape(node), _mindir_cell(node)
-        if op in structural or shape is None or not node.domain.startswith("Default/net-"):
+        op, recorded, cell = _op(node), _recorded(node), _mindir_cell(node)
+        if op in structural or recorded is None or not node.domain.startswith("Default/net-"):
             continue
         inside = any(cell == k or cell.startswith(k + ".") for k in kept)
-        dtype = shape.tensors[0].data_type
+        dtype = recorded.data_type
         if op == "Cast":
             if not node.name.split(":")[1].startswith("C_") or dtype not in (FP16, FP32):
                 continue
@@ -106,7 +113,7 @@ def mindir_mutations(model, kept: List[str]) -> List[Mutation]:
 
 def _set_mindir(index: int, dtype: int):
     def apply(model):
-        _shape(model.graph.node[index]).tensors[0].data_type = dtype
+        _recorded(model.graph.node[index]).data_type = dtype
     return apply
 
 
@@ -115,7 +122,7 @@ def _retarget_mindir(index: int, constant: str, dtype: int):
     def apply(model):
         node = model.graph.node[index]
         node.input[1] = constant
-        _shape(node).tensors[0].data_type = dtype
+        _recorded(node).data_type = dtype
     return apply
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Optional
 from amptool import __version__
 from amptool.artefact.files import total_size
 from amptool.documents.manifest import read_manifest
+from amptool.report.artefacts import provenance_section
 from amptool.files.fileio import write_text
 from amptool.report import page as hp
 from amptool.report import svgchart as sc
@@ -66,7 +67,7 @@ def render(page: ReportPage) -> str:
     report = page.parity
     sections = []
     if report:
-        sections.append(artefacts_section(report))
+        sections += [artefacts_section(report), provenance_section(report, labels(report))]
         layered = sorted((c for c in report.candidates if c.per_layer),
                          key=lambda c: c.passed)  # failed ones first
         if layered:
