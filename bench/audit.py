@@ -76,7 +76,7 @@ def summary(figures: dict) -> list:
     """(what, figure, target) rows for docs/bench.md."""
     return [(f"precision audit within `export` (MINDIR + ONNX, fp32 + fp16), {n['name']}",
              f"{n['audit_s']:.3f} s of {n['export_s']:.2f} s ({n['audit_overhead']:.1%})",
-             "<= 10% of the export") for n in figures["networks"]]
+             "≤ 10% of the export") for n in figures["networks"]]
 
 
 if __name__ == "__main__":
