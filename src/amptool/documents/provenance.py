@@ -22,7 +22,7 @@ from amptool.errors import UsageError
 
 PROVENANCE_VERSION = 1
 """The ``schema_version`` this release writes and the newest it reads."""
-PROVENANCE_KEY = "amptool.provenance"
+PROVENANCE_KEY = "amptool_provenance"
 """The key of the provenance entry in a MindIR's ``user_info`` and an ONNX's
 ``metadata_props``."""
 DOOR = Door("provenance", "export the artefact again", PROVENANCE_VERSION)
