@@ -5,11 +5,14 @@ Where a manifest sits beside the file it is shown too, and checked against the f
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Optional
 
 from amptool.artefact import reader
+from amptool.artefact.audit import AuditReport, audit_artefact
+from amptool.artefact.provenance import NO_PROVENANCE, read_provenance
 from amptool.artefact.files import check_files, file_facts, locate
 from amptool.documents.door import to_json
 from amptool.documents.manifest import Manifest, manifest_path, read_manifest, summarize_params
@@ -48,6 +51,7 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
                      precision=infer_precision(described), producer=described.get("producer"))
         if "opset" in described:
             facts["opset"] = described["opset"]
+    facts.update(_provenance_and_audit(path, fmt, key, facts["readable"]))
     # the manifest as its file holds it (one written before a key existed lacks that key)
     facts["manifest"] = json.loads(manifest_path(path).read_text(encoding="utf-8")) \
         if manifest else None
@@ -55,6 +59,51 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
     facts["manifest_matches"] = _matches(facts, manifest)
     facts["deployment"] = check_settings(path, manifest)
     return facts
+
+
+def _provenance_and_audit(path: Path, fmt: str, key: bytes | None, readable: bool) -> dict:
+    """``provenance`` (the document inside the file, or None) and ``audit`` (the precision
+    audit's report, or None where the contents cannot be read)."""
+    if fmt not in ("MINDIR", "ONNX") or not readable:
+        return {"provenance": None, "audit": None}
+    provenance = read_provenance(path, key)
+    return {"provenance": None if provenance is None else dataclasses.asdict(provenance),
+            "audit": audit_artefact(path, key).to_dict()}
+
+
+def provenance_lines(facts: dict) -> list:
+    """The provenance inside the file, for ``inspect``: a line of what it is and where it
+    came from, one of its policy, one of its inputs' preprocessing."""
+    p = facts.get("provenance")
+    if p is None:
+        return [f"  {NO_PROVENANCE}"] if facts.get("readable") else []
+    run = f"run {p['run']['path']}, " if p.get("run") else ""
+    ckpt = p["checkpoint"]
+    policy = p["policy"]
+    kept = ", ".join(c["path"] or "(the network)" for c in p["kept_fp32"]) or "none"
+    prep = p.get("preprocess")
+    lines = [f"  provenance: {p['precision']} (io {p['io_dtype']}) {p['model']}, written by "
+             f"amptool {p['amptool_version']} with MindSpore {p['mindspore_version']} on "
+             f"{p['created']}",
+             f"    from {run}checkpoint {ckpt['name']} (sha256 {ckpt['sha256'][:16]}…)",
+             f"    policy {policy['level']} ({policy['dtype']}), kept in fp32: {kept}",
+             "    preprocessing: " + (f"{prep['channels']}x{prep['height']}x{prep['width']}, "
+                                      f"(x - {prep['mean']:.6g}) / {prep['std']:.6g}"
+                                      if prep else "none recorded")]
+    return lines
+
+
+def audit_lines(facts: dict, limit: int = 10) -> list:
+    """The precision audit, for ``inspect``: its summary line, then a line a finding."""
+    report = facts.get("audit")
+    if report is None:
+        return []
+    head = AuditReport.summary_of(report)
+    rows = [f"    {'ERROR' if f['severity'] == 'error' else 'note'}: {f['text']}"
+            for f in report["findings"][:limit]]
+    if len(report["findings"]) > limit:
+        rows.append(f"    … {len(report['findings']) - limit} more (--json lists them all)")
+    return [f"  {head}"] + rows
 
 
 def check_settings(path: Path, manifest: Optional[Manifest]) -> dict | None:
@@ -134,6 +183,7 @@ def format_report(facts: dict) -> list:
         dtypes = ", ".join(f"{k} {v:,}" for k, v in p["dtypes"].items())
         lines.append(f"  params: {p['count']:,} in {p['tensors']} tensors, {p['bytes']:,} bytes"
                      f" ({dtypes}); precision {facts['precision'] or 'mixed'}")
+    lines += provenance_lines(facts) + audit_lines(facts)
     m = manifest
     if m is None:
         lines.append("  manifest: none")

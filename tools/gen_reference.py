@@ -425,10 +425,11 @@ def schema_documents() -> list:
     from amptool.documents.diff import DIFF
     from amptool.documents.manifest import MANIFEST
     from amptool.documents.parity import PARITY_REPORT
+    from amptool.documents.provenance import PROVENANCE
     from amptool.documents.records import GOLDEN, RUN
     from amptool.documents.summary import SUMMARY
 
-    return [MANIFEST, PARITY_REPORT, RUN, SUMMARY, GOLDEN, SEARCH, DIFF]
+    return [MANIFEST, PARITY_REPORT, RUN, SUMMARY, GOLDEN, SEARCH, DIFF, PROVENANCE]
 
 
 def schema_files() -> dict:

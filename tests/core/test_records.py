@@ -20,10 +20,11 @@ from amptool.documents.diff import DIFF
 from amptool.documents.door import field_docs, read_document
 from amptool.documents.manifest import MANIFEST
 from amptool.documents.parity import PARITY_REPORT
+from amptool.documents.provenance import PROVENANCE
 from amptool.documents.records import GOLDEN, RUN
 from amptool.documents.summary import SUMMARY
 
-DOORS = (MANIFEST, RUN, PARITY_REPORT, SUMMARY, GOLDEN, SEARCH, DIFF)
+DOORS = (MANIFEST, RUN, PARITY_REPORT, SUMMARY, GOLDEN, SEARCH, DIFF, PROVENANCE)
 
 
 def _nested(cls: type, seen: dict) -> dict:

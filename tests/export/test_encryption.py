@@ -89,3 +89,17 @@ def test_key_from_environment_and_bad_keys(runs, tmp_path, monkeypatch):
         assert res.exit_code == 2 and message in res.output, (extra, res.output)
         assert res.output.count("\n") == 1
     assert not (tmp_path / "b").exists()
+
+
+def test_the_provenance_of_an_encrypted_mindir_needs_its_key(encrypted):
+    from amptool.artefact.audit import audit_artefact
+    from amptool.artefact.provenance import read_provenance
+
+    path, key_hex, _ = encrypted
+    found = read_provenance(path, bytes.fromhex(key_hex))
+    assert found is not None and found.precision == "fp16" and found.format == "MINDIR"
+    assert audit_artefact(path, bytes.fromhex(key_hex)).findings == []
+    with pytest.raises(UsageError, match="encrypted MindIR"):
+        read_provenance(path)
+    with pytest.raises(UsageError, match="wrong key"):
+        read_provenance(path, bytes.fromhex(secrets.token_hex(16)))

@@ -166,3 +166,29 @@ def test_diff_of_the_fp16_report_catches_a_planted_regression(name, zoo_flows, t
     assert result.exit_code == 1, result.output
     assert f"  kept fp32: no longer kept: {dropped}" in result.stdout
     assert "max_abs_scaled" in result.stderr and "worse beyond its noise" in result.stderr
+
+
+def test_precision_audit_finds_nothing_and_catches_a_planted_demotion(name, zoo_flows,
+                                                                      tmp_path):
+    """Each artefact's audit (the export's own, and the file's against its provenance) has
+    no finding; a kept normalization's node demoted in the fp16 MindIR is an error naming it
+    and its cell."""
+    from amptool.artefact.audit import audit_artefact
+
+    from ..export.mutations import _load, mindir_mutations, write_mutant
+
+    flow = zoo_flows(name)
+    for (fmt, precision), result in flow.artefacts.items():
+        assert result.audit is not None and result.audit["findings"] == [], result.audit
+        report = audit_artefact(result.path)
+        assert report.source == "provenance" and report.findings == [], \
+            [f.text for f in report.findings]
+    source = Path(flow.artefacts[("MINDIR", "fp16")].path)
+    deployment = flow.artefacts[("MINDIR", "fp16")].manifest.deployment
+    kept = [c.path for c in (deployment.kept_fp32 if deployment else [])]
+    demotion = next(m for m in mindir_mutations(_load(source), kept)
+                    if m.label.startswith("demote "))
+    report = audit_artefact(write_mutant(source, tmp_path / "mutant", demotion))
+    first = report.errors[0]
+    assert first.kind == "demoted" and first.node == demotion.label.split()[2], first
+    assert first.cell in kept and "(kept in fp32) computes in float16" in first.text
