@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.artefact.files import file_facts
 from amptool.errors import UsageError
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
@@ -159,7 +160,8 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
               "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
               "fp16_faithful": faithful, "caveat": None,
-              "per_layer": None, "weights": None, "culprit": None, "deployment": None}
+              "per_layer": None, "weights": None, "culprit": None, "deployment": None,
+              "files": cand.files if cand.files is not None else file_facts(cand.path)}
     if task is not None and run.task is not None:
         result["task"] = judge_task_value(str(cfg.metric), run.task[1], task.value(),
                                           th.max_metric_drop, inputs.count)

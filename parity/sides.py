@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from amptool.artefact import stored_weights
-from amptool.artefact.files import check_files, locate
+from amptool.artefact.files import check_files, file_facts, locate
 from amptool.artefact.runners import Artefact
 from amptool.documents.manifest import manifest_path
 from amptool.errors import UsageError
@@ -77,6 +77,9 @@ class Side:
     """An encrypted MindIR (its weights cannot be read)."""
     golden: dict = field(default_factory=dict)
     """Stored arrays and io metadata of a golden-outputs file."""
+    files: Optional[list] = None
+    """Its files as opened ([{path, size, sha256}], the main one first), where hashed then
+    (an artefact with a manifest to check them against); else hashed when reported."""
     spec: object = None
     """The model resolved as the side opened (a checkpoint's ``ModelSpec``), else None."""
     cache: dict = field(default_factory=dict)
@@ -212,7 +215,8 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
 def _open_artefact(p: Path, model: Optional[dict], ckpt: Optional[str], key) -> Side:
     art = Artefact(str(p), key)  # its facts: the graph is loaded when it runs
     manifest = art.manifest or {}
-    differs = check_files(p, manifest) if manifest.get("sha256") else []
+    files = file_facts(p) if manifest.get("sha256") else None
+    differs = check_files(p, manifest, on_disk=files) if files is not None else []
     if differs:
         raise UsageError(f"the manifest {manifest_path(p)} does not describe {p} ("
                          f"{'; '.join(differs[:2])}): its preprocessing and model cannot be "
@@ -238,7 +242,7 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: Optional[str], key) -> 
                     if mdl else None),
                 checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
                 data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
-                encrypted=bool(manifest.get("encrypted")))
+                encrypted=bool(manifest.get("encrypted")), files=files)
 
 
 def _indices(declared) -> Optional[list]:

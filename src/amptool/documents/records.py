@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from amptool.documents.door import ADDED_FIELD, Door, Real
-from amptool.documents.manifest import ModelRecord, PolicyRecord, Preprocess, Task
+from amptool.documents.manifest import FileFacts, ModelRecord, PolicyRecord, Preprocess, Task
 
 RUN_VERSION = 1
 """The ``schema_version`` of run.json this release writes and the newest it reads."""
@@ -217,6 +217,9 @@ class CandidateReport:
     """For a failed candidate: kind, where, message, fix."""
     deployment: Optional[Dict[str, Any]]
     """With ``--emulate-settings``: the candidate run ignoring its deployment settings."""
+    files: Optional[List[FileFacts]] = None
+    """Every file of the candidate as checked (path, size, sha256), the main file first:
+    the bytes the verdict is about."""
 
 
 @dataclass(frozen=True)
