@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import typer
 
+from amptool.gate import ledger_cli
+
 
 def register(app: typer.Typer) -> None:
     """Add the release gate's commands to ``app``."""
+    ledger_cli.register(app)

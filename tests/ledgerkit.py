@@ -172,3 +172,26 @@ def appenders(url: str, processes: int, count: int, folder: Path) -> list:
              for n in range(processes)]
     start.touch()
     return [(p.wait(timeout=300), p.stderr.read() if p.stderr else "") for p in procs]
+
+
+def plant(ledger: str, figures: list, passed: Optional[list] = None, start: int = 0,
+          artefact: str = "net_fp16.mindir") -> None:
+    """Append one record per entry of ``figures`` (each the metrics of one check of the same
+    kind of artefact) to ``ledger``, each at its own commit (``commit(i)``) on main."""
+    from amptool.ledger.record import RecordContext
+    from amptool.ledger.store import record_report
+
+    for i, metrics in enumerate(figures, start):
+        ok = True if passed is None else passed[i - start]
+        rep = report(candidate(artefact, passed=ok, metrics=dict(metrics), files=[
+            {"path": artefact, "size": 1, "sha256": f"{i:064x}"}]))
+        context = RecordContext(f"2026-02-{1 + i // 24:02d}T{i % 24:02d}:00:00+00:00",
+                                "0.1.0", "2.10.0", commit(i), "main", None)
+        record_report(ledger, rep, context=context)
+
+
+def commit(i: int) -> str:
+    """The made-up commit of the ``i``-th planted record."""
+    import hashlib
+
+    return hashlib.sha1(f"commit {i}".encode()).hexdigest()

@@ -35,6 +35,12 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
     ),
     SQLALCHEMY: (
         "amptool.parity.compare:record -> amptool.ledger.store",
+        "amptool.gate.ledger_cli:_filter -> amptool.ledger.store",
+        "amptool.gate.ledger_cli:show_command -> amptool.gate.ledgerview",
+        "amptool.gate.ledger_cli:show_command -> amptool.ledger.store",
+        "amptool.gate.ledger_cli:trend_command -> amptool.gate.ledgerview",
+        "amptool.gate.ledger_cli:trend_command -> amptool.gate.trend",
+        "amptool.gate.ledger_cli:trend_command -> amptool.gate.trendpage",
     ),
     START_UP_NUMPY: (
         "amptool.artefact:availability -> amptool.artefact.onnx",
