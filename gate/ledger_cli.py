@@ -26,9 +26,9 @@ VerdictFilter = Annotated[Optional[str], typer.Option(help="Only pass or only fa
 LastShow = Annotated[int, typer.Option(help="The last N records that match; 0: all.")]
 LastTrend = Annotated[int, typer.Option(help="Chart the last N records that match; 0: all.")]
 FigureOption = Annotated[Optional[List[str]], typer.Option(
-    "--figure", help="A figure to chart (repeatable): cosine, p999_abs_scaled, max_abs_scaled, "
-    "top1_agree_clear, acc_drop_clear, nonfinite, task_drop, ... \\[default: those of them "
-    "the records have]")]
+    "--figure", help="A figure to chart (repeatable); without it, those of cosine, "
+    "p999_abs_scaled, max_abs_scaled, top1_agree_clear, acc_drop_clear, nonfinite and "
+    "task_drop the records have.")]
 MaxDriftOption = Annotated[Optional[List[str]], typer.Option(
     "--max-drift", metavar="FIGURE=AMOUNT[%]", help="Exit 1 when FIGURE worsens by more than "
     "AMOUNT (its own unit, or a percentage of its value at the window's start; of its gap "

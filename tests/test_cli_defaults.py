@@ -42,6 +42,8 @@ CONFIGS = {
     "convert policy": (PolicyConfig,),
     "convert ckpt": (CkptConfig,),
     "convert search": (SearchConfig,),
+    "ledger show": (),
+    "ledger trend": (),
 }
 """Each command and the config dataclasses its options fill (the first holding a field wins)."""
 FIELD = {"model_arg": ("model_args",), "fmt": ("formats", "format"),
