@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import typer
 
-from amptool.gate import ledger_cli
+from amptool.gate import ledger_cli, verify_cli
 
 
 def register(app: typer.Typer) -> None:
     """Add the release gate's commands to ``app``."""
     ledger_cli.register(app)
+    verify_cli.register(app)

@@ -41,6 +41,7 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.gate.ledger_cli:trend_command -> amptool.gate.ledgerview",
         "amptool.gate.ledger_cli:trend_command -> amptool.gate.trend",
         "amptool.gate.ledger_cli:trend_command -> amptool.gate.trendpage",
+        "amptool.gate.verify:verify -> amptool.ledger.store",
     ),
     START_UP_NUMPY: (
         "amptool.artefact:availability -> amptool.artefact.onnx",
@@ -83,6 +84,7 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.export.writer:format_module -> amptool.export.onnx",
         "amptool.parity.cli:parity_command -> amptool.network.models",
         "amptool.parity.cli:measured -> amptool.parity.compare",
+        "amptool.gate.verify_cli:verify_command -> amptool.gate.verify",
         "amptool.parity.config:ParityConfig.user_model -> amptool.network.models",
     ),
     START_UP: (

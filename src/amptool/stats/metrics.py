@@ -172,6 +172,8 @@ _CHECKS = (("min_cosine", "cosine", ">="), ("max_abs", "max_abs", "<="),
            ("max_p999_abs_scaled", "p999_abs_scaled", "<="), ("max_rel", "max_rel", "<="),
            ("max_outside", "outside_frac", "<="), ("min_top1", "top1_agree_clear", ">="),
            ("max_acc_drop", "acc_drop_clear", "<="))
+CHECKS = _CHECKS
+"""(limit, the figure it bounds, ``>=`` or ``<=``) of every limit ``check_metrics`` checks."""
 
 
 def _not_applicable(metric: str, metrics: dict) -> str:
