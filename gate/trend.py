@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from amptool.errors import UsageError
-from amptool.ledger.record import LedgerRecord
+from amptool.ledger.record import RecordHead
 from amptool.ledger.store import RecordFilter, open_ledger
 
 FIGURES = ("cosine", "p999_abs_scaled", "max_abs_scaled", "top1_agree_clear", "acc_drop_clear",
@@ -30,8 +30,7 @@ WINDOW = 10
 """Records a drift is measured over unless told."""
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     """One record's value of a figure."""
 
     record: int
@@ -137,8 +136,8 @@ class Trend:
 
     ledger: str
     """The ledger, as it may be printed."""
-    records: List[LedgerRecord]
-    """The records read (without their JSON), oldest first."""
+    records: List[RecordHead]
+    """The records read (without their files, outputs and limits), oldest first."""
     series: List[Series]
     drifts: List[Drift]
     window: int
@@ -168,9 +167,9 @@ def trend(ledger: str, where: RecordFilter = RecordFilter(), figures: Sequence[s
                          "a drift needs two records at least")
     names = list(dict.fromkeys([*(figures or FIGURES), *(b.figure for b in budgets)]))
     with open_ledger(ledger) as book:
-        records, values = book.figures(where, names)
+        records, rows = book.figures(where, names)
         name = book.name
-    series = make_series(records, values, names)
+    series = make_series(records, rows, names)
     unknown = sorted({b.figure for b in budgets} - {s.figure for s in series})
     if unknown and records:
         raise UsageError(f"--max-drift names {', '.join(unknown)}, which no record has",
@@ -180,20 +179,22 @@ def trend(ledger: str, where: RecordFilter = RecordFilter(), figures: Sequence[s
     return Trend(name, records, series, drifts, window, list(budgets))
 
 
-def make_series(records: List[LedgerRecord], values: Dict[int, Dict[tuple, float]],
-                names: Sequence[str]) -> List[Series]:
-    """One series per (model, format, precision, output, figure) found, in ``names`` order."""
+def make_series(records: List[RecordHead], rows: list, names: Sequence[str]) -> List[Series]:
+    """One series per (model, format, precision, output, figure) found, in ``names`` order;
+    ``rows``: ``(record id, output, figure, value)`` in record order."""
     found: Dict[Tuple, Series] = {}
+    heads = {h.id: (h, h.where) for h in records}
+    for rid, output, figure, value in rows:
+        head, where = heads[rid]
+        key = (head.model, head.format, head.precision, output, figure)
+        series = found.get(key)
+        if series is None:
+            series = found[key] = Series(head.model, head.format, head.precision, output,
+                                         figure)
+        series.points.append(Point(rid, where, value, head.passed))
     order = {n: i for i, n in enumerate(names)}
-    for rec in records:
-        for (output, figure), value in sorted(values.get(rec.id or 0, {}).items(),
-                                              key=lambda kv: (kv[0][0], order[kv[0][1]])):
-            key = (rec.model, rec.format, rec.precision, output, figure)
-            if key not in found:
-                found[key] = Series(rec.model, rec.format, rec.precision, output, figure)
-            found[key].points.append(Point(rec.id or 0, rec.where, value, rec.passed))
     return sorted(found.values(), key=lambda s: (str(s.model), s.format, str(s.precision),
-                                                 s.output, order[s.figure]))
+                                                 s.output, order.get(s.figure, len(order))))
 
 
 def drift(series: Series, budget: DriftBudget, window: int) -> Optional[Drift]:

@@ -84,7 +84,12 @@ def chart(series: Series, drift, window: int) -> str:
     one at each failing; the drift window's first record marked."""
     pts = series.points
     labels = tuple(p.where for p in pts)
-    line = sc.Series("", tuple((i, p.value) for i, p in enumerate(pts)), LINE, "line")
+    pairs = [(i, p.value) for i, p in enumerate(pts)]
+    drawn = sc.thin(pairs)  # spikes kept
+    if len(drawn) < len(pts):  # and every failing record
+        drawn = sorted(set(drawn) | {pairs[i] for i, p in enumerate(pts) if not p.passed},
+                       key=lambda xy: xy[0])
+    line = sc.Series("", tuple(drawn), LINE, "line")
     marks: tuple = ()
     if drift is not None and len(pts) > 1:
         first = max(0, len(pts) - window)
@@ -92,7 +97,7 @@ def chart(series: Series, drift, window: int) -> str:
         marks = (sc.Rule(first, f"last {len(pts) - first}: {_amount(drift)}", color),)
     parts = [line]
     for name, color, passed in (("PASS", PASS, True), ("FAIL", FAIL, False)):
-        dots = tuple((i, p.value) for i, p in enumerate(pts) if p.passed == passed)
+        dots = tuple((i, v) for i, v in drawn if pts[i].passed == passed)
         if dots:
             parts.append(sc.Series(name, dots, color, "points"))
     positive = [p.value for p in pts if math.isfinite(p.value)]

@@ -76,9 +76,11 @@ def test_filters_and_figures_read_what_matches(ledger):
         assert [r.id for r in book.records(RecordFilter(format="mindir", precision="FP16",
                                                         model="simplecnn"))] == [1, 2, 3, 4, 5]
         assert book.records(RecordFilter(model="lenet5")) == []
-        rows, values = book.figures(RecordFilter(last=3), ["p999_abs_scaled"])
-        assert [r.id for r in rows] == [3, 4, 5]
-        assert values[5] == {("logits", "p999_abs_scaled"): pytest.approx(0.005)}
+        heads, values = book.figures(RecordFilter(last=3), ["p999_abs_scaled"])
+        assert [(h.id, h.passed, h.where) for h in heads] == [
+            (3, True, "2" * 10 + " l0"), (4, False, "3" * 10 + " l1"), (5, True, "4" * 10 + " l0")]
+        assert values == [(i, "logits", "p999_abs_scaled", pytest.approx(0.001 * i))
+                          for i in (3, 4, 5)]
         assert [r.id for r in book.of_bytes(f"{4:064x}")] == [5]
         assert book.of_bytes(f"{4:064x}", ["f" * 64]) == []  # other weight files: other bytes
 
@@ -111,16 +113,16 @@ def test_a_version_1_ledger_is_migrated_in_place_with_nothing_lost(ledger):
     with open_ledger(ledger) as book:  # a reader migrates it (under the write lock)
         assert book.migrated_from == 1
         found = book.records()
-        _, values = book.figures(RecordFilter(), [])
+        _, figure_rows = book.figures(RecordFilter(), [])
     assert [r.sha256 for r in found] == [row["sha256"] for row in rows]
     for rec, row in zip(found, rows):
         assert rec.outputs[0].to_dict() == json.loads(row["outputs"])[0]
         assert (rec.commit, rec.branch, rec.passed, rec.policy, rec.files) == (
             row["commit"], "main", row["passed"], {"level": "O2"}, json.loads(row["files"]))
         assert rec.reference_precision is None and rec.facts_from is None  # added columns
-    assert values[3] == {("logits", "cosine"): pytest.approx(1 - 2e-6),
-                         ("logits", "p999_abs_scaled"): pytest.approx(0.003),
-                         ("logits", "nonfinite"): 0.0}  # the interval is no figure row
+    assert {r[2]: r[3] for r in figure_rows if r[0] == 3} == {  # the interval is no figure row
+        "cosine": pytest.approx(1 - 2e-6), "p999_abs_scaled": pytest.approx(0.003),
+        "nonfinite": 0.0}
     appended = record_report(ledger, report(candidate("new.mindir", files=[
         {"path": "new.mindir", "size": 1, "sha256": "e" * 64}])), context=_context())
     assert appended[0].id == 4

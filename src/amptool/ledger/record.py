@@ -11,7 +11,7 @@ from importlib import metadata
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import amptool
 from amptool.artefact.files import file_facts
@@ -112,9 +112,7 @@ class LedgerRecord:
     def where(self) -> str:
         """The record's place in history: the short commit (with the label), else the label,
         else its time."""
-        if self.commit:
-            return self.commit[:10] + (f" {self.label}" if self.label else "")
-        return self.label or self.recorded_at[:19].replace("T", " ")
+        return place(self.commit, self.label, self.recorded_at)
 
     @property
     def weights(self) -> Tuple[str, ...]:
@@ -135,6 +133,34 @@ class LedgerRecord:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["outputs"] = [o.to_dict() for o in self.outputs]
         return data
+
+
+def place(commit: Optional[str], label: Optional[str], recorded_at: str) -> str:
+    """A record's place in history (``LedgerRecord.where``)."""
+    if commit:
+        return commit[:10] + (f" {label}" if label else "")
+    return label or recorded_at[:19].replace("T", " ")
+
+
+class RecordHead(NamedTuple):
+    """A record without its files, outputs and limits: what a trend reads of each of many."""
+
+    id: int
+    recorded_at: str
+    artefact: str
+    sha256: str
+    format: str
+    precision: Optional[str]
+    model: Optional[str]
+    commit: Optional[str]
+    branch: Optional[str]
+    label: Optional[str]
+    passed: bool
+    verdict: str
+
+    @property
+    def where(self) -> str:
+        return place(self.commit, self.label, self.recorded_at)
 
 
 @dataclass(frozen=True)

@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence
 
 import sqlalchemy as sa
 
 from amptool.files.fileio import jsonable
 from amptool.ledger import schema
 from amptool.ledger.database import WRITE, errors_named, make_engine, missing_file, ready
-from amptool.ledger.record import (LedgerRecord, OutputEntry, RecordContext, current_context,
-                                   records_from_report)
+from amptool.ledger.record import (LedgerRecord, OutputEntry, RecordContext, RecordHead,
+                                   current_context, records_from_report)
 from amptool.ledger.url import LedgerError, ledger_url, shown
-
-LIGHT = ("id", "recorded_at", "artefact", "sha256", "format", "precision", "model",
-         "commit", "branch", "label", "passed", "verdict", "samples", "reference_precision")
-"""The record columns a trend reads (no JSON)."""
-
 
 @dataclass(frozen=True)
 class RecordFilter:
@@ -90,28 +85,23 @@ class Ledger:
         return [r for r in found if r.sha256 == sha256 and r.weights == tuple(sorted(weights))]
 
     def figures(self, where: RecordFilter, names: Sequence[str]) -> tuple:
-        """(records without their JSON, oldest first; {record id: {(output, figure): value}})
-        of the records that match, for the figures ``names`` (all when empty)."""
-        cols = [schema.records.c[c] for c in LIGHT]
-        query = _filtered(sa.select(*cols), where)
+        """(a ``RecordHead`` of each record that matches, oldest first; its figures as
+        ``(record id, output, figure, value)`` rows in record order, NaN for NULL) for the
+        figures ``names`` (all when empty)."""
+        heads = _filtered(sa.select(*(schema.records.c[c] for c in RecordHead._fields)), where)
+        f = schema.figures
+        ids = _filtered(sa.select(schema.records.c.id), where).subquery()
+        query = sa.select(f.c.record_id, f.c.output, f.c.name, f.c.value).where(
+            f.c.record_id.in_(sa.select(ids.c.id)))
+        if names:
+            query = query.where(f.c.name.in_(list(names)))
         with errors_named(self.url), self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-            ids = [r["id"] for r in rows]
-            values: Dict[int, Dict[tuple, Optional[float]]] = {i: {} for i in ids}
-            if ids:
-                f = schema.figures
-                fq = sa.select(f.c.record_id, f.c.output, f.c.name, f.c.value).where(
-                    f.c.record_id >= min(ids))
-                if names:
-                    fq = fq.where(f.c.name.in_(list(names)))
-                for row in conn.execute(fq).mappings():
-                    found = values.get(int(row["record_id"]))
-                    if found is not None:  # a NaN figure is stored as NULL
-                        value = row["value"]
-                        found[(row["output"], row["name"])] = (
-                            float("nan") if value is None else float(value))
-        light = [_record({**r, "files": [], "outputs": []}) for r in rows]
-        return sorted(light, key=lambda r: r.id or 0), values
+            rows = conn.execute(heads).all()
+            values = conn.execute(query.order_by(f.c.record_id)).all()
+        found = sorted((RecordHead._make(row)._replace(passed=bool(row.passed))
+                        for row in rows), key=lambda h: h.id)
+        nan = float("nan")
+        return found, [(r[0], r[1], r[2], nan if r[3] is None else r[3]) for r in values]
 
     def count(self) -> int:
         with errors_named(self.url), self.engine.connect() as conn:
