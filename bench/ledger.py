@@ -182,8 +182,14 @@ def verify_seconds(folder: Path, rounds: int) -> dict:
     files = file_facts(art)  # also brings the files into the page cache
     ledger = str(folder / "verify.db")
     record_report(ledger, _report(str(art), files), context=_context(1))
-    hashing, api, cli = [], [], []
+    small = folder / "small.mindir"
+    small.write_bytes(b"\0" * 4096)  # never checked: the command's start-up and answer
+    hashing, api, cli, floor = [], [], [], []
     for _ in range(rounds):
+        t0 = time.perf_counter()
+        subprocess.run(amptool_command() + ["verify", str(small), "--ledger", ledger],
+                       capture_output=True)
+        floor.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for f in artefact_files(art):
             sha256(f)
@@ -195,10 +201,11 @@ def verify_seconds(folder: Path, rounds: int) -> dict:
         done = subprocess.run(amptool_command() + ["verify", str(art), "--ledger", ledger],
                               capture_output=True, text=True)
         cli.append(time.perf_counter() - t0)
-    sha_s, api_s, cli_s = (statistics.median(v) for v in (hashing, api, cli))
+    sha_s, api_s, cli_s, small_s = (statistics.median(v) for v in (hashing, api, cli, floor))
     return {"bytes": sum(f["size"] for f in files), "files": len(files), "rounds": rounds,
             "verified": found.passed and done.returncode == 0,
             "sha256_s": round(sha_s, 3), "api_s": round(api_s, 3), "cli_s": round(cli_s, 3),
+            "cli_4kb_s": round(small_s, 3),
             "api_vs_sha256_ratio": round(api_s / sha_s, 3),
             "cli_vs_sha256_ratio": round(cli_s / sha_s, 3)}
 
@@ -258,7 +265,8 @@ def summary(f: dict) -> list:
         rows.append((f"`amptool verify` of a {v['bytes'] / 1e9:.2f} GB artefact ({v['files']} "
                      "files) ÷ the sha256 of its files",
                      f"{v['cli_vs_sha256_ratio']:.2f}× ({v['cli_s']:.2f} s vs "
-                     f"{v['sha256_s']:.2f} s; in-process {v['api_vs_sha256_ratio']:.2f}×)",
+                     f"{v['sha256_s']:.2f} s; the command on a 4 kB file "
+                     f"{v['cli_4kb_s']:.2f} s); in-process {v['api_vs_sha256_ratio']:.2f}×",
                      "≤ 1.5×"))
     return rows
 

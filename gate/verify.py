@@ -11,6 +11,7 @@ of every file beside it, whatever the files are called now.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -23,8 +24,7 @@ from amptool.errors import UsageError
 from amptool.files.configfile import read_config_file
 from amptool.ledger.record import TASK, LedgerRecord, OutputEntry, RecordContext
 from amptool.ledger.record import records_from_report
-from amptool.stats.limits import Thresholds, resolve_thresholds, validate_file_thresholds
-from amptool.stats.metrics import CHECKS
+from amptool.stats.limits import CHECKS, Thresholds, resolve_thresholds, validate_file_thresholds
 
 PASSED, NEVER, FAILED, LOOSER, LATER = (
     "passed", "never tested", "failed", "looser limits", "later failure")
@@ -144,19 +144,22 @@ def verify(artefact: str, ledger: Optional[str] = None, report: Optional[str] = 
     if (ledger is None) == (report is None):
         raise UsageError("verify needs one source: --ledger URL or --report parity.json",
                          "name the ledger the checks were recorded in, or their report")
-    gate = Gate.from_file(config, limits)
     path = require_artefact(artefact)
-    files = file_facts(path)
-    main, weights = files[0]["sha256"], tuple(sorted(f["sha256"] for f in files[1:]))
-    unhashed = 0
-    if ledger is not None:
-        from amptool.ledger.store import RecordFilter, open_ledger
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the bytes hashed while the rest loads
+        hashing = pool.submit(file_facts, path)
+        gate = Gate.from_file(config, limits)
+        unhashed = 0
+        if ledger is not None:
+            from amptool.ledger.store import RecordFilter, open_ledger
 
-        with open_ledger(ledger) as book:
-            same, source = book.records(RecordFilter(sha256=main)), book.name
-    else:
-        same, unhashed = report_records(str(report))
-        source = str(report)
+            with open_ledger(ledger) as book:
+                files = hashing.result()
+                main = files[0]["sha256"]
+                same, source = book.records(RecordFilter(sha256=main)), book.name
+        else:
+            same, unhashed = report_records(str(report))
+            files, source = hashing.result(), str(report)
+    main, weights = files[0]["sha256"], tuple(sorted(f["sha256"] for f in files[1:]))
     found = [r for r in same if r.sha256 == main and r.weights == weights]
     answer = decide(found, gate, any(r.sha256 == main for r in same))
     if not same and unhashed:

@@ -196,6 +196,45 @@ def test_a_locked_ledger_waits_its_timeout_then_says_so(tmp_path):
     assert len(record_report(f"sqlite:///{path}?timeout=5", rep)) == 1  # free again
 
 
+def test_facts_come_from_the_provenance_inside_the_artefact_where_it_has_some(
+        tmp_path, monkeypatch):
+    """The record's model, precision, policy and kept cells: the provenance the artefact
+    carries (through ``amptool.artefact.provenance.read_provenance``, here a stand-in giving
+    its types) over the manifest beside it; without either, what the report knows."""
+    import types
+    from dataclasses import dataclass, field
+
+    from amptool.documents.manifest import KeptCell, PolicyRecord
+    from amptool.ledger.facts import PROVENANCE_MODULE, artefact_facts
+
+    @dataclass(frozen=True)
+    class Provenance:
+        model: str
+        precision: str
+        policy: PolicyRecord
+        kept_fp32: list = field(default_factory=list)
+
+    art = tmp_path / "net_fp16.mindir"
+    art.write_bytes(b"graph")
+    (tmp_path / "net_fp16.mindir.json").write_text("{not json")  # an unreadable manifest
+    assert artefact_facts(str(art)).source == "report"
+    policy = PolicyRecord("O2", "float16", [], ["head"], [])
+    found = {str(art): Provenance("my_net.py:build", "fp16", policy,
+                                  [KeptCell("head", "Dense"), KeptCell("", "Net")])}
+    stand_in = types.ModuleType(PROVENANCE_MODULE)
+    stand_in.read_provenance = lambda path: found.get(str(path))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, PROVENANCE_MODULE, stand_in)
+    facts = artefact_facts(str(art))
+    assert (facts.source, facts.model, facts.precision, facts.kept_cells) == (
+        "provenance", "my_net.py:build", "fp16", ["head", ""])
+    assert facts.policy["fp32_cells"] == ["head"]
+    (rec,) = record_report(str(tmp_path / "l.db"), report(candidate(str(art))),
+                           context=_context())
+    assert (rec.facts_from, rec.model, rec.kept_cells) == ("provenance", "my_net.py:build",
+                                                           ["head", ""])
+    assert artefact_facts(str(tmp_path / "foreign.onnx")).source == "report"
+
+
 def test_urls_name_the_database_and_hide_the_password(tmp_path):
     assert ledger_url(str(tmp_path / "l.db")) == f"sqlite:///{tmp_path / 'l.db'}"
     assert ledger_url("sqlite:///rel/l.db?timeout=2") == "sqlite:///rel/l.db?timeout=2"
