@@ -144,18 +144,18 @@ def verify(artefact: str, ledger: Optional[str] = None, report: Optional[str] = 
     if (ledger is None) == (report is None):
         raise UsageError("verify needs one source: --ledger URL or --report parity.json",
                          "name the ledger the checks were recorded in, or their report")
+    gate = Gate.from_file(config, limits)
     path = require_artefact(artefact)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the bytes hashed while the rest loads
         hashing = pool.submit(file_facts, path)
-        gate = Gate.from_file(config, limits)
         unhashed = 0
         if ledger is not None:
             from amptool.ledger.store import RecordFilter, open_ledger
 
             with open_ledger(ledger) as book:
                 files = hashing.result()
-                main = files[0]["sha256"]
-                same, source = book.records(RecordFilter(sha256=main)), book.name
+                same = book.records(RecordFilter(sha256=files[0]["sha256"]))
+                source = book.name
         else:
             same, unhashed = report_records(str(report))
             files, source = hashing.result(), str(report)
