@@ -9,6 +9,7 @@ import typer
 from amptool.console import options as opt
 from amptool.convert.ckpt import CkptConfig, convert_checkpoint
 from amptool.convert.explain import PolicyConfig, explain_policy
+from amptool.convert.result import SEARCH
 from amptool.convert.search import SearchConfig, check_config, check_range_safety, search_policy
 from amptool.files.configfile import read_config_file
 from amptool.stats.limits import default_text as limit_default
@@ -202,7 +203,7 @@ def search_command(
     opt.consent(trust_model)
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
-        opt.print_json(result.to_dict())
+        opt.print_json(SEARCH.json(result))
         return
     where = result.kept_where
     kept = ", ".join(f"{k} [{where[k]}]" if k in where else k for k in result.kept) \
@@ -285,5 +286,6 @@ def _print_event(event: dict) -> None:
 def register(app: typer.Typer) -> None:
     convert_app.command("policy")(opt.handle_errors(policy_command))
     convert_app.command("ckpt")(opt.handle_errors(ckpt_command))
-    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command)))
+    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command,
+                                                                   fp16_only=True)))
     app.add_typer(convert_app, name="convert")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from amptool.console.options import check_output_path
-from amptool.documents.jsontypes import from_json, to_json
+from amptool.documents.door import from_json, to_json
 from amptool.errors import CheckFailed, UsageError
 from amptool.files.configfile import decided_later
 from amptool.network.checkpoint import build_with_weights
@@ -278,7 +278,8 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
                         confirm, 0.0, str(cfg.out), src.spec.name, len(src.x), ranged,
                         device=device, ckpt=src.ckpt, base=given.describe(), kept_where=where,
                         classifier=src.classifier,
-                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref))),
+                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref)),
+                                              "search limits"),
                         metric=cfg.metric)
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from amptool.artefact.files import file_facts, require_artefact
-from amptool.documents.door import Door, check_document
-from amptool.documents.parity import ParityReport
-from amptool.documents.records import PARITY_REPORT_VERSION, ParityReportRecord
+from amptool.documents.door import read_document
+from amptool.documents.parity import PARITY_REPORT
 from amptool.errors import UsageError
 from amptool.files.configfile import read_config_file
 from amptool.ledger.record import TASK, LedgerRecord, OutputEntry, RecordContext
@@ -30,8 +29,6 @@ PASSED, NEVER, FAILED, LOOSER, LATER = (
     "passed", "never tested", "failed", "looser limits", "later failure")
 REASONS = (PASSED, NEVER, FAILED, LOOSER, LATER)
 """What ``Verification.reason`` may be: exit 0 for the first, 1 for the others."""
-REPORT_DOOR = Door("parity report", "write it again with amptool parity --json-out",
-                   PARITY_REPORT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -209,15 +206,12 @@ def report_records(path: str) -> tuple:
     """(the candidates of the parity report at ``path`` that record their files, as records;
     how many do not: a report written before it did proves nothing of any bytes)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        json.loads(text)
     except (OSError, ValueError) as exc:
         raise UsageError(f"parity report {path} cannot be read ({exc})",
                          "give the file amptool parity --json-out wrote") from None
-    check_document(data, ParityReportRecord, REPORT_DOOR, path)
-    try:
-        report = ParityReport.from_dict(data)
-    except ValueError as exc:
-        raise UsageError(f"parity report {path}: {exc}", REPORT_DOOR.fix) from None
+    report = read_document(PARITY_REPORT, text, path)
     kept = [c for c in report.candidates if c.files]
     context = RecordContext("", "", None, None, None, None)
     records = records_from_report(replace(report, candidates=kept), context)

@@ -20,7 +20,7 @@ from amptool.parity.config import ParityConfig
 from amptool.parity.culprit import pick_culprit
 from amptool.parity.emulate import settings_ignored
 from amptool.parity.inputs import InputSet
-from amptool.parity.localize import localize_candidate
+from amptool.parity.localize import failing_rows, localize_candidate, localize_failure
 from amptool.parity.sides import Side, fp16_faithful
 from amptool.parity.store import Spool
 from amptool.parity.stream import head_of, rows_of, run_candidate, shape_stub, spans
@@ -177,6 +177,9 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
     if cfg.per_layer:
         localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
                            stats.first_failing(cfg.layer_samples))
+    elif cfg.localize and not result["passed"]:
+        localize_failure(cfg, ref, cand, inputs, th, run.probes, result,
+                         lambda: _failing_rows(run, cand))
     if not result["passed"]:
         result["culprit"] = pick_culprit(result)
     cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
@@ -204,6 +207,14 @@ def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
     th = output_limits(role, (index, name), run.ref.precision, cand.precision,
                        run.cfg.file_thresholds, run.cfg.thresholds)
     return OutputPlan(name, role, th, np.asarray(labels) if fits else None)
+
+
+def _failing_rows(run: Baseline, cand: Side):
+    """The samples a failing candidate is localized on (``localize.failing_rows``)."""
+    stats = CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))],
+                           keep_failing=True)
+    return failing_rows(cand, run.inputs, run.ref_out, stats, run.cfg.batch_size,
+                        run.cfg.layer_samples)
 
 
 def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:

@@ -47,6 +47,11 @@ PerLayerOption = Annotated[bool, typer.Option(
     "--per-layer",
     help="Localize the first diverging cell (eager fp32 vs the candidate's policy) and check "
          "stored weights.")]
+LocalizeOption = Annotated[Optional[bool], typer.Option(
+    "--localize/--no-localize",
+    help="Localize each failing candidate by itself: the per-layer pass on its failing "
+         "samples, the network rebuilt from the manifests (or --model); a passing one costs "
+         f"nothing more. {_default('localize')}")]
 LayerSamplesOption = Annotated[Optional[int], typer.Option(
     help=f"Samples in the per-layer pass. {_default('layer_samples')}")]
 LayerMinCosineOption = Annotated[Optional[float], typer.Option(
@@ -103,6 +108,7 @@ def parity_command(
     save_outputs: SaveOutputsOption = None,
     load_outputs: LoadOutputsOption = None,
     per_layer: PerLayerOption = False,
+    localize: LocalizeOption = None,
     layer_samples: LayerSamplesOption = None,
     layer_min_cosine: LayerMinCosineOption = None,
     emulate_settings: EmulateSettingsOption = None,
@@ -147,7 +153,8 @@ def parity_command(
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
     flags = dict(data=data, samples=samples, inputs=_s(inputs), save_outputs=_s(save_outputs),
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
-                 layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
+                 localize=localize, layer_samples=layer_samples,
+                 layer_min_cosine=layer_min_cosine, model=model,
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings,
                  workers=workers, nodes=nodes, node_rank=node_rank, master_addr=master_addr,
@@ -215,7 +222,7 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     (not with "quiet" or "json"), then exit 2 with ``unrecorded`` (the ledger that did not
     take the report), else 1 if parity failed."""
     from amptool.parity.report import (failure_fix, failure_line, format_table, resolution_warnings,
-                                       write_junit, write_report_json)
+                                       write_junit, report_json, write_report_json)
 
     if json_out is not None:
         write_report_json(str(json_out), report)
@@ -232,7 +239,7 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
             else failure_line(report), None if passed else failure_fix(report), parity=report,
             seconds={"parity": report.seconds}))
     if mode == "json":
-        opt.print_json(report.to_dict())
+        opt.print_json(report_json(report))
     else:
         text = format_table(report)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
@@ -241,10 +248,23 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
         if mode == "quiet":  # the table's notes are not shown: say it on stderr
             for line in resolution_warnings(report):
                 typer.echo(f"amptool: {line}", err=True)
+        else:
+            typer.echo(written_line([json_out, html, junit, plot]))
     if unrecorded is not None:  # the ledger's failure decides the exit code
         raise unrecorded
     if not report.passed:
-        raise CheckFailed(failure_line(report), failure_fix(report))
+        fix = failure_fix(report)
+        kept = json_out if json_out is not None else html
+        raise CheckFailed(failure_line(report), fix + (f"; see {kept}" if kept else ""))
+
+
+def written_line(paths: list) -> str:
+    """Where the result is: the files written (None: not asked for), or how to keep it."""
+    written = [str(p) for p in paths if p is not None]
+    if written:
+        return f"report: {', '.join(written)}"
+    return ("report: none written (--json-out FILE.json writes it, with FILE.html beside it; "
+            "--junit FILE.xml for CI)")
 
 
 def register(app: typer.Typer) -> None:

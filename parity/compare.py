@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from amptool.documents.records import PARITY_REPORT_VERSION
+from amptool.documents.parity import PARITY_REPORT_VERSION
 from amptool.errors import UsageError
 from amptool.ledger.url import LedgerError, ledger_url
 from amptool.parity.accumulate import TaskStream

@@ -8,6 +8,7 @@ from amptool.artefact.keys import key_from_file
 from amptool.errors import UsageError
 from amptool.files.configfile import build_config, decided_later, layered
 from amptool.stats.limits import validate_file_thresholds
+from amptool.stats.regression import TABLE as REGRESSION, budget_from_table
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,10 @@ class ParityConfig:
     """Decryption key of encrypted MindIR artefacts; never printed or written."""
     per_layer: bool = False
     """Localize the first diverging cell of each candidate."""
+    localize: bool = True
+    """Localize each candidate that fails, by itself: the per-layer pass on its failing
+    samples, the network rebuilt from the artefacts' manifests (or ``model``); a candidate
+    that cannot be localized says why. A passing candidate costs nothing more."""
     layer_samples: int = 32
     """Samples used by the per-layer pass."""
     layer_min_cosine: Optional[float] = decided_later("the candidate's --min-cosine")
@@ -104,6 +109,7 @@ class ParityConfig:
 def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> ParityConfig:
     file_values = dict(file_values)
     file_th = validate_file_thresholds(file_values.pop("thresholds", {}), source)
+    budget_from_table(file_values.pop(REGRESSION, {}), source)  # amptool diff's, checked now
     for bad in ("reference", "candidates", "thresholds", "file_thresholds", "key"):
         if bad in file_values:
             raise UsageError(f"{source}: '{bad}' cannot be set in a config file",

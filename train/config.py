@@ -24,7 +24,8 @@ class TrainConfig:
     input_spec: Optional[str] = None
     """The model's input signature, NAME:SHAPE:DTYPE[:LOW..HIGH],... (when it declares none)."""
     data: str = "digits"
-    """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
+    """digits, synthetic, tokens, sequences, boxes (NAME:N for their first N samples),
+    mnist:DIR, imagefolder:DIR or npz:FILE."""
     loss: Optional[str] = decided_later("cross-entropy for class logits on integer labels")
     """cross-entropy, token-cross-entropy[:IGNORE], mse, l1, smooth-l1, bce,
     path/to/file.py:factory or package.module:factory; None: cross-entropy for class logits
@@ -184,15 +185,19 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
 
 
 def claim_out_folder(cfg: TrainConfig) -> list:
-    """The files of the trained run in ``cfg.out`` (run.json, checkpoints) that a new run
-    replaces: a UsageError when there are some and neither ``cfg.resume`` continues that run
-    nor ``cfg.overwrite`` replaces it; empty when resuming or nothing is there. Called with
-    the folder held (``fileio.output_dir``), before the run's set-up."""
+    """The files of the run in ``cfg.out`` (run.json, checkpoints) that a new run replaces:
+    a UsageError when they hold a trained run (a checkpoint) and neither ``cfg.resume``
+    continues it nor ``cfg.overwrite`` replaces it; the run.json of a run stopped before its
+    first checkpoint, which holds nothing trained, without a flag; empty when resuming or
+    nothing is there. Called with the folder held (``fileio.output_dir``), before the run's
+    set-up."""
     from amptool.runs.rundir import RunDir
 
     found = RunDir(cfg.out).trained_files()
-    if not found or cfg.resume:
+    if cfg.resume:
         return []
+    if not found:
+        return RunDir(cfg.out).unfinished_files()  # nothing trained is kept there
     if not cfg.overwrite:
         raise UsageError(f"{cfg.out} already holds a trained run "
                          f"({', '.join(p.name for p in found)})",
@@ -210,4 +215,5 @@ def replace_run(cfg: TrainConfig, found: list, emit) -> None:
         return
     for path in found + [Path(cfg.out) / "metrics.jsonl"]:
         path.unlink(missing_ok=True)
-    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found]})
+    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found],
+          "unfinished": not any(p.suffix in (".ckpt", ".safetensors") for p in found)})

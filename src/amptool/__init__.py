@@ -20,11 +20,12 @@ _os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 __version__ = "0.1.0"
 
-_API = ("AmpStep", "CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "ExportResult",
+_API = ("AmpStep", "CkptConfig", "CkptReport", "DiffConfig", "DiffReport", "ExportConfig",
+        "ExportReport", "ExportResult",
         "LaunchOptions", "ParityConfig", "ParityReport", "PipelineConfig", "PipelineResult",
         "RangePass", "SearchConfig", "SearchResult", "StepResult", "TrainConfig", "TrainSummary",
-        "convert_checkpoint", "export", "find_fp32_cells", "find_overflow", "parity", "run",
-        "search", "train")
+        "convert_checkpoint", "diff", "export", "find_fp32_cells", "find_overflow", "parity",
+        "run", "search", "train")
 
 
 def __getattr__(name: str) -> _Any:

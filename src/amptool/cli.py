@@ -66,7 +66,12 @@ def run_command(
     samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. "
                                           f"{opt.default_of(PipelineConfig, 'samples')}"),
     per_layer: bool = typer.Option(False, "--per-layer",
-                                   help="Add per-layer localization to the parity report."),
+                                   help="Add per-layer localization of every artefact to "
+                                        "the parity report."),
+    localize: Optional[bool] = typer.Option(
+        None, "--localize/--no-localize",
+        help="Localize each artefact that fails parity by itself (per-layer, on its failing "
+             f"samples). {opt.default_of(PipelineConfig, 'localize')}"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "
                                                               "holds (refused without it)."),
     workers: opt.defaulted(opt.noted(opt.ShardWorkersOption, "Parity's samples only; "
@@ -88,8 +93,8 @@ def run_command(
                  policy=_s(policy), range_safety=range_safety, epochs=epochs,
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
-                 samples=samples, per_layer=per_layer or None, overwrite=overwrite or None,
-                 workers=workers, ledger=ledger, label=label)
+                 samples=samples, per_layer=per_layer or None, localize=localize,
+                 overwrite=overwrite or None, workers=workers, ledger=ledger, label=label)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
     unrecorded = None
@@ -105,7 +110,7 @@ def run_command(
         for message in result.warnings:
             _stage_printer({"kind": "warning", "message": message})
     if as_json:
-        opt.print_json(result.to_dict())
+        opt.print_json(result.document())
     else:
         typer.echo(format_summary(result))
         if cfg.ledger and unrecorded is None:

@@ -19,15 +19,16 @@ from amptool.artefact import onnx_installed
 from amptool.artefact.files import total_size
 from amptool.errors import UsageError
 from amptool.export.api import ExportConfig, export
+from amptool.documents.summary import (SUMMARY, SUMMARY_VERSION, ArtefactRow, DeploymentRow,
+                                      OutputRow, ParityFigures, PipelineSummary, TrainFigures)
 from amptool.files.configfile import build_config, decided_later, layered
-from amptool.files.fileio import jsonable, output_dir, write_json
+from amptool.files.fileio import output_dir, write_json
 from amptool.ledger.url import ledger_url
 from amptool.parity.config import ParityConfig
 from amptool.train.checks import validate
 from amptool.train.config import TrainConfig
 
 if TYPE_CHECKING:
-    from amptool.documents.summary import PipelineSummary
     from amptool.parity.report import ParityReport
     from amptool.train.config import TrainConfig
 
@@ -46,7 +47,10 @@ class PipelineConfig:
     samples: Optional[int] = decided_later("all")
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
-    """Add per-layer localization to the parity report."""
+    """Add per-layer localization of every artefact to the parity report."""
+    localize: bool = True
+    """Localize each artefact that fails parity by itself (per-layer, on its failing
+    samples); a passing run costs nothing more."""
     overwrite: bool = False
     """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
     without it such a folder is refused."""
@@ -70,7 +74,7 @@ class PipelineConfig:
         train = self.train_config()
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
                 "samples": self.samples, "per_layer": self.per_layer,
-                "overwrite": self.overwrite}
+                "localize": self.localize, "overwrite": self.overwrite}
 
     def train_config(self):
         base = self.train if self.train is not None else TrainConfig()
@@ -92,13 +96,17 @@ class PipelineResult:
     @property
     def warnings(self) -> list:
         """What was skipped on the way (e.g. ONNX with ``--onnx auto``), one line each."""
-        return list(self.summary.warnings)
+        return list(self.summary.warnings or [])
 
     def to_dict(self) -> dict:
         return self.summary.to_dict()
 
+    def document(self) -> dict:
+        """summary.json's content, as written and as ``amptool run --json`` prints it."""
+        return SUMMARY.json(self.summary)
 
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite", "workers", "ledger", "label")
+
+PIPELINE_KEYS = tuple(f.name for f in dataclasses.fields(PipelineConfig) if f.name != "train")
 _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 
@@ -187,8 +195,8 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     emit({"kind": "stage", "stage": "parity"})
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
-                                 samples=cfg.samples, per_layer=cfg.per_layer,
-                                 device=train_cfg.device, workers=cfg.workers))
+                                 samples=cfg.samples, per_layer=cfg.per_layer, workers=cfg.workers,
+                                 localize=cfg.localize, device=train_cfg.device))
     assert report is not None, "one host: parity returns its report"
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
@@ -205,7 +213,7 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
 def write_summary(path, summary: PipelineSummary) -> None:
     """summary.json, as ``amptool run --json`` prints it: a NaN or infinite figure written as
     the string "nan", "inf" or "-inf" (strict JSON, as the published schema says)."""
-    write_json(path, jsonable(summary.to_dict()))
+    write_json(path, SUMMARY.json(summary))
 
 
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,
@@ -245,8 +253,6 @@ def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
               seconds: float) -> "PipelineSummary":
     """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
     with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
-    from amptool.documents.records import SUMMARY_VERSION
-    from amptool.documents.summary import ParityFigures, PipelineSummary
 
     sizes = {(r.format, r.precision): total_size(r.path) for r in [ref] + cands}
     rows = [_row(ref, None, None, report.reference_accuracy)]
@@ -263,7 +269,6 @@ def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
 
 def train_figures(train):
     """The training's figures in the summary (``train``: a ``TrainSummary``)."""
-    from amptool.documents.summary import TrainFigures
 
     return TrainFigures(val_acc=train.val_acc, best_acc=train.best_acc, loss=train.loss,
                         steps=train.steps, overflow_steps=train.overflow_steps,
@@ -276,7 +281,6 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
     reference). ``cosine`` is the lowest and ``max_abs`` the largest over every output;
     ``outputs`` has each one's verdict."""
-    from amptool.documents.summary import ArtefactRow
 
     size = total_size(result.path)
     row = ArtefactRow(format=result.format, precision=result.precision, path=result.path,
@@ -295,15 +299,13 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
 def deployment_row(result, verdict):
     """The artefact's deployment settings from its manifest and, with ``--emulate-settings``,
     what ignoring them does (None: its manifest records none)."""
-    from amptool.documents.summary import DeploymentRow
 
-    section = result.manifest.get("deployment")
+    section = result.manifest.deployment
     if section is None:
         return None
     emulated = verdict.deployment if verdict is not None else None
-    return DeploymentRow(needed=section.get("needed"),
-                         files=[f["name"] for f in section.get("files", [])],
-                         kept_fp32=[c["path"] for c in section.get("kept_fp32", [])],
+    return DeploymentRow(needed=section.needed, files=[f.name for f in section.files],
+                         kept_fp32=[c.path for c in section.kept_fp32],
                          depends=emulated.depends if emulated else None,
                          message=emulated.message if emulated else None)
 
@@ -311,7 +313,6 @@ def deployment_row(result, verdict):
 def output_rows(verdict) -> list:
     """Each output of a candidate (a ``CandidateVerdict``) as judged: name, passed, cosine,
     scaled error and breaches."""
-    from amptool.documents.summary import OutputRow
     from amptool.parity.report import breaches
 
     return [OutputRow(o.name, o.passed, o.metrics.cosine, o.metrics.max_abs_scaled,

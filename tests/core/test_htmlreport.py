@@ -99,6 +99,30 @@ def test_a_passing_run_shows_its_training_artefacts_and_environment(passing):
 
 
 @pytest.mark.slow
+def test_each_artefact_shows_its_provenance_and_precision_audit(passing, tmp_path):
+    """The pipeline's artefacts (fp32 reference, fp16 MindIR, ONNX): where each came from
+    and no finding; an artefact whose file is gone says it was not read."""
+    from amptool.documents.parity import ParityReport
+    from amptool.report.artefacts import provenance_section
+
+    html = (passing / "report.html").read_text(encoding="utf-8")
+    found = re.search(r'<section id="audit">.*?</section>', html, re.S)
+    assert found, html[:2000]
+    rows = re.findall(r"<tr>(.*?)</tr>", found.group(0), re.S)[1:]
+    report = json.loads((passing / "parity.json").read_text())
+    assert len(rows) == 1 + len(report["candidates"])
+    for row in rows:
+        assert "simplecnn from run " in row and "checkpoint best.ckpt (sha256 " in row, row
+        assert "policy O" in row and "no findings (" in row, row
+    parsed = ParityReport.from_dict(report)
+    folder = tmp_path / "gone"
+    parsed = copy.deepcopy(parsed)
+    object.__setattr__(parsed.reference, "path", str(folder / "x.mindir"))
+    text = provenance_section(parsed, {})
+    assert "not read: " in text and "does not exist" in text
+
+
+@pytest.mark.slow
 def test_the_page_refers_to_nothing_outside_itself(passing, failing):
     for folder in (passing, failing[0]):
         html = (folder / "report.html").read_text(encoding="utf-8")

@@ -196,38 +196,44 @@ def test_a_locked_ledger_waits_its_timeout_then_says_so(tmp_path):
     assert len(record_report(f"sqlite:///{path}?timeout=5", rep)) == 1  # free again
 
 
-def test_facts_come_from_the_provenance_inside_the_artefact_where_it_has_some(
-        tmp_path, monkeypatch):
+def _onnx_with_provenance(path, provenance) -> None:
+    """A real (tiny) ONNX file carrying ``provenance`` in its metadata_props, as export
+    writes it."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from amptool.documents.provenance import PROVENANCE_KEY
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "net",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph)
+    helper.set_model_props(model, {PROVENANCE_KEY: provenance.to_json()})
+    onnx.save(model, str(path))
+
+
+def test_facts_come_from_the_provenance_inside_the_artefact_where_it_has_some(tmp_path):
     """The record's model, precision, policy and kept cells: the provenance the artefact
-    carries (through ``amptool.artefact.provenance.read_provenance``, here a stand-in giving
-    its types) over the manifest beside it; without either, what the report knows."""
-    import types
-    from dataclasses import dataclass, field
-
+    carries inside its file, over the manifest beside it; without either, what the report
+    knows."""
     from amptool.documents.manifest import KeptCell, PolicyRecord
-    from amptool.ledger.facts import PROVENANCE_MODULE, artefact_facts
+    from amptool.documents.provenance import (PROVENANCE_VERSION, Provenance,
+                                              SourceCheckpoint)
+    from amptool.ledger.facts import artefact_facts
 
-    @dataclass(frozen=True)
-    class Provenance:
-        model: str
-        precision: str
-        policy: PolicyRecord
-        kept_fp32: list = field(default_factory=list)
-
-    art = tmp_path / "net_fp16.mindir"
+    art = tmp_path / "net_fp16.onnx"
     art.write_bytes(b"graph")
-    (tmp_path / "net_fp16.mindir.json").write_text("{not json")  # an unreadable manifest
+    (tmp_path / "net_fp16.onnx.json").write_text("{not json")  # an unreadable manifest
     assert artefact_facts(str(art)).source == "report"
     policy = PolicyRecord("O2", "float16", [], ["head"], [])
-    found = {str(art): Provenance("my_net.py:build", "fp16", policy,
-                                  [KeptCell("head", "Dense"), KeptCell("", "Net")])}
-    stand_in = types.ModuleType(PROVENANCE_MODULE)
-    stand_in.read_provenance = lambda path: found.get(str(path))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, PROVENANCE_MODULE, stand_in)
+    _onnx_with_provenance(art, Provenance(
+        PROVENANCE_VERSION, "0.1.0", "2.10.0", "ONNX", "fp16", "fp32", "my_net.py:build",
+        None, SourceCheckpoint("last.ckpt", "0" * 64), policy,
+        [KeptCell("head", "Dense"), KeptCell("", "Net")], None, None, "2026-01-01T00:00:00Z"))
     facts = artefact_facts(str(art))
     assert (facts.source, facts.model, facts.precision, facts.kept_cells) == (
         "provenance", "my_net.py:build", "fp16", ["head", ""])
-    assert facts.policy["fp32_cells"] == ["head"]
+    assert facts.policy is not None and facts.policy["fp32_cells"] == ["head"]
     (rec,) = record_report(str(tmp_path / "l.db"), report(candidate(str(art))),
                            context=_context())
     assert (rec.facts_from, rec.model, rec.kept_cells) == ("provenance", "my_net.py:build",
