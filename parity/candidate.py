@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.artefact.files import file_facts
 from amptool.errors import UsageError
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
@@ -159,7 +160,8 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
               "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
               "fp16_faithful": faithful, "caveat": None,
-              "per_layer": None, "weights": None, "culprit": None, "deployment": None}
+              "per_layer": None, "weights": None, "culprit": None, "deployment": None,
+              "files": _files(cand)}
     if task is not None and run.task is not None:
         result["task"] = judge_task_value(str(cfg.metric), run.task[1], task.value(),
                                           th.max_metric_drop, inputs.count)
@@ -182,6 +184,14 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
         result["culprit"] = pick_culprit(result)
     cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
+
+
+def _files(cand: Side) -> Optional[list]:
+    """The candidate's files with their sha256: as hashed when it opened, else now (None
+    for what is no file)."""
+    if cand.files is not None:
+        return cand.files
+    return file_facts(cand.path) if Path(cand.path).is_file() else None
 
 
 def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:

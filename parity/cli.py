@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional, Sequence
 
 import typer
 
 from amptool.console import options as opt
 from amptool.errors import CheckFailed, UsageError
+from amptool.ledger.url import LedgerError, ledger_url, shown
 from amptool.parity.config import ParityConfig
 from amptool.parity.plot import check_plot_available, write_plot
 from amptool.stats.limits import default_text as limit_default
@@ -135,6 +136,8 @@ def parity_command(
     node_rank: NodeRankOption = None,
     master_addr: MasterAddrOption = None,
     master_port: MasterPortOption = None,
+    ledger: opt.LedgerOption = None,
+    label: opt.LabelOption = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,
     limits: Optional[dict] = None,
@@ -155,21 +158,34 @@ def parity_command(
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings,
                  workers=workers, nodes=nodes, node_rank=node_rank, master_addr=master_addr,
-                 master_port=master_port)
+                 master_port=master_port, ledger=ledger, label=label)
     cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,
                                  **flags)
     if save_outputs is None and cfg.save_outputs:
         opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
-    from amptool.parity.compare import parity
-
     opt.consent(trust_model)
-    result = parity(cfg)
+    result, unrecorded = measured(cfg)
     if result is None:  # a host other than node 0: its ranks are done
         typer.echo(f"node {cfg.node_rank}: its {cfg.workers} rank(s) compared their shards; "
                    "node 0 merges them into the report")
         return
-    emit_report(result, json_out, junit, plot,
-                "json" if as_json else "quiet" if quiet else "", html)
+    notes = [] if unrecorded or not cfg.ledger else [
+        f"ledger: {len(result.candidates)} record(s) appended to {shown(ledger_url(cfg.ledger))}"]
+    emit_report(result, json_out, junit, plot, "json" if as_json else "quiet" if quiet else "",
+                html, notes, unrecorded)
+
+
+def measured(cfg: ParityConfig) -> tuple:
+    """(the report of ``parity(cfg)``, None; or, where ``cfg.ledger`` could not take it, the
+    report and the ``LedgerError``): what was measured is never lost."""
+    from amptool.parity.compare import parity
+
+    try:
+        return parity(cfg), None
+    except LedgerError as exc:
+        if exc.measured is None:
+            raise
+        return exc.measured, exc
 
 
 def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
@@ -199,10 +215,12 @@ def beside(json_out: Optional[Path]) -> Optional[Path]:
 
 
 def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
-                html=None) -> None:
+                html=None, notes: Sequence[str] = (),
+                unrecorded: Optional[LedgerError] = None) -> None:
     """Write the requested files (``html``: the HTML report), print the table (only its
-    verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
-    parity failed."""
+    verdict line with mode "quiet", the report as JSON with mode "json") and then ``notes``
+    (not with "quiet" or "json"), then exit 2 with ``unrecorded`` (the ledger that did not
+    take the report), else 1 if parity failed."""
     from amptool.parity.report import (failure_fix, failure_line, format_table, resolution_warnings,
                                        write_junit, report_json, write_report_json)
 
@@ -225,11 +243,15 @@ def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
     else:
         text = format_table(report)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
+        for line in notes if mode != "quiet" else ():
+            typer.echo(line)
         if mode == "quiet":  # the table's notes are not shown: say it on stderr
             for line in resolution_warnings(report):
                 typer.echo(f"amptool: {line}", err=True)
         else:
             typer.echo(written_line([json_out, html, junit, plot]))
+    if unrecorded is not None:  # the ledger's failure decides the exit code
+        raise unrecorded
     if not report.passed:
         fix = failure_fix(report)
         kept = json_out if json_out is not None else html

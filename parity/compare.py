@@ -12,6 +12,7 @@ from typing import Optional
 
 from amptool.documents.parity import PARITY_REPORT_VERSION
 from amptool.errors import UsageError
+from amptool.ledger.url import LedgerError, ledger_url
 from amptool.parity.accumulate import TaskStream
 from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, finish_candidate,
                                       golden_head, output_names, reference_notes, report_dict)
@@ -48,6 +49,8 @@ def check_config(cfg: ParityConfig) -> None:
                                   or value < 1):
             raise UsageError(f"--{name.replace('_', '-')} must be a whole number >= 1 "
                              f"(got {value!r})", "give a positive count")
+    if cfg.ledger is not None:
+        ledger_url(cfg.ledger)  # a URL amptool cannot take is refused before any work
     lmc = cfg.layer_min_cosine
     if lmc is not None and (isinstance(lmc, bool) or not isinstance(lmc, (int, float))):
         raise UsageError(f"--layer-min-cosine must be a number (got {lmc!r})", "e.g. 0.99")
@@ -60,7 +63,9 @@ def check_config(cfg: ParityConfig) -> None:
 
 def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     """Compare every candidate with the reference on real inputs (a breach is a report whose
-    ``passed`` is False, not an exception).
+    ``passed`` is False, not an exception); with ``cfg.ledger``, append one record per
+    candidate to that ledger (a ledger that fails: ``LedgerError``, its ``measured`` the
+    report).
 
     Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
     With ``cfg.sharded`` the samples are split across processes started by msrun and their
@@ -78,7 +83,24 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
     report["schema_version"] = PARITY_REPORT_VERSION
-    return ParityReport.from_dict(report)
+    typed = ParityReport.from_dict(report)
+    if cfg.ledger:
+        record(typed, cfg.ledger, cfg.label)
+    return typed
+
+
+def record(report: ParityReport, ledger: str, label: Optional[str] = None,
+           measured: object = None) -> None:
+    """Append one record per candidate of ``report`` to ``ledger``; a ledger that fails
+    raises ``LedgerError`` carrying ``measured`` (default: the report), so that nothing
+    measured is lost."""
+    from amptool.ledger.store import record_report
+
+    try:
+        record_report(ledger, report, label)
+    except LedgerError as exc:
+        exc.measured = report if measured is None else measured
+        raise
 
 
 def open_all(cfg: ParityConfig) -> Opened:

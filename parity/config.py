@@ -78,6 +78,12 @@ class ParityConfig:
     """Address of the host of node rank 0 (msrun's scheduler)."""
     master_port: int = 0
     """Port of msrun's scheduler; 0 picks a free one (one host only)."""
+    ledger: Optional[str] = None
+    """Append one record per candidate to this parity ledger: a path or ``sqlite:///PATH``
+    (an SQLite file, made when missing) or ``postgresql+psycopg://USER@HOST/DB``."""
+    label: Optional[str] = None
+    """A name for the ledger's records (a release, a CI job); the git commit and branch are
+    recorded too when the check runs inside a checkout."""
 
     @property
     def sharded(self) -> bool:

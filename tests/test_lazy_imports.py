@@ -26,10 +26,22 @@ KEEPS_MINDSPORE_OUT = ("the importing module imports no MindSpore at module leve
 PATCHED = ("read at call time: tests replace it on its module (monkeypatch.setattr), which a "
            "name bound at import would not see")
 CYCLE = "cycle: amptool.parity.shard imports amptool.parity.compare at module level"
+SQLALCHEMY = ("imports SQLAlchemy, which only a command that opens a ledger pays for (not "
+              "--help, nor a parity check without --ledger)")
 
 _GROUPS: Dict[str, Tuple[str, ...]] = {
     CYCLE: (
         "amptool.parity.compare:_compare_all -> amptool.parity.shard",
+    ),
+    SQLALCHEMY: (
+        "amptool.parity.compare:record -> amptool.ledger.store",
+        "amptool.gate.ledger_cli:_filter -> amptool.ledger.store",
+        "amptool.gate.ledger_cli:show_command -> amptool.gate.ledgerview",
+        "amptool.gate.ledger_cli:show_command -> amptool.ledger.store",
+        "amptool.gate.ledger_cli:trend_command -> amptool.gate.ledgerview",
+        "amptool.gate.ledger_cli:trend_command -> amptool.gate.trend",
+        "amptool.gate.ledger_cli:trend_command -> amptool.gate.trendpage",
+        "amptool.gate.verify:verify -> amptool.ledger.store",
     ),
     START_UP_NUMPY: (
         "amptool.artefact:availability -> amptool.artefact.onnx",
@@ -72,7 +84,8 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.export.writer:format_module -> amptool.export.onnx",
         "amptool.export.writer:_audit -> amptool.artefact.audit",
         "amptool.parity.cli:parity_command -> amptool.network.models",
-        "amptool.parity.cli:parity_command -> amptool.parity.compare",
+        "amptool.parity.cli:measured -> amptool.parity.compare",
+        "amptool.gate.verify_cli:verify_command -> amptool.gate.verify",
         "amptool.parity.config:ParityConfig.user_model -> amptool.network.models",
         "amptool.gate.diff_cli:diff_command -> amptool.gate.diff",
     ),

@@ -15,6 +15,7 @@ from amptool.convert import cli as convert_cli
 from amptool.errors import CheckFailed
 from amptool.export import cli as export_cli
 from amptool.gate import cli as gate_cli
+from amptool.ledger.url import LedgerError, ledger_url, shown
 from amptool.parity import cli as parity_cli
 from amptool.pipeline import PipelineConfig, format_summary, run_pipeline
 from amptool.runtime.device import own_process
@@ -78,6 +79,8 @@ def run_command(
                            PipelineConfig, "workers") = None,
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
+    ledger: opt.LedgerOption = None,
+    label: opt.LabelOption = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
@@ -91,11 +94,16 @@ def run_command(
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None, localize=localize,
-                 overwrite=overwrite or None,
-                 workers=workers)
+                 overwrite=overwrite or None, workers=workers, ledger=ledger, label=label)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
-    result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    unrecorded = None
+    try:
+        result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    except LedgerError as exc:  # measured, not recorded: the reports are still written
+        if exc.measured is None:
+            raise
+        result, unrecorded = exc.measured, exc
     if html is not None:
         _write_report(html, result, cfg)
     if quiet or as_json:  # progress lines were off: still say what was skipped
@@ -105,6 +113,11 @@ def run_command(
         opt.print_json(result.document())
     else:
         typer.echo(format_summary(result))
+        if cfg.ledger and unrecorded is None:
+            typer.echo(f"ledger: {len(result.summary.artefacts) - 1} record(s) appended to "
+                       f"{shown(ledger_url(cfg.ledger))}")
+    if unrecorded is not None:  # the ledger's failure decides the exit code: 2
+        raise unrecorded
     if not result.passed:
         from amptool.parity.report import failure_fix, failure_line
 

@@ -23,6 +23,7 @@ from amptool.documents.summary import (SUMMARY, SUMMARY_VERSION, ArtefactRow, De
                                       OutputRow, ParityFigures, PipelineSummary, TrainFigures)
 from amptool.files.configfile import build_config, decided_later, layered
 from amptool.files.fileio import output_dir, write_json
+from amptool.ledger.url import ledger_url
 from amptool.parity.config import ParityConfig
 from amptool.train.checks import validate
 from amptool.train.config import TrainConfig
@@ -57,6 +58,10 @@ class PipelineConfig:
     """Processes (msrun, on this host) that each compare a contiguous shard of the parity
     check's samples; their statistics merge into the report one process makes. Training
     runs in one process."""
+    ledger: Optional[str] = None
+    """A parity ledger (a path, sqlite:///PATH or postgresql+psycopg://...) to record in."""
+    label: Optional[str] = None
+    """A name for the ledger's records (a release, a CI job), beside the git commit."""
 
     @classmethod
     def from_file(cls, path=None, **flags) -> "PipelineConfig":
@@ -101,7 +106,7 @@ class PipelineResult:
         return SUMMARY.json(self.summary)
 
 
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "localize", "overwrite", "workers")
+PIPELINE_KEYS = tuple(f.name for f in dataclasses.fields(PipelineConfig) if f.name != "train")
 _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 
@@ -136,14 +141,16 @@ def check_config(cfg: PipelineConfig) -> tuple:
     if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 1:
         raise UsageError(f"workers must be a whole number >= 1 (got {cfg.workers!r})",
                          "give a positive --workers")
+    if cfg.ledger is not None:
+        ledger_url(cfg.ledger)  # a URL amptool cannot take is refused before any work
     with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_installed())
     return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
 
 
 def run_pipeline(cfg: PipelineConfig,
                  on_event: Optional[Callable[[dict], None]] = None) -> PipelineResult:
-    """Run every stage, with ``cfg.out`` held by this process; return the result
-    (``passed`` is the parity verdict)."""
+    """Run every stage, with ``cfg.out`` held by this process; return the result (``passed``
+    is the parity verdict; a ``cfg.ledger`` that fails: ``LedgerError``, ``measured`` it)."""
     emit = on_event or (lambda event: None)
     formats = check_config(cfg)
     with output_dir(cfg.out) as out:
@@ -169,7 +176,7 @@ def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None
 
 def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
                 on_event: Optional[Callable[[dict], None]]) -> PipelineResult:
-    from amptool.parity.compare import parity
+    from amptool.parity.compare import parity, record
     from amptool.parity.report import write_junit, write_report_json
     from amptool.train.run import run_training
 
@@ -188,9 +195,8 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     emit({"kind": "stage", "stage": "parity"})
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
-                                 samples=cfg.samples, per_layer=cfg.per_layer,
-                                 localize=cfg.localize, device=train_cfg.device,
-                                 workers=cfg.workers))
+                                 samples=cfg.samples, per_layer=cfg.per_layer, workers=cfg.workers,
+                                 localize=cfg.localize, device=train_cfg.device))
     assert report is not None, "one host: parity returns its report"
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
@@ -198,7 +204,10 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[
     summary = summarize(cfg, train, ref, cands, report, times, warnings,
                         round(time.perf_counter() - t0, 2))
     write_summary(out / "summary.json", summary)
-    return PipelineResult(report.passed, summary, report)
+    result = PipelineResult(report.passed, summary, report)
+    if cfg.ledger:  # once every file is written; a ledger that fails hands back the result
+        record(report, cfg.ledger, cfg.label, measured=result)
+    return result
 
 
 def write_summary(path, summary: PipelineSummary) -> None:
