@@ -64,9 +64,9 @@ def bench_model(name: str, tmp: Path, reps: int, batch: int) -> dict:
     for r in results:
         tag = f"{r.format.lower()}_{r.precision}"
         runner = load_runner(r.path)
-        row[f"{tag}_bytes"] = r.manifest["file_size"]
-        row[f"{tag}_param_bytes"] = r.manifest["params"]["bytes"]
-        row[f"{tag}_export_s"] = r.manifest["export_seconds"]
+        row[f"{tag}_bytes"] = r.manifest.file_size
+        row[f"{tag}_param_bytes"] = r.manifest.params.bytes
+        row[f"{tag}_export_s"] = r.manifest.export_seconds
         row[f"{tag}_infer_ms"] = round(_median_ms(lambda: runner.run([x]), reps), 3)
     for fmt in ("mindir", "onnx"):
         row[f"{fmt}_file_ratio"] = round(row[f"{fmt}_fp16_bytes"] / row[f"{fmt}_fp32_bytes"], 4)

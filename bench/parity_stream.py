@@ -184,7 +184,7 @@ def summary(f: dict) -> list:
     speed = ", ".join(f"{r['ratio_without_comparison']:.2f}× at {r['samples']:,} "
                       f"({r['samples_per_s']['parity']:g} vs {r['samples_per_s']['bare']:g} "
                       "samples/s)" for r in rows)
-    peaks = ", ".join(f"{r['parity']['peak_rss'] / 2**20:,.0f} MB at {r['samples']:,}"
+    peaks = ", ".join(f"{r['parity']['peak_rss'] / 2**20:,.0f} MiB at {r['samples']:,}"
                       for r in rows)
     flat = ", ".join(f"{v:.3f}× at {int(n):,}" for n, v in f["peak_rss_over_2048"].items())
     return [(f"`amptool parity` minus its comparison ÷ bare inference, {f['model']} "

@@ -2,7 +2,7 @@
 
 ``python -m bench --render`` rewrites the block between ``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` in README.md (three headline figures in words, ``HEADLINE``, and
-the release-scale parity table, ``README_TABLES``) and in
+the tables of whole benchmarks, ``README_TABLES``) and in
 docs/bench.md (a summary in words of every benchmark, every ratio of every benchmark, and
 the zoo's table when there is one), and the block between ``<!-- bench:zoo:begin -->`` and
 ``<!-- bench:zoo:end -->`` in docs/guides/zoo.md (the zoo's table);
@@ -301,8 +301,8 @@ def _workers_rows(f: dict) -> list:
 def _data_memory_rows(f: dict) -> list:
     runs = f["runs"]
     small, large = sorted(runs, key=int)
-    value = (f"{_x(f['peak_rss_ratio'])} ({runs[large]['peak_rss_mb']:.0f} MB for {int(large):,} "
-             f"images, {runs[small]['peak_rss_mb']:.0f} MB for {int(small):,}); the pipeline "
+    value = (f"{_x(f['peak_rss_ratio'])} ({runs[large]['peak_rss_mb']:.0f} MiB for {int(large):,} "
+             f"images, {runs[small]['peak_rss_mb']:.0f} MiB for {int(small):,}); the pipeline "
              f"alone reads {f['pipeline_images_per_s']:.0f} images/s")
     return [(f"streaming data: peak RSS of `amptool train --data imagefolder:DIR` ({f['image']}, "
              f"one epoch) on {int(large):,} ÷ {int(small):,} images", value, "peak_rss_ratio")]

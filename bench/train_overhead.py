@@ -1,6 +1,6 @@
 """``amptool train``'s per-step path against MindSpore's ``Model.train`` and a bare step.
 
-Like with like, on SimpleCNN (O2 and O0) and the ResNet sample (O2):
+Like with like, on SimpleCNN and the ResNet sample, each at O2 and O0:
 
 - ``amptool_train``: one epoch of the training loop ``amptool train`` runs
   (``train/loop.py``: batches streamed through the ``mindspore.dataset`` pipeline, tensors,

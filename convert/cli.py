@@ -12,6 +12,7 @@ import typer
 
 from amptool.console import options as opt
 from amptool.convert.config import CkptConfig, PolicyConfig, SearchConfig, validate
+from amptool.convert.result import SEARCH
 from amptool.files.configfile import read_config_file
 from amptool.network.usercode import parse_model_args
 from amptool.precision.safety import check_range_safety, why_kept
@@ -207,7 +208,7 @@ def search_command(
 
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
-        opt.print_json(result.to_dict())
+        opt.print_json(SEARCH.json(result))
         return
     where = result.kept_where
     kept = ", ".join(f"{k} [{where[k]}]" if k in where else k for k in result.kept) \
@@ -278,5 +279,6 @@ def _print_event(event: dict) -> None:
 def register(app: typer.Typer) -> None:
     convert_app.command("policy")(opt.handle_errors(policy_command))
     convert_app.command("ckpt")(opt.handle_errors(ckpt_command))
-    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command)))
+    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command,
+                                                                   fp16_only=True)))
     app.add_typer(convert_app, name="convert")

@@ -1,18 +1,19 @@
 """What the fp32-cell search returns: ``SearchResult`` with its trials (``Trial``) and the
 graph-mode confirmation of the policy found (``Confirmation``); ``to_dict`` is
-``amptool convert search --json``'s document."""
+``amptool convert search --json``'s document (``SEARCH``)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from amptool.documents.figures import OutputMetrics
-from amptool.documents.jsontypes import from_json, optional_key, to_json
+from amptool.documents.door import Document, Door, Real, from_json, optional_key, to_json
 from amptool.precision.policy import Policy
 from amptool.stats.limits import Thresholds
 
-DERIVED = ("n_trials", "brute_force_trials", "range_kept", "trials_saved")
-"""Keys of the JSON computed from the fields (read back by nobody)."""
+SEARCH_VERSION = 1
+"""The ``schema_version`` of ``amptool convert search --json``'s document."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class TrialMetrics(OutputMetrics):
 
 
 @dataclass(frozen=True)
-class SearchLimits(Thresholds):
+class SearchLimits(Thresholds, Document):
     """The limits trials were held to: the first output's, and each output's when there are
     several."""
 
@@ -51,7 +52,7 @@ class SearchLimits(Thresholds):
 
 
 @dataclass(frozen=True)
-class Trial:
+class Trial(Document):
     """One network the search ran: which cells it kept in fp32 and how it fared."""
 
     trial: int
@@ -67,7 +68,7 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class Confirmation:
+class Confirmation(Document):
     """The policy found, run on a fresh network compiled in graph mode."""
 
     passed: bool
@@ -79,7 +80,7 @@ class Confirmation:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(Document):
     """What a search found and what it cost."""
 
     policy: Policy
@@ -92,13 +93,13 @@ class SearchResult:
     """The cells the search could keep, in the order the forward calls them."""
     trials: Tuple[Trial, ...]
     """Every trial run, in order."""
-    params_fp16: float
+    params_fp16: Real
     """Share of the float parameters left in the low dtype."""
-    flops_fp16: float
+    flops_fp16: Real
     """Share of the leaf cells' FLOPs left in the low dtype."""
     confirm: Confirmation
     """The graph-mode confirmation of ``policy``."""
-    seconds: float
+    seconds: Real
     """How long the search took."""
     out: str
     """The policy file written."""
@@ -125,17 +126,32 @@ class SearchResult:
     metric: Optional[str]
     """The task metric (``path/file.py:fn``), or None."""
 
-    @property
-    def n_trials(self) -> int:
-        return len(self.trials)
+    n_trials: int = 0
+    """Trials run (the length of ``trials``)."""
+    brute_force_trials: int = 0
+    """Trials that keeping each candidate cell alone would take."""
+    range_kept: List[str] = dataclasses.field(default_factory=list)
+    """The cells the range pass kept before any trial."""
+    trials_saved: int = 0
+    """``brute_force_trials`` less ``n_trials``."""
+    schema_version: int = SEARCH_VERSION
+    """The version of this layout."""
+
+    def __post_init__(self) -> None:  # the figures computed from the others, never given
+        derived = {"n_trials": len(self.trials), "brute_force_trials": len(self.candidates),
+                   "range_kept": [r["path"] for r in self.ranges],
+                   "trials_saved": len(self.candidates) - len(self.trials)}
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict:
-        derived = {"n_trials": self.n_trials, "brute_force_trials": len(self.candidates),
-                   "range_kept": [r["path"] for r in self.ranges],
-                   "trials_saved": len(self.candidates) - self.n_trials}
-        return {**to_json(self), **derived}
+        return to_json(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "SearchResult":
-        return from_json(cls, {k: v for k, v in data.items() if k not in DERIVED},
-                         "search result")
+        return from_json(cls, data, "search result")
+
+
+SEARCH = Door(SearchResult, "search result", "run 'amptool convert search --json' again",
+              SEARCH_VERSION, "amptool convert search result", "search-result.schema.json")
+"""``amptool convert search --json``'s document."""

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Union, cast
 
-from amptool.documents.jsontypes import from_json, to_json
+from amptool.documents.door import from_json, to_json
 from amptool.errors import CheckFailed, UsageError
 from amptool.network.checkpoint import build_with_weights
 from amptool.precision.apply import (cell_origins, cell_paths, close_kept, low_precision_params,
@@ -179,7 +179,8 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
                         confirm, 0.0, str(cfg.out), src.spec.name, len(src.x), ranged,
                         device=device, ckpt=src.ckpt, base=given.describe(), kept_where=where,
                         classifier=src.classifier,
-                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref))),
+                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref)),
+                                              "search limits"),
                         metric=cfg.metric)
 
 

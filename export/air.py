@@ -23,9 +23,11 @@ def check_available(device: str | None = None) -> None:
 
 
 def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
-          release=None):
+          release=None, entries: dict | None = None):
     """Export to ``path``; returns (``path``, None) (AIR keeps its weights in the one file,
-    which is not read here); ``release`` is not called: the caller lets the network go."""
+    which is not read here); ``release`` is not called: the caller lets the network go.
+    ``entries`` (provenance) are not written: MindSpore's AIR export has no place for
+    them."""
     from pathlib import Path
 
     import mindspore as ms

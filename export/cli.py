@@ -52,6 +52,10 @@ def export_command(
                                                           "one) or fp16."),
     out: opt.defaulted(opt.OutOption, ExportConfig, "out") = None,
     force: bool = typer.Option(False, "--force", help="Replace existing artefacts."),
+    no_audit: bool = typer.Option(False, "--no-audit",
+                                  help="Write the artefacts even when a graph's precision "
+                                       "contradicts its policy (amptool inspect lists the "
+                                       "findings)."),
     policy: Optional[Path] = typer.Option(None, help="Precision policy file (TOML/YAML/JSON) for "
                                                      "the fp16 graph; overrides the run's."),
     amp_level: opt.noted(opt.AmpLevelOption, "For the fp16 graph (overrides the run's policy); "
@@ -74,7 +78,7 @@ def export_command(
         model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
         which=which, formats=tuple(fmt), precision=precision, batch_size=batch_size,
         dynamic_batch=dynamic_batch, io_dtype=io_dtype.lower(), out=str(out) if out else None,
-        force=force, policy=str(policy) if policy else None,
+        force=force, audit=not no_audit, policy=str(policy) if policy else None,
         amp_level=amp_level.upper() if amp_level else None,
         data=data, val_fraction=val_fraction, device=device)
     validate(cfg)
@@ -93,20 +97,24 @@ def _print_report(report: ExportReport, as_json: bool) -> None:
     if as_json:
         opt.print_json([r.to_dict() for r in report])
         return
-    sizes = {(r.format, r.precision): r.manifest["total_size"] for r in report}
+    sizes = {(r.format, r.precision): r.manifest.total_size or 0 for r in report}
     for r in report:
         m = r.manifest
+        total = m.total_size or 0
         ratio = ""
         if r.precision == "fp16" and (r.format, "fp32") in sizes:
-            ratio = f", {m['total_size'] / sizes[(r.format, 'fp32')]:.3f}x of fp32"
-        dtypes = ", ".join(f"{k} {v:,}" for k, v in m["params"]["dtypes"].items()) or "n/a"
-        apart = len(m["files"]) - 1
-        beside = f" in {apart + 1} files (weights beside the graph)" if apart else ""
-        typer.echo(f"wrote {r.path} ({m['total_size']:,} bytes{beside}{ratio}; params {dtypes}"
-                   f"{'; encrypted' if m['encrypted'] else ''}) + manifest")
-        deployment = m.get("deployment") or {}
-        if deployment.get("needed"):
-            typer.echo(f"  {summary_line(deployment)}")
+            ratio = f", {total / sizes[(r.format, 'fp32')]:.3f}x of fp32"
+        dtypes = ", ".join(f"{k} {v:,}" for k, v in m.params.dtypes.items()) or "n/a"
+        apart = len(m.files or []) - 1
+        beside = f" in {apart + 1} files (weights beside the graph)" if apart > 0 else ""
+        typer.echo(f"wrote {r.path} ({total:,} bytes{beside}{ratio}; params {dtypes}"
+                   f"{'; encrypted' if m.encrypted else ''}) + manifest")
+        if m.deployment is not None and m.deployment.needed:
+            typer.echo(f"  {summary_line(m.deployment)}")
+        findings = (r.audit or {}).get("findings") or []
+        if findings:  # notes only: an error stops the export
+            typer.echo(f"  precision audit: {len(findings)} note(s), the first: "
+                       f"{findings[0]['text']} (amptool inspect lists them)")
 
 
 def inspect_command(
@@ -117,8 +125,8 @@ def inspect_command(
                                                      f"{opt.shown(f'{ENV_VAR} when set')}"),
     as_json: opt.about(opt.JsonOption, "the facts") = False,
 ) -> None:
-    """Show format, inputs, outputs, parameters, size and sha256 of an artefact (and its
-    manifest)."""
+    """Show format, inputs, outputs, parameters, size and sha256 of an artefact, the
+    provenance inside it, its precision audit (and its manifest)."""
     from amptool.export.inspect import format_report, inspect_artefact, settings_broken
 
     key = resolve_key(str(key_file) if key_file else None, key_env)
@@ -132,6 +140,12 @@ def inspect_command(
             typer.echo(line)
     if facts["manifest_matches"] is False:
         raise CheckFailed(f"the manifest beside {path} does not match the file",
+                          "export the artefact again")
+    audit = facts.get("audit") or {}
+    if audit.get("errors"):
+        first = next(f for f in audit["findings"] if f["severity"] == "error")
+        raise CheckFailed(f"{path}: its graph contradicts its policy: {first['text']}"
+                          + (f" (and {audit['errors'] - 1} more)" if audit["errors"] > 1 else ""),
                           "export the artefact again")
     broken = settings_broken(facts.get("deployment"))
     if broken:

@@ -57,6 +57,9 @@ class ExportConfig:
     """With ``ckpt``: the validation fraction used in training."""
     device: str = "auto"
     """Backend to export on: auto, CPU, GPU or Ascend."""
+    audit: bool = True
+    """Audit each written graph's precision against its policy before it counts as written:
+    an export whose graph contradicts its policy fails and writes nothing."""
     encrypt_key: bytes | None = field(default=None, repr=False)
     """AES-GCM key (16/24/32 bytes) for MINDIR; never printed or written."""
 

@@ -19,6 +19,9 @@ cell in fp32 gets no files; its manifest's ``deployment`` section says none are 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
+
+from amptool.documents.manifest import Deployment
 
 LITE_MODE = "enforce_origin"
 """MindSpore Lite ``[ascend_context] precision_mode``: keep the model's own dtypes."""
@@ -68,19 +71,19 @@ def deployment_section(precision: str, kept: list, files: dict) -> dict:
             "why": WHY}
 
 
-def kept_names(section: dict | None) -> str:
+def kept_names(section: Optional[Deployment]) -> str:
     """'norm (L2Normalize), ...' of a deployment section ('' when none)."""
-    cells = (section or {}).get("kept_fp32") or []
-    return ", ".join(f"{c['path'] or '(network)'} ({c['type']})" for c in cells)
+    cells = section.kept_fp32 if section else []
+    return ", ".join(f"{c.path or '(network)'} ({c.type})" for c in cells)
 
 
-def summary_line(section: dict | None) -> str:
+def summary_line(section: Optional[Deployment]) -> str:
     """One line for the command line: the settings files and why, or that none are needed."""
     if not section:
         return "deployment settings: not recorded (exported before amptool wrote them)"
-    if not section.get("needed"):
+    if not section.needed:
         return "deployment settings: none needed"
-    names = ", ".join(f["name"] for f in section["files"])
-    mode = section["precision_mode"]
-    return (f"deployment settings: {names} (Lite precision_mode={mode['mindspore_lite']}, "
-            f"ATC --precision_mode={mode['acl']}) keep {kept_names(section)} in fp32")
+    names = ", ".join(f.name for f in section.files)
+    mode = section.precision_mode or {}
+    return (f"deployment settings: {names} (Lite precision_mode={mode.get('mindspore_lite')}, "
+            f"ATC --precision_mode={mode.get('acl')}) keep {kept_names(section)} in fp32")

@@ -5,12 +5,18 @@ Where a manifest sits beside the file it is shown too, and checked against the f
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
+from typing import Optional
 
+from amptool.artefact.audit import AuditReport, audit_artefact
 from amptool.artefact.files import check_files, file_facts, locate
+from amptool.artefact.provenance import NO_PROVENANCE, read_provenance
 from amptool.artefact.readers import reader
 from amptool.artefact.runners import artefact_format, infer_precision
-from amptool.documents.manifest import read_manifest, summarize_params
+from amptool.documents.door import to_json
+from amptool.documents.manifest import Manifest, manifest_path, read_manifest, summarize_params
 from amptool.errors import UsageError
 from amptool.files.fileio import sha256
 from amptool.runtime.device import import_mindspore
@@ -44,66 +50,113 @@ def inspect_artefact(path, key: bytes | None = None) -> dict:
                      precision=infer_precision(described), producer=described.get("producer"))
         if "opset" in described:
             facts["opset"] = described["opset"]
-    facts["manifest"] = manifest
+    facts.update(_provenance_and_audit(path, fmt, key, facts["readable"]))
+    # the manifest as its file holds it (one written before a key existed lacks that key)
+    facts["manifest"] = json.loads(manifest_path(path).read_text(encoding="utf-8")) \
+        if manifest else None
     facts["manifest_differences"] = check_files(path, manifest, files)
     facts["manifest_matches"] = _matches(facts, manifest)
     facts["deployment"] = check_settings(path, manifest)
     return facts
 
 
-def check_settings(path: Path, manifest: dict | None) -> dict | None:
+def _provenance_and_audit(path: Path, fmt: str, key: bytes | None, readable: bool) -> dict:
+    """``provenance`` (the document inside the file, or None) and ``audit`` (the precision
+    audit's report, or None where the contents cannot be read)."""
+    if fmt not in ("MINDIR", "ONNX") or not readable:
+        return {"provenance": None, "audit": None}
+    provenance = read_provenance(path, key)
+    return {"provenance": None if provenance is None else dataclasses.asdict(provenance),
+            "audit": audit_artefact(path, key).to_dict()}
+
+
+def provenance_lines(facts: dict) -> list:
+    """The provenance inside the file, for ``inspect``: a line of what it is and where it
+    came from, one of its policy, one of its inputs' preprocessing."""
+    p = facts.get("provenance")
+    if p is None:
+        return [f"  {NO_PROVENANCE}"] if facts.get("readable") else []
+    run = f"run {p['run']['path']}, " if p.get("run") else ""
+    ckpt = p["checkpoint"]
+    policy = p["policy"]
+    kept = ", ".join(c["path"] or "(the network)" for c in p["kept_fp32"]) or "none"
+    prep = p.get("preprocess")
+    lines = [f"  provenance: {p['precision']} (io {p['io_dtype']}) {p['model']}, written by "
+             f"amptool {p['amptool_version']} with MindSpore {p['mindspore_version']} on "
+             f"{p['created']}",
+             f"    from {run}checkpoint {ckpt['name']} (sha256 {ckpt['sha256'][:16]}…)",
+             f"    policy {policy['level']} ({policy['dtype']}), kept in fp32: {kept}",
+             "    preprocessing: " + (f"{prep['channels']}x{prep['height']}x{prep['width']}, "
+                                      f"(x - {prep['mean']:.6g}) / {prep['std']:.6g}"
+                                      if prep else "none recorded")]
+    return lines
+
+
+def audit_lines(facts: dict, limit: int = 10) -> list:
+    """The precision audit, for ``inspect``: its summary line, then a line a finding."""
+    report = facts.get("audit")
+    if report is None:
+        return []
+    head = AuditReport.summary_of(report)
+    rows = [f"    {'ERROR' if f['severity'] == 'error' else 'note'}: {f['text']}"
+            for f in report["findings"][:limit]]
+    if len(report["findings"]) > limit:
+        rows.append(f"    … {len(report['findings']) - limit} more (--json lists them all)")
+    return [f"  {head}"] + rows
+
+
+def check_settings(path: Path, manifest: Optional[Manifest]) -> dict | None:
     """The manifest's deployment section with each settings file checked beside ``path``:
     ``present`` and ``matches`` (its sha256 is the manifest's) per file; None without a
     manifest."""
     if manifest is None:
         return None
-    section = dict(manifest.get("deployment") or {})
+    if manifest.deployment is None:
+        return {}
     files = []
-    for item in section.get("files") or []:
-        found = path.with_name(str(item.get("name")))
+    for item in manifest.deployment.files:
+        found = path.with_name(item.name)
         present = found.is_file()
-        files.append(dict(item, present=present,
-                          matches=present and sha256(found) == item.get("sha256")))
-    if section:
-        section["files"] = files
-    return section
+        files.append({**to_json(item), "present": present,
+                      "matches": present and sha256(found) == item.sha256})
+    return {**to_json(manifest.deployment), "files": files}
 
 
-def settings_broken(section: dict | None) -> list:
-    """Names of the settings files the manifest lists that are missing or changed."""
-    return [f["name"] for f in (section or {}).get("files", []) if not f.get("matches", True)]
+def settings_broken(checked: dict | None) -> list:
+    """Names of the settings files ``check_settings`` found missing or changed."""
+    return [f["name"] for f in (checked or {}).get("files", []) if not f.get("matches", True)]
 
 
-def deployment_line(path: str, section: dict | None) -> str:
+def deployment_line(path: str, manifest: Manifest, checked: dict | None) -> str:
     """The deployment settings of an artefact (``check_settings``), for ``inspect``."""
-    line = summary_line(section)
-    bad = settings_broken(section)
+    line = summary_line(manifest.deployment)
+    bad = settings_broken(checked)
     if bad:
         line += f"; MISSING OR CHANGED: {', '.join(bad)} (re-export {Path(path).name})"
     return line
 
 
-def _matches(facts: dict, manifest: dict | None) -> bool | None:
+def _matches(facts: dict, manifest: Optional[Manifest]) -> bool | None:
     if manifest is None:
         return None
     same = not facts["manifest_differences"]
-    if facts.get("params") is not None and manifest.get("params") is not None:
-        same = same and manifest["params"].get("bytes") == facts["params"]["bytes"]
+    if facts.get("params") is not None:
+        same = same and manifest.params.bytes == facts["params"]["bytes"]
     return same
 
 
-def _declared_names(facts: dict) -> list:
+def _declared_names(facts: dict, manifest: Manifest) -> list:
     """The signature's input names from a manifest that matches the file (MindIR keeps
     none), one per input of the file; empty otherwise."""
-    m = facts.get("manifest") or {}
-    inputs = (m.get("model") or {}).get("inputs") or []
+    inputs = manifest.model.inputs or []
     if not facts.get("manifest_matches") or len(inputs) != len(facts.get("inputs") or []):
         return []
-    return [str(i.get("name")) for i in inputs]
+    return [i.name for i in inputs]
 
 
 def format_report(facts: dict) -> list:
     """Human-readable lines."""
+    manifest = read_manifest(facts["path"])
     lines = [f"{facts['path']}: {facts['format']}, {facts['file_size']:,} bytes, "
              f"sha256 {facts['sha256'][:16]}…" + (", encrypted" if facts["encrypted"] else "")]
     if len(facts["files"]) > 1:
@@ -117,7 +170,7 @@ def format_report(facts: dict) -> list:
         if facts.get("producer"):
             lines.append(f"  producer: {facts['producer']}"
                          + (f", opset {facts['opset']}" if facts.get("opset") else ""))
-        declared = _declared_names(facts)
+        declared = _declared_names(facts, manifest) if manifest else []
         for kind in ("inputs", "outputs"):
             for i, io in enumerate(facts[kind]):
                 shape = "x".join("N" if d == -1 else str(d) for d in io["shape"])
@@ -129,17 +182,17 @@ def format_report(facts: dict) -> list:
         dtypes = ", ".join(f"{k} {v:,}" for k, v in p["dtypes"].items())
         lines.append(f"  params: {p['count']:,} in {p['tensors']} tensors, {p['bytes']:,} bytes"
                      f" ({dtypes}); precision {facts['precision'] or 'mixed'}")
-    m = facts["manifest"]
+    lines += provenance_lines(facts) + audit_lines(facts)
+    m = manifest
     if m is None:
         lines.append("  manifest: none")
     else:
-        policy = m.get("policy") or {}
-        lines.append(f"  manifest: {m.get('precision')} from {m.get('model', {}).get('spec')}, "
-                     f"policy {policy.get('level')}, MindSpore {m.get('mindspore_version')}, "
-                     f"created {m.get('created')}; "
+        lines.append(f"  manifest: {m.precision} from {m.model.spec}, "
+                     f"policy {m.policy.level}, MindSpore {m.mindspore_version}, "
+                     f"created {m.created}; "
                      + ("matches the file" if facts["manifest_matches"] else
                         "DOES NOT MATCH the file (re-export it)"
                         + (f": {'; '.join(facts['manifest_differences'][:3])}"
                            if facts.get("manifest_differences") else "")))
-        lines.append(f"  {deployment_line(facts['path'], facts.get('deployment'))}")
+        lines.append(f"  {deployment_line(facts['path'], m, facts.get('deployment'))}")
     return lines

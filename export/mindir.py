@@ -2,10 +2,12 @@
 
 Every writer module (``mindir``, ``onnx``, ``air``) exposes the same functions:
 ``check_available(device)`` and ``write(net, inputs, path, key=None, dynamic_batch=False,
-release=None)``, which returns ``(main file, facts)``: the main file is ``path``, or
-``<name>_graph.mindir`` when the weights are written apart (past 1 GiB of parameters; see
-``split``); facts are what the manifest records of the artefact (``describe``'s dict) when
-the writer has them without reading the weights back, else None. ``release``, when given,
+release=None, entries=None)``, which returns ``(main file, facts)``: the main file is
+``path``, or ``<name>_graph.mindir`` when the weights are written apart (past 1 GiB of
+parameters; see ``split``); facts are what the manifest records of the artefact
+(``describe``'s dict) when the writer has them without reading the weights back, else None.
+``entries`` (str -> str: the provenance) go into the file's ``user_info`` (an ONNX's
+``metadata_props``; AIR has no place for them). ``release``, when given,
 frees ``net``'s weights (the caller has no more use for it); a writer calls it once it no
 longer needs the network, or leaves it to the caller.
 
@@ -44,7 +46,7 @@ def check_available(device: str) -> None:
 
 
 def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
-          release=None):
+          release=None, entries: dict | None = None):
     """Export ``net`` traced with ``inputs`` to ``path`` (a name MindSpore accepts, in a
     folder of its own: a split export adds ``<name>_variables/``); returns (the main file,
     its facts or None). A graph with dynamic dimensions is loaded back and run once, since
@@ -55,9 +57,9 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     path = Path(path)
     facts = None
     if key is None and not writes_apart(net):
-        facts = _write_streamed(net, inputs, path, release)
+        facts = _write_streamed(net, inputs, path, release, entries)
     else:
-        _export(net, inputs, path, key)
+        _export(net, inputs, path, key, entries=entries)
     written = path
     if not path.is_file():
         written = split_mindir(path)
@@ -70,18 +72,30 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     return written, facts
 
 
-def _export(net, inputs, path, key: bytes | None = None, limit: int | None = None) -> None:
+def _export(net, inputs, path, key: bytes | None = None, limit: int | None = None,
+            entries: dict | None = None) -> None:
     """``mindspore.export`` to ``path``; ``limit``: parameter bytes past which it writes
-    the split form (None: its own, or ``AMPTOOL_SPLIT_BYTES``)."""
+    the split form (None: its own, or ``AMPTOOL_SPLIT_BYTES``); ``entries`` are put into
+    the model's ``user_info`` before MindSpore serializes (and encrypts) it."""
+    import functools
+
     import mindspore as ms
     import mindspore.train.serialization as serialization
 
-    extra = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
+    extra: dict = {"enc_key": key, "enc_mode": ENC_MODE} if key else {}
+    if entries:
+        extra["custom_func"] = functools.partial(_fill_user_info, entries)
     with mindspore_limit(serialization, "TOTAL_SAVE", limit):
         ms.export(net, *inputs, file_name=str(path), file_format=FORMAT, **extra)
 
 
-def _write_streamed(net, inputs, path, release=None) -> dict | None:
+def _fill_user_info(entries: dict, model) -> None:
+    for name, value in entries.items():
+        model.user_info[name] = value
+
+
+def _write_streamed(net, inputs, path, release=None,
+                    entries: dict | None = None) -> dict | None:
     """Write the single file ``path`` from the split form MindSpore writes into a private
     folder beside it (``release``, if given, called in between); returns the artefact's
     facts (None when MindSpore wrote ``path`` itself: a graph with map parameters, or
@@ -90,11 +104,11 @@ def _write_streamed(net, inputs, path, release=None) -> dict | None:
     parts.mkdir()
     try:
         try:
-            _export(net, inputs, parts / path.name, limit=0)
+            _export(net, inputs, parts / path.name, limit=0, entries=entries)
         except ValueError as exc:
             if "MapParameter" not in str(exc):
                 raise
-            _export(net, inputs, path)  # no split form: MindSpore's single file
+            _export(net, inputs, path, entries=entries)  # no split form: its single file
             return None
         if release is not None:
             release()

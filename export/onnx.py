@@ -16,7 +16,8 @@ from amptool.files.protowire import delimited_head, without_tensor_bytes
 from amptool.network.models import flat_outputs
 from amptool.runtime.device import execution_mode, release_compiled
 
-from .onnx_check import OnnxUnsupported, cast_mixed_inputs, check_executes, rename_outputs
+from .onnx_check import (OnnxUnsupported, cast_mixed_inputs, check_executes, drop_noop_casts,
+                         rename_outputs, unpromote_scalars)
 from .onnx_compat import rewrite_for_onnx
 from .onnx_locate import locate_operator
 from .split import mindspore_limit, onnx_apart_bytes
@@ -32,13 +33,13 @@ def check_available(device: str) -> None:
 
 
 def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = False,
-          release=None):
+          release=None, entries: dict | None = None):
     """Export ``net`` to ``path`` (in a folder of its own: weights past 1 GiB, where a MINDIR
     is split too, go to ``<name>.onnx.data`` beside it); inputs are named input0..,
-    outputs output0..; returns (``path``, None): the manifest's facts are read from the
-    file. ``release``, when given, is called once MindSpore has written the file: what
-    follows (the outputs' names, the weights moved apart, the checks) reads the file, not
-    the network."""
+    outputs output0..; ``entries`` (the provenance) go into ``metadata_props``; returns
+    (``path``, None): the manifest's facts are read from the file. ``release``, when given,
+    is called once MindSpore has written the file: what follows (the outputs' names, the
+    weights moved apart, the checks) reads the file, not the network."""
     import mindspore.onnx.onnx_export as onnx_export
 
     onnx = require_onnx()
@@ -54,7 +55,12 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
         release_compiled(graph=False)
     model, spans = _read_lean(path)  # the graph without its weights' bytes
     rename_outputs(model)
+    unpromote_scalars(model)
     cast_mixed_inputs(model)
+    drop_noop_casts(model)
+    for name, value in (entries or {}).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = name, value
     if spans is None:  # weights written apart: the graph alone is the file
         pack_external_data(model, path)
         onnx.save(model, str(path))

@@ -62,8 +62,11 @@ def _value_types(model) -> dict:
 
 
 def _mixed_nodes(model, types: dict) -> list:
-    """(node index, input positions to cast, target type) for nodes mixing float widths."""
+    """(node index, input positions to cast, target type) for nodes mixing float widths: a
+    scalar constant takes the dtype of the tensors it meets (as a Python number does in
+    MindSpore: ``x / 6.0`` stays float16), anything else the widest."""
     found = []
+    scalars = _scalar_constants(model)
     for index, node in enumerate(model.graph.node):
         if node.op_type not in _SHARED_T:
             continue
@@ -73,9 +76,106 @@ def _mixed_nodes(model, types: dict) -> list:
                   and types.get(node.input[p]) in _FLOAT_RANK}
         if len(set(floats.values())) < 2:
             continue
-        target = max(floats.values(), key=_FLOAT_RANK.__getitem__)
+        tensors = {t for p, t in floats.items() if node.input[p] not in scalars}
+        target = (tensors.pop() if len(tensors) == 1
+                  else max(floats.values(), key=_FLOAT_RANK.__getitem__))
         found.append((index, [p for p, t in floats.items() if t != target], target))
     return found
+
+
+def _scalar_constants(model) -> set:
+    """Names of the initializers and Constant outputs holding one value."""
+    import math
+
+    names = {t.name for t in model.graph.initializer if math.prod(t.dims) <= 1}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            names.update(node.output[0] for a in node.attribute
+                         if a.name == "value" and math.prod(a.t.dims) <= 1)
+    return names
+
+
+PROMOTED = "_promote_type_"
+"""What MindSpore's ONNX converter puts in the name of a Cast it inserts to lift a tensor to
+the dtype of another input (a scalar constant it made float32, as for ``x / 6.0``)."""
+
+
+def unpromote_scalars(model) -> int:
+    """Undo the converter's promotion of a float16 tensor to float32 where it only meets
+    float32 scalar constants (MindSpore computes ``x / 6.0`` in x's float16): the node
+    reads the tensor as it was, the scalars cast to float16. Returns how many nodes."""
+    from onnx import helper
+
+    producers = {out: node for node in model.graph.node for out in node.output}
+    scalars = _scalar_constants(model)
+    done = 0
+    for node in list(model.graph.node):
+        lifted = [i for i, name in enumerate(node.input) if PROMOTED in name
+                  and name in producers and producers[name].op_type == "Cast"]
+        others = [i for i in range(len(node.input)) if i not in lifted and node.input[i]]
+        if not lifted or not all(node.input[i] in scalars for i in others):
+            continue
+        for i in lifted:
+            node.input[i] = producers[node.input[i]].input[0]
+        for i in others:
+            name = f"{node.input[i]}_as{_FLOAT16}_{done}"
+            cast = helper.make_node("Cast", [node.input[i]], [name], to=_FLOAT16,
+                                    name=f"{name}_Cast")
+            model.graph.node.insert(list(model.graph.node).index(node), cast)
+            node.input[i] = name
+        done += 1
+    _drop_unused(model)
+    return done
+
+
+def drop_noop_casts(model) -> int:
+    """Remove the Casts whose input already has their target dtype (MindSpore's converter
+    writes some, around LayerNorm and a Python scalar's constant); returns how many."""
+    if not any(node.op_type == "Cast" for node in model.graph.node):
+        return 0
+    types = _value_types(model)
+    outputs = {o.name for o in model.graph.output}
+    inputs = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
+    dropped = 0
+    for node in list(model.graph.node):
+        if node.op_type != "Cast" or len(node.input) != 1:
+            continue
+        source, out = node.input[0], node.output[0]
+        to = next(a.i for a in node.attribute if a.name == "to")
+        if types.get(source) != to:
+            continue
+        if out in outputs:
+            if source in inputs or source in outputs:
+                continue  # the graph's input (or another output) passed on: keep the Cast
+            _rename(model, source, out)
+        else:
+            _rename(model, out, source)
+        model.graph.node.remove(node)
+        dropped += 1
+    return dropped
+
+
+def _rename(model, old: str, new: str) -> None:
+    """Every node reading or writing ``old`` uses ``new`` instead."""
+    for node in model.graph.node:
+        for j, name in enumerate(node.input):
+            if name == old:
+                node.input[j] = new
+        for j, name in enumerate(node.output):
+            if name == old:
+                node.output[j] = new
+
+
+def _drop_unused(model) -> None:
+    """Remove the Casts nothing reads any more."""
+    while True:
+        read = {name for node in model.graph.node for name in node.input}
+        read |= {o.name for o in model.graph.output}
+        dead = [n for n in model.graph.node if n.op_type == "Cast" and n.output[0] not in read]
+        if not dead:
+            return
+        for node in dead:
+            model.graph.node.remove(node)
 
 
 def _has_float16(model) -> bool:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
                                     split_mindir)
+from amptool.artefact.audit import AuditPolicy, audit_artefact
 from amptool.artefact.readers import reader
-from amptool.documents.manifest import manifest_path
-from amptool.errors import AmpToolError, UsageError, first_line
+from amptool.documents.manifest import MANIFEST, Manifest, manifest_path
+from amptool.documents.provenance import PROVENANCE_KEY
+from amptool.errors import AmpToolError, CheckFailed, UsageError, first_line
 from amptool.files.fileio import atomic_path, atomic_set, ms_safe, sha256
 from amptool.network.ckptstream import build_uninitialized
 from amptool.network.trust import model_copy
@@ -23,7 +25,7 @@ from amptool.runtime.device import release_compiled, trim_heap
 from . import air, mindir, onnx
 from .deploy import deployment_section, settings_paths, settings_texts
 from .graph import build_network, example_inputs
-from .manifest import build_manifest
+from .manifest import build_manifest, build_provenance
 from .split import check_free_space, estimate_bytes, param_elements
 
 
@@ -35,11 +37,15 @@ class ExportResult:
     precision: str
     path: str
     manifest_path: str
-    manifest: dict
+    manifest: Manifest
+    audit: dict | None = None
+    """The precision audit of the written graph (``AuditReport.to_dict``); None where it was
+    not run (AIR, ``--no-audit``)."""
 
     def to_dict(self) -> dict:
         return {"format": self.format, "precision": self.precision, "path": self.path,
-                "manifest_path": self.manifest_path, "manifest": self.manifest}
+                "manifest_path": self.manifest_path, "manifest": MANIFEST.json(self.manifest),
+                "audit": self.audit}
 
 
 def format_module(name: str):
@@ -113,8 +119,9 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
             last = fmt == "ONNX" or i == len(mine) - 1  # nothing traces this network again
             released: list = []  # a MindIR or ONNX writer lets go of the network mid-write
             release = functools.partial(_let_go, net, released) if last else None
+            entries = _provenance(cfg, trained, fmt, precision, policy, fp32_cells, ckpt_facts)
             written, facts = _trace(net, trained, cfg, fmt, precision, stage / path.name, path,
-                                    release)
+                                    release, entries)
             seconds = time.perf_counter() - started
             if last:
                 if not released:  # its writer did not (AIR, an encrypted MindIR)
@@ -122,18 +129,38 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
                 net = None
                 release_compiled(graph=False)
             gc.collect()
+            audit = _audit(cfg, fmt, precision, written, fp32_cells, path)
             final = path.parent / written.name
             manifest = _manifest(cfg, trained, fmt, precision, policy, written, ckpt_facts,
-                                 facts)
-            manifest["model"].update(kept)
-            manifest["export_seconds"] = round(seconds, 4)
-            manifest["deployment"] = _stage_settings(written, precision, fp32_cells)
-            _write_json(manifest_path(written), manifest)
+                                 facts, kept=kept, seconds=seconds,
+                                 deployment=_stage_settings(written, precision, fp32_cells))
+            _write_json(manifest_path(written), MANIFEST.json(manifest))
             # what an earlier export left under another form's names (or settings this
             # one does not need) goes once the set is in place
             superseded += [n for n in other_forms(path) if not (stage / n).exists()]
             results.append(ExportResult(fmt, precision, str(final), str(manifest_path(final)),
-                                        manifest))
+                                        manifest, audit))
+
+
+def _audit(cfg, fmt: str, precision: str, written: Path, kept: list,
+           target: Path) -> dict | None:
+    """The precision audit of the staged graph ``written`` against the policy it was built
+    under; ``CheckFailed`` (one line naming the node and the cell) when the graph
+    contradicts it, which discards the whole staged set. None for AIR or ``--no-audit``."""
+    if fmt == "AIR" or not cfg.audit:
+        return None
+    io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
+    policy = AuditPolicy(precision, io_dtype, tuple(c["path"] for c in kept))
+    key = cfg.encrypt_key if fmt == "MINDIR" else None
+    report = audit_artefact(written, key, policy)
+    if not report.passed:
+        errors = report.errors
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise CheckFailed(f"the exported {fmt} {precision} graph {target.name} contradicts its "
+                          f"policy: {errors[0].text}{more}; nothing was written",
+                          "report it with the model; --no-audit writes it anyway, and "
+                          "amptool inspect then lists every finding")
+    return report.to_dict()
 
 
 def _let_go(net, done: list | None = None) -> None:
@@ -217,12 +244,12 @@ def _build(trained, params, precision, policy, io_dtype):
 
 
 def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path,
-           release=None) -> tuple:
-    """Write ``fmt`` into the staged ``tmp`` for ``target``; returns the main file written
-    (in ``tmp``'s folder) and its facts when the writer has them (else None); failures
-    name ``target``."""
+           release=None, entries: dict | None = None) -> tuple:
+    """Write ``fmt`` into the staged ``tmp`` for ``target`` (``entries``: the provenance
+    written inside it); returns the main file written (in ``tmp``'s folder) and its facts
+    when the writer has them (else None); failures name ``target``."""
     try:
-        return _write_format(net, trained, cfg, fmt, precision, tmp, release)
+        return _write_format(net, trained, cfg, fmt, precision, tmp, release, entries)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}",
                          "free some space, raise the file size limit or write elsewhere") from None
@@ -233,14 +260,15 @@ def _trace(net, trained, cfg, fmt, precision, tmp: Path, target: Path,
                          exc.fix) from None
 
 
-def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) -> tuple:
+def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None,
+                  entries: dict | None = None) -> tuple:
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
     inputs = example_inputs(trained.spec, cfg.batch_size, cfg.dynamic_batch, io_dtype)
     module = format_module(fmt)
     key = cfg.encrypt_key if fmt in ("MINDIR", "AIR") else None
     try:
         return module.write(net, inputs, tmp, key=key, dynamic_batch=cfg.dynamic_batch,
-                            release=release)
+                            release=release, entries=entries)
     except AmpToolError:
         raise
     except (RuntimeError, TypeError, ValueError) as exc:
@@ -252,7 +280,7 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None) ->
 
 
 def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
-              facts: dict | None = None) -> dict:
+              facts: dict | None, kept: dict, seconds: float, deployment: dict) -> Manifest:
     key = cfg.encrypt_key if fmt == "MINDIR" else None
     if facts is None:  # read back (a writer that has them spares reading the weights)
         facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
@@ -261,10 +289,23 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
     return build_manifest(
         fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
         policy=effective.to_dict(), source_policy=trained.policy.to_dict(), facts=facts,
-        files=file_facts(tmp), checkpoint=ckpt_facts, model=spec.describe(),
+        files=file_facts(tmp), checkpoint=ckpt_facts, model={**spec.describe(), **kept},
         preprocess=trained.preprocess, data=trained.data, val_fraction=trained.val_fraction,
         batch={"dynamic": cfg.dynamic_batch, "size": None if cfg.dynamic_batch else cfg.batch_size},
-        encrypted=key is not None, task=trained.task)
+        encrypted=key is not None, task=trained.task, export_seconds=seconds,
+        deployment=deployment)
+
+
+def _provenance(cfg, trained, fmt, precision, policy, kept: list, ckpt_facts: dict) -> dict:
+    """The entries written inside the artefact: its provenance (none for AIR)."""
+    if fmt == "AIR":
+        return {}
+    effective = policy if policy is not None else make_policy("O0")
+    provenance = build_provenance(
+        fmt=fmt, precision=precision, io_dtype=cfg.io_dtype if precision == "fp16" else "fp32",
+        policy=effective.to_dict(), kept=kept, checkpoint=ckpt_facts, run=cfg.run,
+        model=trained.spec.name, preprocess=trained.preprocess, data=trained.data)
+    return {PROVENANCE_KEY: provenance.to_json()}
 
 
 def _air_facts(trained) -> dict:

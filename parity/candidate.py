@@ -13,13 +13,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.artefact.files import file_facts
 from amptool.errors import UsageError
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
 from amptool.parity.culprit import pick_culprit
 from amptool.parity.emulate import settings_ignored
 from amptool.parity.inputs import InputSet
-from amptool.parity.localize import localize_candidate
+from amptool.parity.localize import failing_rows, localize_candidate, localize_failure
 from amptool.parity.sides import Side, fp16_faithful
 from amptool.parity.store import Spool
 from amptool.parity.stream import head_of, rows_of, stream_candidate, shape_stub, spans
@@ -159,7 +160,8 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
               "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
               "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
               "fp16_faithful": faithful, "caveat": None,
-              "per_layer": None, "weights": None, "culprit": None, "deployment": None}
+              "per_layer": None, "weights": None, "culprit": None, "deployment": None,
+              "files": _files(cand)}
     if task is not None and run.task is not None:
         result["task"] = judge_task_value(str(cfg.metric), run.task[1], task.value(),
                                           th.max_metric_drop, inputs.count)
@@ -175,10 +177,21 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
     if cfg.per_layer:
         localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
                            stats.first_failing(cfg.layer_samples))
+    elif cfg.localize and not result["passed"]:
+        localize_failure(cfg, ref, cand, inputs, th, run.probes, result,
+                         lambda: _failing_rows(run, cand))
     if not result["passed"]:
         result["culprit"] = pick_culprit(result)
     cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
+
+
+def _files(cand: Side) -> Optional[list]:
+    """The candidate's files with their sha256: as hashed when it opened, else now (None
+    for what is no file)."""
+    if cand.files is not None:
+        return cand.files
+    return file_facts(cand.path) if Path(cand.path).is_file() else None
 
 
 def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
@@ -194,6 +207,14 @@ def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
     th = output_limits(role, (index, name), run.ref.precision, cand.precision,
                        run.cfg.file_thresholds, run.cfg.thresholds)
     return OutputPlan(name, role, th, np.asarray(labels) if fits else None)
+
+
+def _failing_rows(run: Baseline, cand: Side):
+    """The samples a failing candidate is localized on (``localize.failing_rows``)."""
+    stats = CandidateStats([_plan(run, cand, i) for i in range(len(run.ref_out))],
+                           keep_failing=True)
+    return failing_rows(cand, run.inputs, run.ref_out, stats, run.cfg.batch_size,
+                        run.cfg.layer_samples)
 
 
 def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:

@@ -45,6 +45,11 @@ PerLayerOption = Annotated[bool, typer.Option(
     "--per-layer",
     help="Localize the first diverging cell (eager fp32 vs the candidate's policy) and check "
          "stored weights.")]
+LocalizeOption = Annotated[Optional[bool], typer.Option(
+    "--localize/--no-localize",
+    help="Localize each failing candidate by itself: the per-layer pass on its failing "
+         "samples, the network rebuilt from the manifests (or --model); a passing one costs "
+         f"nothing more. {_default('localize')}")]
 LayerSamplesOption = Annotated[Optional[int], typer.Option(
     help=f"Samples in the per-layer pass. {_default('layer_samples')}")]
 LayerMinCosineOption = Annotated[Optional[float], typer.Option(
@@ -101,6 +106,7 @@ def parity_command(
     save_outputs: SaveOutputsOption = None,
     load_outputs: LoadOutputsOption = None,
     per_layer: PerLayerOption = False,
+    localize: LocalizeOption = None,
     layer_samples: LayerSamplesOption = None,
     layer_min_cosine: LayerMinCosineOption = None,
     emulate_settings: EmulateSettingsOption = None,
@@ -128,6 +134,8 @@ def parity_command(
     node_rank: NodeRankOption = None,
     master_addr: MasterAddrOption = None,
     master_port: MasterPortOption = None,
+    ledger: opt.LedgerOption = None,
+    label: opt.LabelOption = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,
     limits: Optional[dict] = None,
@@ -141,11 +149,12 @@ def parity_command(
                                 atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite)
     flags = dict(data=data, samples=samples, inputs=_s(inputs), save_outputs=_s(save_outputs),
                  load_outputs=_s(load_outputs), per_layer=(per_layer or plot is not None) or None,
-                 layer_samples=layer_samples, layer_min_cosine=layer_min_cosine, model=model,
+                 localize=localize, layer_samples=layer_samples,
+                 layer_min_cosine=layer_min_cosine, model=model,
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings,
                  workers=workers, nodes=nodes, node_rank=node_rank, master_addr=master_addr,
-                 master_port=master_port)
+                 master_port=master_port, ledger=ledger, label=label)
     cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,
                                  **flags)
     if save_outputs is None and cfg.save_outputs:

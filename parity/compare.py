@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from amptool.documents.records import PARITY_REPORT_VERSION
+from amptool.documents.parity import PARITY_REPORT_VERSION
+from amptool.ledger.url import LedgerError
 from amptool.parity.accumulate import TaskStream
 from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, finish_candidate,
                                       golden_head, output_names, reference_notes, report_dict)
@@ -29,7 +30,9 @@ from amptool.stats.limits import check_output_tables
 
 def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     """Compare every candidate with the reference on real inputs (a breach is a report whose
-    ``passed`` is False, not an exception).
+    ``passed`` is False, not an exception); with ``cfg.ledger``, append one record per
+    candidate to that ledger (a ledger that fails: ``LedgerError``, its ``measured`` the
+    report).
 
     Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
     With ``cfg.sharded`` the samples are split across processes started by msrun and their
@@ -47,7 +50,24 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["device"] = device
     report["schema_version"] = PARITY_REPORT_VERSION
-    return ParityReport.from_dict(report)
+    typed = ParityReport.from_dict(report)
+    if cfg.ledger:
+        record(typed, cfg.ledger, cfg.label)
+    return typed
+
+
+def record(report: ParityReport, ledger: str, label: Optional[str] = None,
+           measured: object = None) -> None:
+    """Append one record per candidate of ``report`` to ``ledger``; a ledger that fails
+    raises ``LedgerError`` carrying ``measured`` (default: the report), so that nothing
+    measured is lost."""
+    from amptool.ledger.store import record_report
+
+    try:
+        record_report(ledger, report, label)
+    except LedgerError as exc:
+        exc.measured = report if measured is None else measured
+        raise
 
 
 def open_all(cfg: ParityConfig) -> Opened:

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from amptool.artefact.keys import key_from_file
-from amptool.errors import UsageError, raise_problems
+from amptool.errors import UsageError, problems_of, raise_problems
 from amptool.files.configfile import build_config, decided_later, layered
+from amptool.ledger.url import ledger_url
 from amptool.network.trust import user_reference
 from amptool.stats.limits import validate_file_thresholds
+from amptool.stats.regression import TABLE as REGRESSION, budget_from_table
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class ParityConfig:
     """Decryption key of encrypted MindIR artefacts; never printed or written."""
     per_layer: bool = False
     """Localize the first diverging cell of each candidate."""
+    localize: bool = True
+    """Localize each candidate that fails, by itself: the per-layer pass on its failing
+    samples, the network rebuilt from the artefacts' manifests (or ``model``); a candidate
+    that cannot be localized says why. A passing candidate costs nothing more."""
     layer_samples: int = 32
     """Samples used by the per-layer pass."""
     layer_min_cosine: Optional[float] = decided_later("the candidate's --min-cosine")
@@ -76,6 +82,12 @@ class ParityConfig:
     """Address of the host of node rank 0 (msrun's scheduler)."""
     master_port: int = 0
     """Port of msrun's scheduler; 0 picks a free one (one host only)."""
+    ledger: Optional[str] = None
+    """Append one record per candidate to this parity ledger: a path or ``sqlite:///PATH``
+    (an SQLite file, made when missing) or ``postgresql+psycopg://USER@HOST/DB``."""
+    label: Optional[str] = None
+    """A name for the ledger's records (a release, a CI job); the git commit and branch are
+    recorded too when the check runs inside a checkout."""
 
     @property
     def sharded(self) -> bool:
@@ -99,6 +111,7 @@ class ParityConfig:
 def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> ParityConfig:
     file_values = dict(file_values)
     file_th = validate_file_thresholds(file_values.pop("thresholds", {}), source)
+    budget_from_table(file_values.pop(REGRESSION, {}), source)  # amptool diff's, checked now
     for bad in ("reference", "candidates", "thresholds", "file_thresholds", "key"):
         if bad in file_values:
             raise UsageError(f"{source}: '{bad}' cannot be set in a config file",
@@ -137,6 +150,8 @@ def validate(cfg: ParityConfig) -> None:
     tables = [cfg.thresholds, table] + [v for v in table.values() if isinstance(v, dict)]
     if any("max_metric_drop" in t for t in tables) and not cfg.metric:
         problems.append(("--max-metric-drop needs --metric", "add --metric path/file.py:fn"))
+    if cfg.ledger is not None:  # a URL amptool cannot take is refused before any work
+        problems += problems_of(ledger_url, cfg.ledger)
     raise_problems(problems)
 
 

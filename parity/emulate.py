@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.documents.door import to_json
 from amptool.errors import AmpToolError, first_line
 from amptool.network.ckptstream import build_uninitialized
 from amptool.network.models import flat_outputs, resolve_model
@@ -81,9 +82,9 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
     raises for a network it cannot emulate: the entry says why instead."""
     if cand.precision != "fp16" or cand.kind != "artefact":
         return None
-    section = (cand.manifest or {}).get("deployment")
-    entry = {"settings": section, "kept_fp32": None, "emulated": None, "depends": None,
-             "message": None}
+    section = cand.manifest.deployment if cand.manifest else None
+    entry = {"settings": to_json(section) if section else None, "kept_fp32": None,
+             "emulated": None, "depends": None, "message": None}
     model = cfg.user_model() or cand.model_ref or ref.model_ref
     if not model:
         entry["message"] = "not emulated: no manifest names the model (pass --model)"

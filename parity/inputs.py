@@ -16,8 +16,8 @@ import numpy as np
 
 from amptool.data.dataset import load_model_data, load_val_raw
 from amptool.data.sources import found_targets, match_inputs, readable_here
-from amptool.documents.door import check_document
-from amptool.documents.records import GOLDEN_DOOR, GOLDEN_VERSION, GoldenMeta
+from amptool.documents.door import read_document
+from amptool.documents.records import GOLDEN, GOLDEN_VERSION
 from amptool.errors import UsageError
 from amptool.files.fileio import atomic_path
 from amptool.network.losses import loss_from_record, task_record
@@ -253,7 +253,7 @@ def save_golden(path: str, ref, inputs: InputSet, fed: list, outputs: list) -> N
         arrays["labels"] = inputs.labels
     for i, target in enumerate(inputs.targets or []):
         arrays[f"target_{i}"] = target
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    arrays["meta"] = np.frombuffer(json.dumps(GOLDEN.json(meta)).encode("utf-8"), dtype=np.uint8)
     arrays = {k: v.file() or v.memmap() if isinstance(v, StoredArray) else v
               for k, v in arrays.items()}
     with atomic_path(path, suffix=".npz") as tmp:
@@ -286,16 +286,17 @@ def _golden_count(path: str, fed: list, outputs: list) -> int:
 def load_golden(path: str):
     """(Side standing for the stored reference, its InputSet, its outputs: ``StoredArray``
     each, or arrays from a compressed file)."""
-    fix = GOLDEN_DOOR.fix
+    fix = GOLDEN.fix
     bad = f"--load-outputs {path} is not a golden outputs file"
     arrays = _stored_golden(path, fix, bad)
     try:
-        meta = json.loads(np.asarray(arrays.pop("meta")).tobytes().decode("utf-8"))
+        text = np.asarray(arrays.pop("meta")).tobytes().decode("utf-8")
+        meta = json.loads(text)
     except Exception:  # no meta, or not JSON
         raise UsageError(bad, fix) from None
     if not isinstance(meta, dict):
         raise UsageError(bad, fix)
-    check_document(meta, GoldenMeta, GOLDEN_DOOR, path)
+    read_document(GOLDEN, text, path)
     try:
         fed = [arrays[f"input_{i}"] for i in range(len(meta["inputs_meta"]))]
         outputs = [arrays[f"output_{i}"] for i in range(len(meta["outputs_meta"]))]

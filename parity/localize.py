@@ -1,19 +1,24 @@
 """Per-layer localization of one candidate: its weights and its cells against fp32.
 
 Weights come from the artefacts themselves where they can be read (so a corrupted stored
-weight is seen), else from the manifest's checkpoint or ``--ckpt``.
+weight is seen), else from the manifest's checkpoint or ``--ckpt``. With ``--per-layer``
+every candidate is localized; otherwise a failing one is (``localize_failure``), on the
+samples of its first batches that breach a limit on their own.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
-from amptool.errors import UsageError
+from amptool.errors import AmpToolError, UsageError, debugging
 from amptool.network.ckptstream import checkpoint_arrays
 from amptool.network.trust import vet_recorded
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet
+from amptool.parity.accumulate import CandidateStats
 from amptool.parity.layers import LayerProbe
 from amptool.parity.sides import Side, side_weights
+from amptool.parity.stream import spans, stream_candidate
 from amptool.parity.weights import compare_weights
 from amptool.precision.policy import make_policy, policy_for, policy_from_dict
 
@@ -87,3 +92,38 @@ def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSe
     cand_x = sub.for_preprocess(cand.preprocess)[0]
     min_cos = cfg.layer_min_cosine if cfg.layer_min_cosine is not None else (th.min_cosine or 0.99)
     result["per_layer"] = probe.localize(ref_w, cand_w, policy_of(cand), ref_x, cand_x, min_cos)
+
+
+def failing_rows(cand: Side, inputs: InputSet, ref_out: list, stats: CandidateStats,
+                 size: int, count: int):
+    """The first ``count`` samples of the batches on which ``cand`` breaches a limit on its
+    own (None when none does): the candidate run again, batch by batch, until they are
+    found; ``stats``: its fresh statistics (``keep_failing``)."""
+    with cand.opened() as runner:
+        for span in spans((0, inputs.count), size):
+            stream_candidate(runner, inputs, cand.preprocess, size, ref_out, stats, span)
+            rows = stats.first_failing(count)
+            if rows is not None and len(rows) >= count:
+                break
+    return stats.first_failing(count)
+
+
+def localize_failure(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet, th,
+                     probes: dict, result: dict, rows: Callable[[], object]) -> None:
+    """``localize_candidate`` for a candidate that failed, on the samples ``rows()`` finds;
+    what stops it (no manifest names the model, weights that cannot be read, code not
+    trusted) becomes a ``not_localized`` finding saying why and how to localize."""
+    try:
+        localize_candidate(cfg, ref, cand, inputs, th, probes, result, rows())
+    except Exception as exc:  # a diagnosis of a failure already judged: say why, go on
+        if debugging():
+            raise
+        if isinstance(exc, AmpToolError):
+            why, fix = exc.problem.removeprefix("per-layer: "), exc.fix
+        else:
+            why = f"the per-layer pass failed ({type(exc).__name__}: " \
+                  f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
+            fix = "run again with --per-layer to see the error"
+        result["per_layer"], result["weights"] = None, None
+        result["findings"].append({"kind": "not_localized", "where": "per-layer",
+                                   "message": f"not localized: {why}", "fix": fix})

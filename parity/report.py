@@ -7,9 +7,9 @@ from xml.etree import ElementTree as ET
 
 from amptool.documents.figures import CI_SUFFIX, breaches, finding_text, fmt
 from amptool.documents.layers import LayerReport
-from amptool.documents.parity import (CandidateResult, CandidateVerdict, Check, Deployment,
-                                      ParityReport, candidate_verdict)
-from amptool.files.fileio import jsonable, write_json, write_text
+from amptool.documents.parity import (PARITY_REPORT, CandidateResult, CandidateVerdict, Check,
+                                      Deployment, ParityReport, candidate_verdict)
+from amptool.files.fileio import write_json, write_text
 
 __all__ = ["CandidateVerdict", "ParityReport", "breaches", "candidate_verdict",
            "failure_fix", "failure_line", "finding_text", "fmt", "format_table",
@@ -142,9 +142,16 @@ def resolution_warnings(report: ParityReport) -> list:
 
 
 def failure_fix(report: ParityReport) -> str:
-    fixes = [c.culprit.fix for c in report.candidates
-             if not c.passed and c.culprit and c.culprit.fix]
-    return fixes[0] if fixes else "see the table above (add --per-layer to localize)"
+    """The fix of the first failed candidate that has one: its culprit's, else what would
+    let it be localized."""
+    failed = [c for c in report.candidates if not c.passed]
+    fixes = [c.culprit.fix for c in failed if c.culprit and c.culprit.fix]
+    fixes += [f.fix for c in failed for f in c.findings if f.kind == "not_localized" and f.fix]
+    if fixes:
+        return fixes[0]
+    if any(c.per_layer for c in failed):
+        return "see the table above (per-layer: no cell diverges on the failing samples)"
+    return "see the table above (add --per-layer to localize)"
 
 
 def failure_line(report: ParityReport) -> str:
@@ -159,6 +166,7 @@ def failure_line(report: ParityReport) -> str:
         text = f"{_base(cand.path)}: " + ", ".join(task + found[:3])
         if cand.culprit:
             text += f"; culprit: {cand.culprit.message}"
+        text += "".join(f"; {f.message}" for f in cand.findings if f.kind == "not_localized")
         degenerate = [f.message for f in cand.findings if f.kind == "degenerate_reference"]
         if degenerate:
             text += f"; note: {degenerate[0]}"
@@ -173,8 +181,13 @@ def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def report_json(report: ParityReport) -> dict:
+    """The report as ``--json-out`` writes it and ``--json`` prints it."""
+    return PARITY_REPORT.json(report)
+
+
 def write_report_json(path: str, report: ParityReport) -> None:
-    write_json(path, jsonable(report.to_dict()))
+    write_json(path, report_json(report))
 
 
 def junit_xml(report: ParityReport) -> str:

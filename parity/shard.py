@@ -65,6 +65,16 @@ def check_sharding(cfg: ParityConfig, fn) -> None:
                          f"declare init/update/merge/result on it: {STREAM_FIX.split(', or')[0]}")
 
 
+def rank_batch_size(count: int, size: int, world: int) -> int:
+    """The batch size a sharded check runs at: ``size``, or smaller when ``count`` samples
+    in batches of ``size`` would leave a rank without a batch (one batch a rank then).
+    ``count`` fewer than ``world`` is refused: a rank would have no sample."""
+    if count < world:
+        raise UsageError(f"{count} samples are fewer than the {world} processes asked for",
+                         "lower --workers (or --nodes), or compare more --samples")
+    return size if len(spans((0, count), size)) >= world else -(-count // world)
+
+
 def shard_spans(count: int, size: int, world: int) -> list:
     """[start, stop) of each rank's contiguous share of ``count`` samples, on batch
     boundaries of ``size``, the batches spread as evenly as they go."""
@@ -85,7 +95,10 @@ def compare_sharded(cfg: ParityConfig, sides: Opened, device: str) -> Optional[d
         inputs, golden_out = make_inputs(cfg, sides.ref, sides.cands), None
     else:
         inputs, golden_out = golden_head(cfg, sides.golden_in, sides.golden_out)
-    shards = shard_spans(inputs.count, cfg.batch_size, cfg.workers * cfg.nodes)
+    world = cfg.workers * cfg.nodes
+    cfg = dataclasses.replace(cfg, batch_size=rank_batch_size(inputs.count, cfg.batch_size,
+                                                              world))
+    shards = shard_spans(inputs.count, cfg.batch_size, world)
     with _shard_folder(cfg) as folder:
         _launch_job(cfg, folder, shards, device)
         if cfg.node_rank != 0:

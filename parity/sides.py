@@ -17,10 +17,11 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from amptool.artefact.files import check_files, file_facts, locate
 from amptool.artefact.readers import stored_weights
-from amptool.artefact.files import check_files, locate
 from amptool.artefact.runners import Artefact
-from amptool.documents.manifest import manifest_path
+from amptool.documents.door import to_json
+from amptool.documents.manifest import Manifest, manifest_path
 from amptool.errors import UsageError
 from amptool.network.ckptstream import build_uninitialized, checkpoint_arrays, load_streamed
 from amptool.network.losses import task_record
@@ -51,7 +52,7 @@ class Side:
     opener: Optional[Callable[[], object]] = None
     """Loads the runner (an artefact's graph, a checkpoint's network); None for golden
     outputs."""
-    manifest: Optional[dict] = None
+    manifest: Optional[Manifest] = None
     """The artefact's manifest, when one sits beside it."""
     preprocess: Optional[dict] = None
     """How raw images become this side's inputs."""
@@ -77,6 +78,9 @@ class Side:
     """An encrypted MindIR (its weights cannot be read)."""
     golden: dict = field(default_factory=dict)
     """Stored arrays and io metadata of a golden-outputs file."""
+    files: Optional[list] = None
+    """Its files as opened ([{path, size, sha256}], the main one first), where hashed then
+    (an artefact with a manifest to check them against); else hashed when reported."""
     spec: object = None
     """The model resolved as the side opened (a checkpoint's ``ModelSpec``), else None."""
     cache: dict = field(default_factory=dict)
@@ -99,9 +103,9 @@ class Side:
     def input_names(self) -> list:
         """The model's own input names, as its manifest records them (one per input of the
         artefact), else the artefact's."""
-        declared = ((self.manifest or {}).get("model") or {}).get("inputs") or []
-        if len(declared) == len(self.inputs) and all(d.get("name") for d in declared):
-            return [str(d["name"]) for d in declared]
+        declared = (self.manifest.model.inputs if self.manifest else None) or []
+        if len(declared) == len(self.inputs) and all(d.name for d in declared):
+            return [d.name for d in declared]
         return [str(i["name"]) for i in self.inputs]
 
     @property
@@ -211,34 +215,49 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
 
 def _open_artefact(p: Path, model: Optional[dict], ckpt: Optional[str], key) -> Side:
     art = Artefact(str(p), key)  # its facts: the graph is loaded when it runs
-    manifest = art.manifest or {}
-    differs = check_files(p, manifest) if manifest.get("sha256") else []
+    manifest = art.manifest
+    files = file_facts(p) if manifest is not None else None  # hashed once: checked, recorded
+    differs = check_files(p, manifest, on_disk=files)
     if differs:
         raise UsageError(f"the manifest {manifest_path(p)} does not describe {p} ("
                          f"{'; '.join(differs[:2])}): its preprocessing and model cannot be "
                          "trusted",
                          "export the artefact again, or remove the manifest to compare the "
                          "file alone")
-    mdl = manifest.get("model") or {}
-    ck = manifest.get("checkpoint") or {}
+    if manifest is None:
+        return _bare_artefact(art, p, model, ckpt)
+    mdl = manifest.model
     out_shape = art.outputs[0]["shape"] if art.outputs else []
-    task = task_record(manifest.get("task"))
-    num_classes = mdl.get("num_classes") or (out_shape[1] if len(out_shape) == 2 else None)
-    if task is not None and not task.get("classifier", True):  # the run's loss says so
+    task = to_json(manifest.task) if manifest.task else None
+    num_classes = mdl.num_classes or (out_shape[1] if len(out_shape) == 2 else None)
+    if manifest.task is not None and not manifest.task.classifier:  # the run's loss says so
         num_classes = None
+    name = mdl.spec or mdl.name
     return Side(path=str(p), kind="artefact", format=art.format, task=task,
-                class_logits=_indices(mdl.get("class_logits")),
-                precision=art.precision or manifest.get("precision"),
+                class_logits=_indices(mdl.class_logits),
+                precision=art.precision or manifest.precision,
                 io={"inputs": art.inputs, "outputs": art.outputs}, opener=art.load,
-                manifest=art.manifest, preprocess=manifest.get("preprocess"),
-                model=(model or {}).get("model") or mdl.get("spec") or mdl.get("name"),
-                num_classes=num_classes, model_ref=dict(model) if model else (recorded_reference(
-                    {"model": mdl.get("spec") or mdl.get("name"), "model_args": mdl.get("args"),
-                     "input_spec": mdl.get("input_spec")}, mdl, manifest_path(p), p.parent)
-                    if mdl else None),
-                checkpoint=ckpt or ck.get("path"), policy=manifest.get("policy"),
-                data=manifest.get("data"), val_fraction=manifest.get("val_fraction"),
-                encrypted=bool(manifest.get("encrypted")))
+                manifest=manifest, preprocess=to_json(manifest.preprocess)
+                if manifest.preprocess else None,
+                model=(model or {}).get("model") or name,
+                num_classes=num_classes, model_ref=dict(model) if model else recorded_reference(
+                    {"model": name, "model_args": mdl.args, "input_spec": mdl.input_spec},
+                    to_json(mdl), manifest_path(p), p.parent),
+                checkpoint=ckpt or manifest.checkpoint.path, policy=to_json(manifest.policy),
+                data=manifest.data, val_fraction=manifest.val_fraction,
+                encrypted=manifest.encrypted, files=files)
+
+
+def _bare_artefact(art, p: Path, model: Optional[dict], ckpt: Optional[str]) -> Side:
+    """An artefact without a manifest: what its file says, and what the user names."""
+    out_shape = art.outputs[0]["shape"] if art.outputs else []
+    return Side(path=str(p), kind="artefact", format=art.format, task=None,
+                class_logits=None, precision=art.precision,
+                io={"inputs": art.inputs, "outputs": art.outputs}, opener=art.load,
+                manifest=None, preprocess=None, model=(model or {}).get("model"),
+                num_classes=out_shape[1] if len(out_shape) == 2 else None,
+                model_ref=dict(model) if model else None, checkpoint=ckpt, policy=None,
+                data=None, val_fraction=None, encrypted=False)
 
 
 def _indices(declared) -> Optional[list]:

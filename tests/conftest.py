@@ -10,6 +10,7 @@ import pickle
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -333,6 +334,87 @@ def doc_run(shared):
         return run
 
     return get
+
+
+# -- every document written is held to its published schema ------------------------------
+
+WRITTEN: Counter = Counter()
+"""Documents this process wrote (or printed with --json), by kind, each checked as written."""
+EVERY_KIND_AT_LEAST = 1
+"""A whole run of the suite writes each kind of document at least this often: a check that
+validated none of a kind proves nothing about it."""
+
+
+def _held_to_schema(write_json):
+    """``Door.json`` that also checks what it gives against the committed schema (the
+    ``jsonschema`` library): a writer that writes what its schema does not say fails the
+    test that made it write."""
+    def checked(door, doc):
+        from schemas import problems
+
+        data = write_json(door, doc)
+        kind = door.schema.replace(".schema.json", "")
+        found = problems(data, kind)
+        assert not found, f"amptool wrote a {door.what} its published schema refuses: {found[:5]}"
+        WRITTEN[kind] += 1
+        return data
+
+    checked.unchecked = write_json
+    return checked
+
+
+def pytest_configure(config):
+    from amptool.documents.door import Door
+
+    if not hasattr(Door.json, "unchecked"):
+        Door.json = _held_to_schema(Door.json)
+
+
+def _tally_file(config) -> Path:
+    base = config._tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return (base.parent if worker else base) / f"documents-{worker or 'main'}.json"
+
+
+def pytest_sessionfinish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker leaves its tally for the controller
+        _tally_file(session.config).write_text(json.dumps(WRITTEN))
+        return
+    tally = Counter(WRITTEN)
+    for path in _tally_file(session.config).parent.glob("documents-gw*.json"):
+        tally.update(json.loads(path.read_text()))
+    session.config.stash[_TALLY] = tally
+    from schemas import KINDS
+
+    short = [k for k in KINDS if tally[k] < EVERY_KIND_AT_LEAST]
+    if _whole_suite(session.config) and short and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        session.config.stash[_SHORT] = short
+
+
+_TALLY = pytest.StashKey[Counter]()
+_SHORT = pytest.StashKey[list]()
+
+
+def _whole_suite(config) -> bool:
+    """Whether this run is the whole suite (no test left out by name, mark, file or
+    earlier failures)."""
+    opt = config.option
+    return (not opt.keyword and not opt.markexpr and not getattr(opt, "lf", False)
+            and not getattr(opt, "deselect", None)
+            and [Path(a).resolve() for a in config.args] in ([], [Path(__file__).parent]))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    tally = config.stash.get(_TALLY, None)
+    if tally is None:
+        return
+    terminalreporter.write_line("documents written and held to their published schemas: " + (
+        ", ".join(f"{k} {n}" for k, n in sorted(tally.items())) or "none"))
+    short = config.stash.get(_SHORT, None)
+    if short:
+        terminalreporter.write_line(f"FAILED: the whole suite wrote no {', '.join(short)} "
+                                    "document: their schemas were not checked", red=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,8 +18,7 @@ DOC_RUNS = {
                 "--policy auto --epochs 1 --out runs/lm",
     "detector": "amptool run --model detector --data boxes:768 --loss "
                 "amptool.samples.losses:BoxAndClassLoss --epochs 1 --out runs/det",
-    "trap": "amptool run --model trapmlp --amp-level O0 --epochs 1 --per-layer "
-            "--out runs/ci-trap",
+    "trap": "amptool run --model trapmlp --amp-level O0 --epochs 1 --out runs/ci-trap",
     "transformer": "amptool train --model transformer --data digits:512 --epochs 1 "
                    "--out runs/transformer",
 }

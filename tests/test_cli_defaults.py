@@ -42,14 +42,16 @@ CONFIGS = {
     "convert policy": (PolicyConfig,),
     "convert ckpt": (CkptConfig,),
     "convert search": (SearchConfig,),
+    "diff": (),
+    "ledger show": (),
+    "ledger trend": (),
+    "verify": (),
 }
 """Each command and the config dataclasses its options fill (the first holding a field wins)."""
 FIELD = {"model_arg": ("model_args",), "fmt": ("formats", "format"),
          "fp32_type": ("fp32_types",), "fp32_cell": ("fp32_cells",), "fp16_cell": ("fp16_cells",)}
 """Parameter names that differ from their field's (the command's config has one of them)."""
 LIMITS = {f.name for f in Thresholds.__dataclass_fields__.values()}
-FP16_ONLY = {("convert search", "max_abs_scaled")}
-"""Thresholds of a command that compares fp16 with fp32 only."""
 OTHER = {("inspect", "key_env"): f"{ENV_VAR} when set"}
 """Defaults that are no config field: the constant the command reads."""
 SHOWN = re.compile(r"\\\[default: ([^\]]*)\]")
@@ -135,8 +137,8 @@ def _expected(path: str, name: str) -> Optional[str]:
     """The default text ``name`` should show, from its source; None: it has none."""
     if (path, name) in OTHER:
         return OTHER[(path, name)]
-    if name in LIMITS and path in ("parity", "convert search"):
-        return limit_default(name, (path, name) in FP16_ONLY)
+    if name in LIMITS and path in ("parity", "convert search", "verify"):
+        return limit_default(name, path == "convert search")
     found = _field(name, CONFIGS[path])
     if found is None:
         return None

@@ -68,3 +68,58 @@ def test_check_mode_names_a_stale_page(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gen, "ROOT", tmp_path)
     assert gen.main(["--check"]) == 1
     assert f"config.md is stale: run `{gen.COMMAND}`" in capsys.readouterr().err
+
+
+def _run_section_keys() -> tuple:
+    """(the keys config.md says ``amptool run --config`` takes, the training keys it says
+    are refused), read from the page."""
+    import re
+
+    page = PAGES[gen.REFERENCE / "config.md"]
+    section = page.split("## amptool run --config", 1)[1].split("\n## ", 1)[0]
+    table = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
+    listed, _, rest = section.partition("for its training: ")[2].partition(". Training's ")
+    refused = rest.partition("(how `train`")[0]
+    return (table + re.findall(r"`(\w+)`", listed), re.findall(r"`(\w+)`", refused))
+
+
+def test_run_config_takes_exactly_the_keys_its_reference_lists(tmp_path):
+    """Every key config.md lists for ``amptool run --config`` loads (its default written
+    in a file), and every other training key, and an unknown one, is refused."""
+    import dataclasses
+    import json
+
+    from amptool.errors import UsageError
+    from amptool.pipeline import PipelineConfig
+    from amptool.train.config import COMMAND_ONLY, LaunchOptions, TrainConfig
+
+    taken, refused = _run_section_keys()
+    train_side = {f.name: f for f in dataclasses.fields(TrainConfig) + dataclasses.fields(
+        LaunchOptions)}
+    own = {f.name: f for f in dataclasses.fields(PipelineConfig)}
+    assert "model" in taken and "per_layer" in taken and "nodes" in refused
+    assert set(taken) | set(refused) == (set(train_side) | set(own) | set(COMMAND_ONLY)) - {
+        "train"}
+    path = tmp_path / "run.json"
+    for key in taken:
+        field = own.get(key) or train_side[key]
+        default = field.default if field.default is not dataclasses.MISSING else None
+        path.write_text(json.dumps({key: list(default) if isinstance(default, tuple)
+                                    else default}))
+        PipelineConfig.from_file(str(path))  # accepted
+    for key in [k for k in refused if k not in taken] + ["no_such_key"]:
+        path.write_text(json.dumps({key: 1}))
+        with pytest.raises(UsageError, match=f"unknown key.*{key}"):
+            PipelineConfig.from_file(str(path))
+
+
+def test_every_data_source_is_named_where_data_is_described():
+    """The config reference's ``data`` row and ``--data``'s help name every source kind
+    ``--data`` takes, and ``NAME:N`` for the bundled ones."""
+    from amptool.console.options import DATA_HELP
+    from amptool.data.sources import KINDS
+
+    page = PAGES[gen.REFERENCE / "config.md"]
+    row = next(line for line in page.splitlines() if line.startswith("| `data` |"))
+    for text in (row, DATA_HELP):
+        assert all(kind in text for kind in KINDS) and "NAME:N" in text, text

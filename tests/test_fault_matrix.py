@@ -716,6 +716,30 @@ def test_two_writers_at_once(kit, tmp_path):
                                                     "model", "report.html", "run.json"]
 
 
+def test_a_run_killed_before_its_first_checkpoint_is_run_again_as_it_was(kit, tmp_path):
+    """``kill -9`` once run.json is written and before any checkpoint: the folder holds
+    nothing trained, so the same command runs into it again, without --overwrite (and
+    --resume, which needs a checkpoint, is not needed); the new run's metrics are its own.
+    A folder with a checkpoint stays protected (the test below)."""
+    out = tmp_path / "run"
+    cmd = _train(kit, "--batch-size", "4", "--epochs", "2", "--out", str(out))
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(out / "run.json", first)
+    os.kill(first.pid, signal.SIGKILL)
+    first.communicate(timeout=60)
+    assert first.returncode == -signal.SIGKILL
+    left = sorted(p.name for p in out.iterdir())
+    assert "run.json" in left and not {"best.ckpt", "last.ckpt"} & set(left), left
+    code, stdout, stderr = _run(cmd, tmp_path)
+    assert code == 0, stderr
+    assert stdout.splitlines()[0] == (f"replacing the run in {out} that stopped before its "
+                                      "first checkpoint (its run.json; nothing trained was "
+                                      "kept)")
+    steps = _steps(out / "metrics.jsonl")
+    assert steps == sorted(steps) and steps[0] == 1 and steps.count(steps[-1]) == 2
+    assert {"best.ckpt", "last.ckpt"} <= {p.name for p in out.iterdir()}
+
+
 def test_a_killed_holder_holds_nobody_up(kit, tmp_path):
     """A writer killed with SIGKILL leaves its lock file behind, locked by nobody: the next
     run proceeds; what the killed run wrote is a trained run only --overwrite replaces."""

@@ -22,6 +22,8 @@ KEEPS_LIGHT = ("the importing module imports no numpy at module level and the ta
                "importing the module stays light")
 KEEPS_MINDSPORE_OUT = ("the importing module imports no MindSpore at module level; the target "
                        "(a sample network) does")
+SQLALCHEMY = ("imports SQLAlchemy, which only a check that names a ledger pays for (not "
+              "--help, nor a parity check without --ledger)")
 SCHEDULER = ("msrun starts this module as its scheduler too, which only serves the cluster: "
              "the work is imported by the ranks that do it")
 
@@ -35,6 +37,9 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
         "amptool.convert.cli:policy_command -> amptool.convert.explain",
         "amptool.convert.cli:ckpt_command -> amptool.convert.ckpt",
         "amptool.convert.cli:search_command -> amptool.convert.search",
+        "amptool.gate.diff_cli:diff_command -> amptool.gate.diffcommand",
+        "amptool.gate.ledger_cli:_engine -> amptool.gate.ledgercommand",
+        "amptool.gate.verify_cli:verify_command -> amptool.gate.verify",
     ),
     KEEPS_MINDSPORE_OUT: (
         "amptool.network.models:sample_spec -> amptool.samples.models",
@@ -49,6 +54,9 @@ _GROUPS: Dict[str, Tuple[str, ...]] = {
     ),
     KEEPS_LIGHT: (
         "amptool.documents.parity:CandidateVerdict.cosine -> amptool.stats.judge",
+    ),
+    SQLALCHEMY: (
+        "amptool.parity.compare:record -> amptool.ledger.store",
     ),
 }
 

@@ -226,28 +226,38 @@ def config_page() -> str:
     from amptool.console.options import JsonOption
     from amptool.parity.config import ParityConfig
     from amptool.stats.limits import OUTPUTS_TABLE, PAIR_TABLES
+    from amptool.stats.regression import RegressionBudget
     from amptool.train.config import COMMAND_ONLY, LaunchOptions, TrainConfig
 
     said = cell(JsonOption.__metadata__[0].help)
     json_row = [[code(k), "true/false", code(str(v).lower()), f"`--{k}`: {said}"]
                 for k, v in COMMAND_ONLY.items()]
     not_in_run = tuple(pipeline._NOT_IN_PIPELINE)
+    run_train_keys = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in not_in_run]
+    launch_keys = [f.name for f in dataclasses.fields(LaunchOptions)] + list(COMMAND_ONLY)
     pairs = ", ".join(f"`[thresholds.{p}]`" for p in PAIR_TABLES)
     parts = [
         GENERATED, "# Config-file reference",
         "`amptool train`, `amptool run` and `amptool parity` take `--config FILE`: a YAML, "
-        "TOML or JSON mapping of the keys below (snake_case; dashes work too). Unknown keys "
-        "and bad values are reported together in one error; flags given on the command line "
-        "override the file. The keys are the fields of the config dataclasses the Python API "
-        "takes too ([API reference](api.md)).",
+        "TOML or JSON mapping of the keys below (snake_case; dashes work too); flags given on "
+        "the command line override the file. A file's unknown keys and values of the wrong "
+        "type are reported together in one error (`amptool run` names its unknown keys "
+        "first, `amptool parity` a bad `[thresholds]` table first). The checks that follow "
+        "(ranges, choices, the files and models named) report every problem at once for a "
+        "training (`train`, and `run`'s training keys) and stop at the first for `run`'s own "
+        "keys and for `parity`. The keys are the fields of the config dataclasses the Python "
+        "API takes too ([API reference](api.md)).",
         "## amptool train --config",
         "`TrainConfig` (the training run) and `LaunchOptions` (how it is laid out across "
         "hosts).", table(KEYS, key_rows(TrainConfig) + key_rows(LaunchOptions) + json_row),
         "## amptool run --config",
         "`PipelineConfig`'s own keys:",
         table(KEYS, key_rows(pipeline.PipelineConfig, only=pipeline.PIPELINE_KEYS)),
-        "and every key of [`amptool train --config`](#amptool-train-config) except "
-        + ", ".join(code(k) for k in not_in_run) + ".",
+        "and these keys of [`amptool train --config`](#amptool-train-config), for its "
+        "training: " + ", ".join(code(k) for k in run_train_keys) + ". Training's "
+        + ", ".join(code(k) for k in not_in_run) + " are not among them (the pipeline's own "
+        "keys above, or set by it), nor " + ", ".join(code(k) for k in launch_keys)
+        + " (how `train` is launched and prints): a file naming them is refused.",
         "## amptool parity --config",
         "`ParityConfig`; the reference and candidates are given on the command line.",
         table(KEYS, key_rows(ParityConfig, skip=("reference", "candidates", "key",
@@ -258,6 +268,14 @@ def config_page() -> str:
         f"output's own table (`[thresholds.{OUTPUTS_TABLE}.<name or index>]`), then flags. "
         "Why these defaults: [Thresholds](thresholds.md).",
         table(KEYS, threshold_rows()),
+        "### [regression]",
+        "The regression budget of [`amptool diff`](cli.md#amptool-diff), which reads this "
+        "table of the same file (`amptool diff BASE NEW --config parity.toml`) and no other "
+        "key of it; `amptool parity` checks it and leaves it alone. A figure fails the diff "
+        "when NEW is worse than BASE by more than its noise plus the allowance here (`off`: "
+        "shown, never failing). What each figure's noise is: "
+        "[Diff two reports](../guides/parity-ci.md#diff-two-reports).",
+        table(KEYS, key_rows(RegressionBudget)),
         "## amptool convert search --thresholds",
         "A YAML, TOML or JSON file of the [`[thresholds]`](#thresholds) keys (a parity "
         "config's `thresholds` table works whole); the search applies its general, "
@@ -402,25 +420,23 @@ def environment_page() -> str:
 # -- JSON Schemas ----------------------------------------------------------------------------
 
 def schema_documents() -> list:
-    """(file name, type, schema_version, title) of every JSON document with a schema."""
-    from amptool.documents import records
-    from amptool.documents.manifest import MANIFEST_VERSION, Manifest
+    """The door (``amptool.documents.door.Door``) of every JSON document amptool writes."""
+    from amptool.convert.result import SEARCH
+    from amptool.documents.diff import DIFF
+    from amptool.documents.manifest import MANIFEST
+    from amptool.documents.parity import PARITY_REPORT
+    from amptool.documents.provenance import PROVENANCE
+    from amptool.documents.records import GOLDEN, RUN
+    from amptool.documents.summary import SUMMARY
 
-    return [("manifest.schema.json", Manifest, MANIFEST_VERSION, "amptool artefact manifest"),
-            ("parity-report.schema.json", records.ParityReportRecord,
-             records.PARITY_REPORT_VERSION, "amptool parity report"),
-            ("run.schema.json", records.RunRecord, records.RUN_VERSION, "amptool run.json"),
-            ("summary.schema.json", records.SummaryRecord, records.SUMMARY_VERSION,
-             "amptool run summary.json"),
-            ("golden-meta.schema.json", records.GoldenMeta, records.GOLDEN_VERSION,
-             "amptool golden outputs file: its meta entry")]
+    return [MANIFEST, PARITY_REPORT, RUN, SUMMARY, GOLDEN, SEARCH, DIFF, PROVENANCE]
 
 
 def schema_files() -> dict:
     from amptool.documents.door import schema_text
 
-    return {REFERENCE / "schemas" / name: schema_text(cls, version, title)
-            for name, cls, version, title in schema_documents()}
+    return {REFERENCE / "schemas" / door.schema: schema_text(door)
+            for door in schema_documents()}
 
 
 # -- the pages -------------------------------------------------------------------------------

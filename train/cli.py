@@ -234,7 +234,10 @@ class _Reporter:
             typer.echo(f"amptool: warning: {event['message']}", err=True)
         if self.quiet:
             return
-        if kind == "overwrite":
+        if kind == "overwrite" and event.get("unfinished"):
+            self._say(f"replacing the run in {event['out']} that stopped before its first "
+                      "checkpoint (its run.json; nothing trained was kept)")
+        elif kind == "overwrite":
             self._say(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
                       "replaced")
         if kind == "launch":

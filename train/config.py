@@ -25,7 +25,8 @@ class TrainConfig:
     input_spec: Optional[str] = None
     """The model's input signature, NAME:SHAPE:DTYPE[:LOW..HIGH],... (when it declares none)."""
     data: str = "digits"
-    """digits, synthetic, mnist:DIR, imagefolder:DIR or npz:FILE."""
+    """digits, synthetic, tokens, sequences, boxes (NAME:N for their first N samples),
+    mnist:DIR, imagefolder:DIR or npz:FILE."""
     loss: Optional[str] = decided_later("cross-entropy for class logits on integer labels")
     """cross-entropy, token-cross-entropy[:IGNORE], mse, l1, smooth-l1, bce,
     path/to/file.py:factory or package.module:factory; None: cross-entropy for class logits

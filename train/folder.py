@@ -43,13 +43,17 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
 
 
 def claim_out_folder(cfg: TrainConfig) -> list:
-    """The files of the trained run in ``cfg.out`` (run.json, checkpoints) that a new run
-    replaces: a UsageError when there are some and neither ``cfg.resume`` continues that run
-    nor ``cfg.overwrite`` replaces it; empty when resuming or nothing is there. Called with
-    the folder held (``fileio.output_dir``), before the run's set-up."""
+    """The files of the run in ``cfg.out`` (run.json, checkpoints) that a new run replaces:
+    a UsageError when they hold a trained run (a checkpoint) and neither ``cfg.resume``
+    continues it nor ``cfg.overwrite`` replaces it; the run.json of a run stopped before its
+    first checkpoint, which holds nothing trained, without a flag; empty when resuming or
+    nothing is there. Called with the folder held (``fileio.output_dir``), before the run's
+    set-up."""
     found = RunDir(cfg.out).trained_files()
-    if not found or cfg.resume:
+    if cfg.resume:
         return []
+    if not found:
+        return RunDir(cfg.out).unfinished_files()  # nothing trained is kept there
     if not cfg.overwrite:
         raise UsageError(f"{cfg.out} already holds a trained run "
                          f"({', '.join(p.name for p in found)})",
@@ -67,4 +71,5 @@ def replace_run(cfg: TrainConfig, found: list, emit) -> None:
         return
     for path in found + [Path(cfg.out) / "metrics.jsonl"]:
         path.unlink(missing_ok=True)
-    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found]})
+    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found],
+          "unfinished": not any(p.suffix in (".ckpt", ".safetensors") for p in found)})

@@ -35,12 +35,12 @@ __version__ = "0.1.0"
 _CONFIGS = {"TrainConfig": "amptool.train.config", "LaunchOptions": "amptool.train.config",
             "ExportConfig": "amptool.export.config", "ParityConfig": "amptool.parity.config",
             "PipelineConfig": "amptool.pipelineconfig", "SearchConfig": "amptool.convert.config",
-            "CkptConfig": "amptool.convert.config"}
+            "CkptConfig": "amptool.convert.config", "DiffConfig": "amptool.gate.diffconfig"}
 """The configs, each from its module: neither numpy nor MindSpore is imported for them."""
-_ENGINE = ("AmpStep", "CkptReport", "ExportReport", "ExportResult", "ParityReport",
-           "PipelineResult", "RangePass", "SearchResult", "StepResult", "TrainSummary",
-           "convert_checkpoint", "export", "find_fp32_cells", "find_overflow", "parity", "run",
-           "search", "train")
+_ENGINE = ("AmpStep", "CkptReport", "DiffReport", "ExportReport", "ExportResult",
+           "ParityReport", "PipelineResult", "RangePass", "SearchResult", "StepResult",
+           "TrainSummary", "Verification", "convert_checkpoint", "diff", "export",
+           "find_fp32_cells", "find_overflow", "parity", "run", "search", "train", "verify")
 """The entries and results, from ``amptool.api`` (which imports the engine)."""
 _STAGE_ENTRIES = ("export", "parity", "train")
 """The entry functions named like a stage package."""
@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # what a type checker reads for ``from amptool import ...``
     from amptool.api import AmpStep as AmpStep
     from amptool.api import CkptConfig as CkptConfig
     from amptool.api import CkptReport as CkptReport
+    from amptool.api import DiffConfig as DiffConfig
+    from amptool.api import DiffReport as DiffReport
     from amptool.api import ExportConfig as ExportConfig
     from amptool.api import ExportReport as ExportReport
     from amptool.api import ExportResult as ExportResult
@@ -65,7 +67,9 @@ if TYPE_CHECKING:  # what a type checker reads for ``from amptool import ...``
     from amptool.api import StepResult as StepResult
     from amptool.api import TrainConfig as TrainConfig
     from amptool.api import TrainSummary as TrainSummary
+    from amptool.api import Verification as Verification
     from amptool.api import convert_checkpoint as convert_checkpoint
+    from amptool.api import diff as diff
     from amptool.api import export as export
     from amptool.api import find_fp32_cells as find_fp32_cells
     from amptool.api import find_overflow as find_overflow
@@ -73,6 +77,7 @@ if TYPE_CHECKING:  # what a type checker reads for ``from amptool import ...``
     from amptool.api import run as run
     from amptool.api import search as search
     from amptool.api import train as train
+    from amptool.api import verify as verify
 
 
 def __getattr__(name: str) -> _Any:

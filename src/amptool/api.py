@@ -1,10 +1,10 @@
 """The public Python API: one call per stage, each taking its config dataclass and
 returning a typed result: frozen dataclasses read by attribute, with ``to_dict()`` (the JSON
-its command prints with ``--json``; ``amptool.documents.jsontypes`` writes and reads them all).
+its command prints with ``--json``; ``amptool.documents.door`` writes and reads them all).
 
-``from amptool import train, export, parity, search, convert_checkpoint, run``: each name
-is the stage's one entry, the function its command calls too (``train`` is
-``amptool.train.run.run_training``, ``convert_checkpoint(cfg: CkptConfig) -> CkptReport``
+``from amptool import train, export, parity, search, convert_checkpoint, run, diff,
+verify``: each name is the stage's one entry, the function its command calls too (``train``
+is ``amptool.train.run.run_training``, ``convert_checkpoint(cfg: CkptConfig) -> CkptReport``
 is ``amptool.convert.ckpt.convert_checkpoint``). The calls never print or exit: failures raise
 ``amptool.errors.AmpToolError`` (``CheckFailed`` for a diverged run); a parity breach is a
 report whose ``passed`` is False.
@@ -21,9 +21,13 @@ from amptool.convert.result import SearchResult
 from amptool.convert.search import search_policy
 from amptool.documents.parity import ParityReport
 from amptool.documents.training import TrainSummary
+from amptool.documents.diff import DiffReport
 from amptool.export.api import ExportReport, ExportResult
 from amptool.export.api import export as export_artefacts
 from amptool.export.config import ExportConfig
+from amptool.gate.diff import diff
+from amptool.gate.diffconfig import DiffConfig
+from amptool.gate.verify import Verification, verify
 from amptool.parity.compare import parity as check_parity
 from amptool.parity.config import ParityConfig
 from amptool.pipeline import PipelineResult, run_pipeline
@@ -45,9 +49,13 @@ stay fp32 for the fp16 network to pass; write the policy."""
 run = run_pipeline
 """``run(cfg: PipelineConfig, on_event=None) -> PipelineResult``: train, export fp32/fp16
 MINDIR (+ ONNX), check parity."""
+# ``diff(cfg: DiffConfig) -> DiffReport`` (``amptool.gate.diff.diff``): two parity reports
+# compared; a regression is a report whose ``passed`` is False. ``verify(artefact, ledger=,
+# report=) -> Verification`` (``amptool.gate.verify.verify``): whether those bytes passed.
 
-__all__ = ["AmpStep", "CkptConfig", "CkptReport", "ExportConfig", "ExportReport", "ExportResult",
+__all__ = ["AmpStep", "CkptConfig", "CkptReport", "DiffConfig", "DiffReport", "ExportConfig",
+           "ExportReport", "ExportResult",
            "LaunchOptions", "ParityConfig", "ParityReport", "PipelineConfig", "PipelineResult",
            "RangePass", "SearchConfig", "SearchResult", "StepResult", "TrainConfig", "TrainSummary",
-           "convert_checkpoint", "export", "find_fp32_cells", "find_overflow", "parity", "run",
-           "search", "train"]
+           "Verification", "convert_checkpoint", "diff", "export", "find_fp32_cells",
+           "find_overflow", "parity", "run", "search", "train", "verify"]

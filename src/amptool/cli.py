@@ -16,6 +16,7 @@ from amptool.convert import cli as convert_cli
 from amptool.export import cli as export_cli
 from amptool.gate import cli as gate_cli
 from amptool.network.usercode import parse_model_args
+from amptool.ledger.url import ledger_url, shown
 from amptool.parity import cli as parity_cli
 from amptool.pipelineconfig import PipelineConfig
 from amptool.runtime.device import own_process
@@ -66,7 +67,12 @@ def pipeline_command(
     samples: Optional[int] = typer.Option(None, help="Held-out samples in the parity check. "
                                           f"{opt.default_of(PipelineConfig, 'samples')}"),
     per_layer: bool = typer.Option(False, "--per-layer",
-                                   help="Add per-layer localization to the parity report."),
+                                   help="Add per-layer localization of every artefact to "
+                                        "the parity report."),
+    localize: Optional[bool] = typer.Option(
+        None, "--localize/--no-localize",
+        help="Localize each artefact that fails parity by itself (per-layer, on its failing "
+             f"samples). {opt.default_of(PipelineConfig, 'localize')}"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the pipeline run --out "
                                                               "holds (refused without it)."),
     workers: opt.defaulted(opt.noted(opt.ShardWorkersOption, "Parity's samples only; "
@@ -74,6 +80,8 @@ def pipeline_command(
                            PipelineConfig, "workers") = None,
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
+    ledger: opt.LedgerOption = None,
+    label: opt.LabelOption = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
@@ -84,22 +92,29 @@ def pipeline_command(
                  policy=_s(policy), range_safety=range_safety, epochs=epochs,
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
-                 samples=samples, per_layer=per_layer or None, overwrite=overwrite or None,
-                 workers=workers)
+                 samples=samples, per_layer=per_layer or None, localize=localize,
+                 overwrite=overwrite or None, workers=workers, ledger=ledger, label=label)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
-    from amptool.pipeline import format_summary, raise_if_failed, run_pipeline, write_html
+    from amptool.pipeline import (format_summary, measured_pipeline, raise_if_failed,
+                                  write_html)
 
-    result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    result, unrecorded = measured_pipeline(
+        cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if html is not None:
         write_html(html, result, cfg)
     if quiet or as_json:  # progress lines were off: still say what was skipped
         for message in result.warnings:
             _stage_printer({"kind": "warning", "message": message})
     if as_json:
-        opt.print_json(result.to_dict())
+        opt.print_json(result.document())
     else:
         typer.echo(format_summary(result))
+        if cfg.ledger and unrecorded is None:
+            typer.echo(f"ledger: {len(result.summary.artefacts) - 1} record(s) appended to "
+                       f"{shown(ledger_url(cfg.ledger))}")
+    if unrecorded is not None:  # the ledger's failure decides the exit code: 2
+        raise unrecorded
     raise_if_failed(result, cfg)
 
 

@@ -17,14 +17,14 @@ from typing import Any, Callable, Dict, Optional
 
 from amptool.artefact import onnx_installed
 from amptool.artefact.files import total_size
-from amptool.documents.records import SUMMARY_VERSION
-from amptool.documents.summary import (ArtefactRow, DeploymentRow, OutputRow, ParityFigures,
-                                       PipelineSummary, TrainFigures)
-from amptool.errors import CheckFailed, UsageError, raise_problems
+from amptool.documents.summary import (SUMMARY, SUMMARY_VERSION, ArtefactRow, DeploymentRow,
+                                       OutputRow, ParityFigures, PipelineSummary, TrainFigures)
+from amptool.errors import CheckFailed, UsageError, problems_of, raise_problems
 from amptool.export.api import ExportConfig, export
 from amptool.export.onnx import OnnxUnsupported
-from amptool.files.fileio import jsonable, output_dir, write_json
-from amptool.parity.compare import parity
+from amptool.files.fileio import output_dir, write_json
+from amptool.ledger.url import LedgerError, ledger_url
+from amptool.parity.compare import parity, record
 from amptool.parity.config import ParityConfig
 from amptool.parity.report import (ParityReport, breaches, failure_fix, failure_line, fmt,
                                    write_junit, write_report_json)
@@ -35,7 +35,8 @@ from amptool.train.checks import problems as train_problems
 from amptool.train.run import run_training
 
 __all__ = ["PIPELINE_KEYS", "PipelineConfig", "PipelineResult", "build_pipeline_config",
-           "format_summary", "raise_if_failed", "run_pipeline", "validate", "write_html"]
+           "format_summary", "measured_pipeline", "raise_if_failed", "run_pipeline", "validate",
+           "write_html"]
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,14 @@ class PipelineResult:
     @property
     def warnings(self) -> list:
         """What was skipped on the way (e.g. ONNX with ``--onnx auto``), one line each."""
-        return list(self.summary.warnings)
+        return list(self.summary.warnings or [])
 
     def to_dict(self) -> dict:
         return self.summary.to_dict()
 
+    def document(self) -> dict:
+        """summary.json's content, as written and as ``amptool run --json`` prints it."""
+        return SUMMARY.json(self.summary)
 
 def validate(cfg: PipelineConfig) -> None:
     """Raise one UsageError naming every mistake of ``cfg`` (its training run's too, but for
@@ -75,6 +79,8 @@ def validate(cfg: PipelineConfig) -> None:
     if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 1:
         problems.append((f"workers must be a whole number >= 1 (got {cfg.workers!r})",
                          "give a positive --workers"))
+    if cfg.ledger is not None:  # a URL amptool cannot take is refused before any work
+        problems += problems_of(ledger_url, cfg.ledger)
     raise_problems(problems)
 
 
@@ -86,8 +92,8 @@ def export_formats(cfg: PipelineConfig) -> tuple:
 
 def run_pipeline(cfg: PipelineConfig,
                  on_event: Optional[Callable[[dict], None]] = None) -> PipelineResult:
-    """Run every stage, with ``cfg.out`` held by this process; return the result
-    (``passed`` is the parity verdict)."""
+    """Run every stage, with ``cfg.out`` held by this process; return the result (``passed``
+    is the parity verdict; a ``cfg.ledger`` that fails: ``LedgerError``, ``measured`` it)."""
     emit = on_event or (lambda event: None)
     validate(cfg)
     formats = export_formats(cfg)
@@ -127,8 +133,8 @@ def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callab
     emit({"kind": "stage", "stage": "parity"})
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
-                                 samples=cfg.samples, per_layer=cfg.per_layer,
-                                 device=train_cfg.device, workers=cfg.workers))
+                                 samples=cfg.samples, per_layer=cfg.per_layer, workers=cfg.workers,
+                                 localize=cfg.localize, device=train_cfg.device))
     assert report is not None, "one host: parity returns its report"
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
@@ -136,7 +142,10 @@ def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callab
     summary = summarize(cfg, train, ref, cands, report, times, warnings,
                         round(time.perf_counter() - t0, 2))
     write_summary(out / "summary.json", summary)
-    return PipelineResult(report.passed, summary, report)
+    result = PipelineResult(report.passed, summary, report)
+    if cfg.ledger:  # once every file is written; a ledger that fails hands back the result
+        record(report, cfg.ledger, cfg.label, measured=result)
+    return result
 
 
 def write_html(path: Path, result: PipelineResult, cfg: PipelineConfig) -> None:
@@ -148,6 +157,18 @@ def write_html(path: Path, result: PipelineResult, cfg: PipelineConfig) -> None:
     seconds = {**result.summary.seconds_by_stage, "total": result.summary.seconds}
     write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
                                   str(Path(cfg.out) / "train"), report, seconds))
+
+
+def measured_pipeline(cfg: PipelineConfig,
+                      on_event: Optional[Callable[[dict], None]] = None) -> tuple:
+    """(the result of ``run_pipeline(cfg)``, None; or, where ``cfg.ledger`` could not take
+    it, the result and the ``LedgerError``): what was measured is never lost."""
+    try:
+        return run_pipeline(cfg, on_event), None
+    except LedgerError as exc:  # measured, not recorded: the reports are still written
+        if exc.measured is None:
+            raise
+        return exc.measured, exc
 
 
 def raise_if_failed(result: PipelineResult, cfg: PipelineConfig) -> None:
@@ -162,7 +183,7 @@ def raise_if_failed(result: PipelineResult, cfg: PipelineConfig) -> None:
 def write_summary(path, summary: PipelineSummary) -> None:
     """summary.json, as ``amptool run --json`` prints it: a NaN or infinite figure written as
     the string "nan", "inf" or "-inf" (strict JSON, as the published schema says)."""
-    write_json(path, jsonable(summary.to_dict()))
+    write_json(path, SUMMARY.json(summary))
 
 
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,
@@ -243,13 +264,12 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
 def deployment_row(result, verdict):
     """The artefact's deployment settings from its manifest and, with ``--emulate-settings``,
     what ignoring them does (None: its manifest records none)."""
-    section = result.manifest.get("deployment")
+    section = result.manifest.deployment
     if section is None:
         return None
     emulated = verdict.deployment if verdict is not None else None
-    return DeploymentRow(needed=section.get("needed"),
-                         files=[f["name"] for f in section.get("files", [])],
-                         kept_fp32=[c["path"] for c in section.get("kept_fp32", [])],
+    return DeploymentRow(needed=section.needed, files=[f.name for f in section.files],
+                         kept_fp32=[c.path for c in section.kept_fp32],
                          depends=emulated.depends if emulated else None,
                          message=emulated.message if emulated else None)
 

@@ -27,7 +27,10 @@ class PipelineConfig:
     samples: Optional[int] = decided_later("all")
     """Held-out samples in the parity check (all when None)."""
     per_layer: bool = False
-    """Add per-layer localization to the parity report."""
+    """Add per-layer localization of every artefact to the parity report."""
+    localize: bool = True
+    """Localize each artefact that fails parity by itself (per-layer, on its failing
+    samples); a passing run costs nothing more."""
     overwrite: bool = False
     """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
     without it such a folder is refused."""
@@ -35,6 +38,10 @@ class PipelineConfig:
     """Processes (msrun, on this host) that each compare a contiguous shard of the parity
     check's samples; their statistics merge into the report one process makes. Training
     runs in one process."""
+    ledger: Optional[str] = None
+    """A parity ledger (a path, sqlite:///PATH or postgresql+psycopg://...) to record in."""
+    label: Optional[str] = None
+    """A name for the ledger's records (a release, a CI job), beside the git commit."""
 
     @classmethod
     def from_file(cls, path=None, **flags) -> "PipelineConfig":
@@ -47,7 +54,7 @@ class PipelineConfig:
         train = self.train_config()
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
                 "samples": self.samples, "per_layer": self.per_layer,
-                "overwrite": self.overwrite}
+                "localize": self.localize, "overwrite": self.overwrite}
 
     def train_config(self):
         base = self.train if self.train is not None else TrainConfig()
@@ -55,7 +62,7 @@ class PipelineConfig:
                                    overwrite=self.overwrite, workers=1)
 
 
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "overwrite", "workers")
+PIPELINE_KEYS = tuple(f.name for f in dataclasses.fields(PipelineConfig) if f.name != "train")
 _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 

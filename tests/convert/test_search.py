@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from schemas import assert_fits
 from typer.testing import CliRunner
 
 from amptool.cli import app
@@ -114,8 +115,9 @@ def test_bisect_cells_never_keeps_a_block_around_a_forced_fp16_cell():
 SEARCH_KEYS = {"base", "base_kept", "brute_force_trials", "candidates", "ckpt", "classifier",
                "confirm", "device", "flops_fp16", "kept", "kept_where", "metric", "model",
                "n_trials", "out", "params_fp16", "policy", "range_kept", "ranges", "samples",
-               "seconds", "thresholds", "trials", "trials_saved"}
-"""``amptool convert search --json``'s keys, as the dict-built result wrote them."""
+               "schema_version", "seconds", "thresholds", "trials", "trials_saved"}
+"""``amptool convert search --json``'s keys, as the dict-built result wrote them (with its
+``schema_version`` since)."""
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +147,7 @@ def test_range_pass_keeps_trapmlp_norm_before_any_trial(trap_run, tmp_path):
     assert {key for t in report["trials"] for key in t} == {"fp32", "metrics", "passed", "phase",
                                                             "trial"}
     assert json.loads(json.dumps(jsonable(SearchResult.from_dict(report).to_dict()))) == report
+    assert_fits(report, "search-result")
     assert "range pass: computing alone in fp16 it is off by" in \
         (tmp_path / "trap.toml").read_text()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

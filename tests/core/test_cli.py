@@ -96,7 +96,16 @@ def test_parity_writes_its_report_with_json_out():
 @pytest.mark.parametrize("name", ["--min-cosine", "--min-top1", "--max-acc-drop", "--max-abs",
                                   "--max-rel", "--max-outside"])
 def test_threshold_options_are_shared(name):
-    assert _param(["parity"], name).help == _param(["convert", "search"], name).help
+    """One description; the search's default is the fp16 pair's alone (it holds no fp32
+    pair to a limit), parity's names both pairs where they differ."""
+    parity, search = _param(["parity"], name).help, _param(["convert", "search"], name).help
+    assert parity.split(" \\[default")[0] == search.split(" \\[default")[0]
+    assert "fp32:" not in search
+    from amptool.stats.limits import default_text
+
+    key = name[2:].replace("-", "_")
+    assert search.endswith(f"[default: {default_text(key, fp16_only=True)}]")
+    assert parity.endswith(f"[default: {default_text(key)}]")
 
 
 @pytest.mark.parametrize("name, text", [("--model", "path/to/file.py:factory"),

@@ -28,7 +28,8 @@ def passing(doc_run):
 
 @pytest.fixture(scope="module")
 def failing(shared):
-    """(the planted-fault pipeline's folder, its output): ``--per-layer``, exit 1."""
+    """(the planted-fault pipeline's folder, its output): exit 1, the failing candidates
+    localized by themselves (no ``--per-layer``)."""
     from docruns import DOC_RUNS, cli_run
 
     run = cli_run(shared, DOC_RUNS["trap"])
@@ -70,7 +71,8 @@ def test_per_layer_charts_come_with_per_layer_data_only(passing, failing):
     html = (folder / "report.html").read_text(encoding="utf-8")
     report = json.loads((folder / "parity.json").read_text())
     layered = [c for c in report["candidates"] if c.get("per_layer")]
-    assert len(layered) == len(report["candidates"]) > 1
+    failed = [c for c in report["candidates"] if not c["passed"]]
+    assert layered and [c["path"] for c in layered] == [c["path"] for c in failed]
     assert sum(c.startswith("per-layer ") for c in charts_of(html)) == len(layered)
     assert "culprit: norm (born)" in html  # the first diverging cell marked on its chart
     assert "born here" in html and "inherited" in html
@@ -96,6 +98,30 @@ def test_a_passing_run_shows_its_training_artefacts_and_environment(passing):
 
     assert mindspore.__version__ in html
     assert "<td>ONEDNN_MAX_CPU_ISA</td><td>AVX2</td>" in html.replace("\n", "")
+
+
+@pytest.mark.slow
+def test_each_artefact_shows_its_provenance_and_precision_audit(passing, tmp_path):
+    """The pipeline's artefacts (fp32 reference, fp16 MindIR, ONNX): where each came from
+    and no finding; an artefact whose file is gone says it was not read."""
+    from amptool.documents.parity import ParityReport
+    from amptool.report.artefacts import provenance_section
+
+    html = (passing / "report.html").read_text(encoding="utf-8")
+    found = re.search(r'<section id="audit">.*?</section>', html, re.S)
+    assert found, html[:2000]
+    rows = re.findall(r"<tr>(.*?)</tr>", found.group(0), re.S)[1:]
+    report = json.loads((passing / "parity.json").read_text())
+    assert len(rows) == 1 + len(report["candidates"])
+    for row in rows:
+        assert "simplecnn from run " in row and "checkpoint best.ckpt (sha256 " in row, row
+        assert "policy O" in row and "no findings (" in row, row
+    parsed = ParityReport.from_dict(report)
+    folder = tmp_path / "gone"
+    parsed = copy.deepcopy(parsed)
+    object.__setattr__(parsed.reference, "path", str(folder / "x.mindir"))
+    text = provenance_section(parsed, {})
+    assert "not read: " in text and "does not exist" in text
 
 
 @pytest.mark.slow

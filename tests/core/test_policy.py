@@ -87,6 +87,13 @@ def test_unknown_keys_rejected(tmp_path):
         policy_from_dict({"lvl": "O2"}, source="mine")
 
 
+def test_unknown_keys_and_bad_values_come_together(tmp_path):
+    (tmp_path / "p.toml").write_text('level = "O9"\ndtype = "int8"\nkeep = ["fc"]\n')
+    text = str(pytest.raises(UsageError, load_policy, tmp_path / "p.toml").value)
+    assert "\n" not in text and "p.toml: unknown key(s) keep; bad precision policy: " \
+        "unknown level 'O9'" in text and "unknown dtype 'int8'" in text, text
+
+
 def test_bad_values_in_file_name_the_file(tmp_path):
     (tmp_path / "p.toml").write_text('level = "O9"\n')
     with pytest.raises(UsageError, match=r"policy file .*p\.toml: bad precision policy"):

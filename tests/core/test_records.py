@@ -1,22 +1,30 @@
-"""The records the stages write (run.json, the parity report, summary.json) carry
-schema_version and fit their types in ``amptool.documents.records``, as real runs write them."""
+"""The documents the stages write (run.json, the parity report, summary.json, a golden file's
+meta, the search result) carry schema_version and fit their published schemas, as real runs
+write them."""
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 import typing
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from amptool.cli import app
-from amptool.documents import records
-from amptool.documents.door import field_docs, misfit
-from amptool.documents.manifest import Manifest
+from schemas import assert_fits, documents_under, read
 
-RECORDS = (records.RunRecord, records.ParityReportRecord, records.SummaryRecord,
-           records.GoldenMeta)
+from amptool.cli import app
+from amptool.convert.result import SEARCH
+from amptool.documents.diff import DIFF
+from amptool.documents.door import field_docs, read_document
+from amptool.documents.manifest import MANIFEST
+from amptool.documents.parity import PARITY_REPORT
+from amptool.documents.provenance import PROVENANCE
+from amptool.documents.records import GOLDEN, RUN
+from amptool.documents.summary import SUMMARY
+
+DOORS = (MANIFEST, RUN, PARITY_REPORT, SUMMARY, GOLDEN, SEARCH, DIFF, PROVENANCE)
 
 
 def _nested(cls: type, seen: dict) -> dict:
@@ -31,18 +39,19 @@ def _nested(cls: type, seen: dict) -> dict:
     return seen
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=lambda c: c.__name__)
-def test_every_field_has_a_docstring_and_a_version(record):
-    for name, cls in _nested(record, {}).items():
+@pytest.mark.parametrize("door", DOORS, ids=lambda d: d.schema)
+def test_every_field_has_a_docstring_and_a_version(door):
+    for name, cls in _nested(door.kind, {}).items():
         missing = {f.name for f in dataclasses.fields(cls)} - set(field_docs(cls))
         assert not missing, f"{name}: fields without a docstring: {sorted(missing)}"
-    assert "schema_version" in {f.name for f in dataclasses.fields(record)}
+    assert "schema_version" in {f.name for f in dataclasses.fields(door.kind)}
 
 
-def _fits(doc: dict, cls: type, version: int, where: str) -> None:
-    assert doc.get("schema_version") == version, where
-    found = misfit(doc, cls, "")
-    assert found is None, f"{where}: {found.text()}"
+def _fits(doc: dict, door, where: str) -> None:
+    """``doc`` fits its published schema and reads back through its door unchanged."""
+    assert doc.get("schema_version") == door.version, where
+    assert_fits(doc, door.schema.replace(".schema.json", ""), where)
+    assert door.json(read_document(door, json.dumps(doc), where)) == doc, where
 
 
 @pytest.mark.slow  # the docs' pipelines, run once per session
@@ -55,14 +64,13 @@ def test_a_pipeline_writes_records_that_fit(shared, name, out, code):
     assert run.exit_code == code, run.output[-3000:]
     folder = run.cwd / out
     read = lambda rel: json.loads((folder / rel).read_text())  # noqa: E731
-    _fits(read("summary.json"), records.SummaryRecord, records.SUMMARY_VERSION, "summary")
-    _fits(read("parity.json"), records.ParityReportRecord, records.PARITY_REPORT_VERSION,
-          "parity.json")
-    _fits(read("train/run.json"), records.RunRecord, records.RUN_VERSION, "run.json")
+    _fits(read("summary.json"), SUMMARY, "summary")
+    _fits(read("parity.json"), PARITY_REPORT, "parity.json")
+    _fits(read("train/run.json"), RUN, "run.json")
     manifests = sorted((folder / "export").glob("*.json"))
     assert manifests
     for path in manifests:
-        _fits(read(path.relative_to(folder)), Manifest, 1, path.name)
+        _fits(read(path.relative_to(folder)), MANIFEST, path.name)
 
 
 @pytest.mark.slow  # exports a real network (once per session)
@@ -72,7 +80,7 @@ def test_parity_json_carries_the_version(simplecnn_export):
                                       "--samples", "64"])
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
-    _fits(report, records.ParityReportRecord, records.PARITY_REPORT_VERSION, "--json")
+    _fits(report, PARITY_REPORT, "--json")
 
 
 def _golden_meta(path: Path) -> dict:
@@ -101,7 +109,7 @@ def test_a_golden_file_fits_and_a_hand_edited_one_is_refused(simplecnn_export, t
                              str(golden), "-q"])
     assert saved.exit_code == 0, saved.output
     meta = _golden_meta(golden)
-    _fits(meta, records.GoldenMeta, records.GOLDEN_VERSION, "golden meta")
+    _fits(meta, GOLDEN, "golden meta")
     old = {k: v for k, v in meta.items() if k not in ("schema_version", "target_names",
                                                        "labels_from", "task")}
     read = cli.invoke(app, ["parity", "--load-outputs",
@@ -120,11 +128,23 @@ def test_a_golden_file_fits_and_a_hand_edited_one_is_refused(simplecnn_export, t
         assert f"; {fix}" in lines[0], lines[0]
 
 
-def test_the_committed_schemas_name_the_versions():
+def test_the_committed_schemas_name_the_versions_and_refuse_unknown_keys():
     folder = Path(__file__).resolve().parents[2] / "docs" / "reference" / "schemas"
-    for name, version in [("run", records.RUN_VERSION),
-                          ("parity-report", records.PARITY_REPORT_VERSION),
-                          ("summary", records.SUMMARY_VERSION),
-                          ("golden-meta", records.GOLDEN_VERSION)]:
-        schema = json.loads((folder / f"{name}.schema.json").read_text())
-        assert schema["properties"]["schema_version"]["const"] == version, name
+    assert sorted(p.name for p in folder.glob("*.schema.json")) == sorted(d.schema for d in DOORS)
+    for door in DOORS:
+        schema = json.loads((folder / door.schema).read_text())
+        assert schema["properties"]["schema_version"]["const"] == door.version, door.schema
+        objects = [schema] + list(schema.get("$defs", {}).values())
+        assert all(o.get("additionalProperties") is False for o in objects
+                   if o.get("type") == "object" and "properties" in o), door.schema
+
+
+@pytest.mark.slow  # trains and exports the sample networks (once per session)
+def test_every_document_the_session_keeps_fits(shared, simplecnn_export):
+    """The runs, exports and pipelines the session shares, whichever process wrote them (a
+    test's own process, an amptool subprocess, an msrun worker), fit the published schemas."""
+    found: Counter = Counter()
+    for kind, path in documents_under(shared.root):
+        assert_fits(read(path, kind), kind, str(path))
+        found[kind] += 1
+    assert found["manifest"] >= len(simplecnn_export) and found["run"] >= 1, found

@@ -14,7 +14,19 @@ POLICY = {"level": "O2", "dtype": "float16", "fp32_types": [], "fp32_cells": [],
 
 
 def _info(**config) -> dict:
+    """run.json as runs before ``schema_version`` wrote it (version 0)."""
     return {"config": config, "policy": POLICY, "data": {"preprocess": PREPROCESS}}
+
+
+def _record(**config) -> dict:
+    """run.json as a run writes it now."""
+    return {"schema_version": 1, "config": config, "policy": POLICY,
+            "data": {"preprocess": PREPROCESS, "source": "digits", "train_samples": 8,
+                     "val_samples": 2, "val_fraction": 0.2, "skipped_files": 0, "augment": []},
+            "model": None, "loss": {"name": "mse", "kind": "mse", "targets": ["y"],
+                                    "classifier": False},
+            "metric": None, "loss_scale": {"kind": "none", "init": 1.0, "factor": 1, "window": 1},
+            "versions": {"amptool": "0.1.0"}, "device": "CPU", "seed": 0, "workers": 1}
 
 
 def _usage_line(call) -> str:
@@ -49,7 +61,7 @@ def test_read_non_utf8(tmp_path):
 @pytest.mark.parametrize("content,problem", [
     ([1, 2], "run.json is not a JSON object"),
     ({}, "run.json: field 'config' is missing"),
-    ({"config": {"model": 3}}, "run.json: field 'config.model' should be a string, got 3"),
+    ({"config": "lenet5"}, "run.json: field 'config' should be an object, got 'lenet5'"),
     ({"config": {"model": "lenet5"}}, "run.json: field 'policy' is missing"),
     ({"config": {"model": "lenet5"}, "policy": "O2"},
      "run.json: field 'policy' should be an object, got 'O2'"),
@@ -57,7 +69,8 @@ def test_read_non_utf8(tmp_path):
     ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {}},
      "run.json: field 'data.preprocess' is missing"),
     ({"config": {"model": "lenet5"}, "policy": POLICY, "data": {"preprocess": [1]}},
-     "run.json: field 'data.preprocess' should be an object or null, got a list"),
+     "run.json: field 'data.preprocess' should be an object, got a list"),
+    ({**_info(model="lenet5"), "later": 1}, "run.json: field 'later' is not a key of this"),
     ({**_info(model="lenet5"), "schema_version": 2},
      "run.json: field 'schema_version' is 2, newer than"),
     ({**_info(model="lenet5"), "schema_version": 1}, "run.json: field 'data.source' is missing"),
@@ -72,14 +85,14 @@ def test_read_malformed(tmp_path, content, problem):
 
 def test_write_then_read(tmp_path):
     run = RunDir(tmp_path)
-    info = _info(model="lenet5", epochs=2)
+    info = _record(model="lenet5", epochs=2)
     run.write(info)
     assert run.has_info() and run.read() == info
     assert run.require() is run
 
 
 def test_previous_config_drops_resume(tmp_path):
-    RunDir(tmp_path).write(_info(model="lenet5", epochs=2, resume=True))
+    RunDir(tmp_path).write(_record(model="lenet5", epochs=2, resume=True))
     assert RunDir(tmp_path).previous_config() == {"model": "lenet5", "epochs": 2}
 
 
@@ -132,7 +145,7 @@ def previous_run(tmp_path):
     """A run.json as ``amptool train`` writes it, with several non-default settings."""
     previous = TrainConfig(model="lenet5", epochs=9, lr=0.01, seed=3, batch_size=16,
                            out=str(tmp_path), resume=False)
-    RunDir(tmp_path).write(_info(**previous.to_dict()))
+    RunDir(tmp_path).write(_record(**previous.to_dict()))
     return tmp_path
 
 
@@ -172,9 +185,28 @@ def test_resume_runs_a_recorded_model_only_once_vetted(tmp_path):
                            (f"{tmp_path}/evil.py:build", "does not run on a file's word")):
         folder = tmp_path / model.partition(":")[0].replace("/", "_")
         folder.mkdir()
-        RunDir(folder).write(_info(**TrainConfig(model=model, out=str(folder)).to_dict()))
+        RunDir(folder).write(_record(**TrainConfig(model=model, out=str(folder)).to_dict()))
         with pytest.raises(UsageError, match=message):
             merge_previous(TrainConfig(out=str(folder), resume=True))
         named = merge_previous(TrainConfig(out=str(folder), resume=True, model="lenet5"),
                                explicit={"model"})
         assert named.model == "lenet5"  # the user's own choice runs as given
+
+
+def test_a_run_json_without_a_checkpoint_is_no_trained_run(tmp_path):
+    """run.json alone (a run killed before its first checkpoint) holds nothing trained: a
+    new run replaces it without a flag (``claim_out_folder``); with a checkpoint beside it,
+    the folder is a trained run that only --resume or --overwrite may touch."""
+    from amptool.train.folder import claim_out_folder
+
+    run = RunDir(tmp_path)
+    assert run.trained_files() == [] and run.unfinished_files() == []
+    run.write(_record(model="simplecnn"))
+    assert run.trained_files() == [] and run.unfinished_files() == [tmp_path / "run.json"]
+    assert claim_out_folder(TrainConfig(out=str(tmp_path))) == [tmp_path / "run.json"]
+    (tmp_path / "last.safetensors").write_bytes(b"weights")
+    assert run.trained_files() == [tmp_path / "run.json", tmp_path / "last.safetensors"]
+    assert run.unfinished_files() == []
+    assert "already holds a trained run (run.json, last.safetensors)" in _usage_line(
+        lambda: claim_out_folder(TrainConfig(out=str(tmp_path))))
+    assert claim_out_folder(TrainConfig(out=str(tmp_path), resume=True)) == []

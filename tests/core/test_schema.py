@@ -1,22 +1,26 @@
 """The typed JSON documents: a manifest is held to ``Manifest`` at the door (one line naming
-the file and the field), old manifests are still read, newer ones refused; the JSON Schema
-comes from the same types."""
+the file and the field), old manifests are still read, newer ones refused, unknown keys
+refused; the JSON Schema comes from the same types through pydantic."""
 from __future__ import annotations
 
 import copy
 import dataclasses
 import json
+import math
 import typing
 
 import pytest
 
-from amptool.documents.door import field_docs, json_schema, misfit
-from amptool.documents.manifest import MANIFEST_VERSION, Manifest, manifest_path, read_manifest
+from schemas import problems
+
+from amptool.documents.door import field_docs, from_json, json_schema, to_json
+from amptool.documents.manifest import (MANIFEST, MANIFEST_VERSION, Manifest, manifest_path,
+                                        read_manifest)
 from amptool.errors import UsageError
 
 POLICY = {"level": "O2", "dtype": "float16", "fp32_types": [], "fp32_cells": [],
           "fp16_cells": []}
-MANIFEST = {
+MANIFEST_DOC = {
     "schema_version": 1, "format": "MINDIR", "precision": "fp16", "io_dtype": "fp32",
     "policy": POLICY, "source_policy": POLICY,
     "inputs": [{"name": "input0", "shape": [-1, 1, 28, 28], "dtype": "float32"}],
@@ -57,7 +61,7 @@ def _refused(tmp_path, doc) -> str:
 
 
 def _edited(path: str, value=None, drop: bool = False) -> dict:
-    doc = copy.deepcopy(MANIFEST)
+    doc = copy.deepcopy(MANIFEST_DOC)
     *parents, last = path.split(".")
     node = doc
     for key in parents:
@@ -70,17 +74,19 @@ def _edited(path: str, value=None, drop: bool = False) -> dict:
 
 
 def test_a_written_manifest_fits(tmp_path):
-    assert misfit(MANIFEST, Manifest, "") is None
-    assert read_manifest(_write(tmp_path, MANIFEST)) == MANIFEST
+    assert problems(MANIFEST_DOC, "manifest") == []
+    assert MANIFEST.json(read_manifest(_write(tmp_path, MANIFEST_DOC))) == MANIFEST_DOC
+    assert to_json(from_json(Manifest, MANIFEST_DOC, "manifest")) == MANIFEST_DOC
 
 
 @pytest.mark.parametrize("path,value,said", [
     ("params.bytes", "abc", "field 'params.bytes' should be an integer, got 'abc'"),
     ("params.bytes", True, "field 'params.bytes' should be an integer, got true"),
-    ("format", "TFLITE", "field 'format' should be one of 'MINDIR', 'AIR', 'ONNX', got 'TFLITE'"),
+    ("format", "TFLITE", "field 'format' should be one of 'MINDIR', 'AIR' or 'ONNX', got 'TFLITE'"),
     ("encrypted", "no", "field 'encrypted' should be true or false, got 'no'"),
     ("inputs", {"x": 1}, "field 'inputs' should be a list, got an object"),
-    ("model.num_classes", "10", "field 'model.num_classes' should be an integer or null"),
+    ("model.num_classes", "10", "field 'model.num_classes' should be an integer, got '10'"),
+    ("val_fraction", "0.2", "field 'val_fraction' should be a number, got '0.2'"),
     ("batch", None, "field 'batch' should be an object, got null"),
     ("params.dtypes", {"float16": 1.5}, "field 'params.dtypes.float16' should be an integer"),
 ])
@@ -90,7 +96,7 @@ def test_an_ill_typed_field_is_named(tmp_path, path, value, said):
 
 
 def test_a_nested_list_item_is_named(tmp_path):
-    doc = copy.deepcopy(MANIFEST)
+    doc = copy.deepcopy(MANIFEST_DOC)
     doc["inputs"][0]["shape"][1] = "one"
     assert "field 'inputs[0].shape[1]' should be an integer, got 'one'" in _refused(tmp_path,
                                                                                    doc)
@@ -115,12 +121,14 @@ def test_an_ill_typed_version_is_refused(tmp_path, value):
 
 
 def test_an_old_manifest_without_version_is_read(tmp_path):
-    doc = copy.deepcopy(MANIFEST)
+    doc = copy.deepcopy(MANIFEST_DOC)
     for key in ("schema_version",) + ADDED_SINCE:
         del doc[key]
     for key in ("args", "input_spec", "inputs"):
         del doc["model"][key]
-    assert read_manifest(_write(tmp_path, doc)) == doc
+    old = read_manifest(_write(tmp_path, doc))
+    assert old.schema_version is None and old.files is None and old.model.inputs is None
+    assert old.params.count == 10 and old.deployment is None
     del doc["params"]  # a key the first manifests had is still required
     assert "field 'params' is missing" in _refused(tmp_path, doc)
 
@@ -130,17 +138,29 @@ def test_a_versioned_manifest_needs_the_added_keys(tmp_path):
         assert f"field '{key}' is missing" in _refused(tmp_path, _edited(key, drop=True))
 
 
-def test_unknown_keys_are_ignored(tmp_path):
-    doc = dict(MANIFEST, later_key={"any": 1}, model=dict(MANIFEST["model"], extra=[1]))
-    assert read_manifest(_write(tmp_path, doc)) == doc
+def test_unknown_keys_are_refused_by_the_door_and_the_schema(tmp_path):
+    for doc, key in [(dict(MANIFEST_DOC, later_key={"any": 1}), "later_key"),
+                     (dict(MANIFEST_DOC, model=dict(MANIFEST_DOC["model"], extra=[1])),
+                      "model.extra")]:
+        assert f"field '{key}' is not a key of this document" in _refused(tmp_path, doc)
+        assert problems(doc, "manifest"), key
+
+
+def test_non_finite_figures_are_read_as_the_floats_written(tmp_path):
+    doc = dict(MANIFEST_DOC, val_fraction="nan", export_seconds="inf")
+    manifest = from_json(Manifest, doc, "manifest")
+    assert math.isnan(manifest.val_fraction) and manifest.export_seconds == float("inf")
+    assert MANIFEST.json(manifest) == doc and problems(doc, "manifest") == []
+    assert "field 'val_fraction' should be a number, got 'NaN'" in _refused(
+        tmp_path, dict(MANIFEST_DOC, val_fraction="NaN"))
 
 
 def test_optional_keys_may_be_absent_or_set(tmp_path):
-    doc = copy.deepcopy(MANIFEST)
+    doc = copy.deepcopy(MANIFEST_DOC)
     doc["model"].update(class_logits=[0], file="model/net.py", sha256="ef" * 32)
     doc["task"]["ignore_index"] = -100
     doc["model"]["inputs"][0]["range"] = [0, 10]
-    assert read_manifest(_write(tmp_path, doc)) == doc
+    assert MANIFEST.json(read_manifest(_write(tmp_path, doc))) == doc
     assert "field 'task.ignore_index'" in _refused(tmp_path, _edited("task.ignore_index", "x"))
 
 
@@ -158,31 +178,47 @@ def _dataclasses(cls: type, seen: dict) -> dict:
 
 
 def test_the_schema_comes_from_the_types():
-    schema = json_schema(Manifest, MANIFEST_VERSION, "manifest")
+    schema = json_schema(MANIFEST)
     assert schema["properties"]["schema_version"] == {
         "type": "integer", "const": MANIFEST_VERSION,
         "description": field_docs(Manifest)["schema_version"]}
     assert set(schema["required"]) == {f.name for f in dataclasses.fields(Manifest)}
+    assert schema["additionalProperties"] is False
     model = schema["$defs"]["ModelRecord"]
     assert "class_logits" in model["properties"] and "class_logits" not in model["required"]
+    assert model["additionalProperties"] is False
     assert schema["properties"]["task"] == {
         "anyOf": [{"$ref": "#/$defs/Task"}, {"type": "null"}],
         "description": field_docs(Manifest)["task"]}
+    assert schema["properties"]["export_seconds"]["anyOf"] == [
+        {"type": "number"}, {"enum": ["nan", "inf", "-inf"]}]
     for name, cls in _dataclasses(Manifest, {}).items():
         undocumented = {f.name for f in dataclasses.fields(cls)} - set(field_docs(cls))
         assert not undocumented, f"{name}: fields without a docstring: {undocumented}"
         assert name == "Manifest" or name in schema["$defs"]
 
 
-def test_tuples_and_bare_containers_are_json_lists_and_objects():
-    from typing import Tuple
+def test_pydantic_stays_off_the_start_up_path():
+    import subprocess
+    import sys
 
-    from amptool.documents.door import type_schema
+    code = ("import sys; import amptool.cli, amptool.documents.records, amptool.convert.result; "
+            "assert not [m for m in sys.modules if m.startswith('pydantic')], 'pydantic'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
-    assert misfit([1, 2], Tuple[int, ...], "x") is None
-    assert misfit([1, "a"], Tuple[int, ...], "x").text() == ("field 'x[1]' should be an "
-                                                              "integer, got 'a'")
-    assert misfit([1, "a"], tuple, "x") is None and misfit({}, dict, "x") is None
-    assert misfit({}, list, "x").text() == "field 'x' should be a list, got an object"
-    assert type_schema(Tuple[str, ...], {}) == {"type": "array", "items": {"type": "string"}}
-    assert type_schema(dict, {}) == {"type": "object"}
+
+def test_the_suite_holds_what_a_writer_writes_to_the_published_schema(monkeypatch):
+    """tests/conftest.py checks every document a writer gives (``Door.json``) against the
+    committed schema: a writer planting a key, or leaving one out, fails the test it ran in."""
+    from amptool.documents import door
+    from amptool.documents.door import Door
+
+    assert hasattr(Door.json, "unchecked"), "the session's check is not installed"
+    assert MANIFEST.json(MANIFEST_DOC) == MANIFEST_DOC
+    real = door.to_json
+    for plant in (lambda d: {**d, "later_key": 1},
+                  lambda d: {k: v for k, v in d.items() if k != "sha256"},
+                  lambda d: {**d, "model": {**d["model"], "num_classes": "10"}}):
+        monkeypatch.setattr(door, "to_json", lambda obj, plant=plant: plant(real(obj)))
+        with pytest.raises(AssertionError, match="its published schema refuses"):
+            MANIFEST.json(MANIFEST_DOC)

@@ -24,16 +24,16 @@ class Exports:
 
     def get(self, name: str) -> dict:
         def make(out: Path) -> dict:
-            from amptool.documents.door import misfit
-            from amptool.documents.manifest import Manifest
+            from schemas import assert_fits
+
             from amptool.export.api import ExportConfig, export
 
             results = export(ExportConfig(
                 run=str(self.runs.get(name)), formats=("MINDIR", "ONNX"), dynamic_batch=True,
                 out=str(out)))
             for r in results:  # every manifest fits the types its readers hold it to
-                found = misfit(r.manifest, Manifest, "")
-                assert found is None, f"{r.manifest_path}: {found.text()}"
+                assert_fits(json.loads(Path(r.manifest_path).read_text()), "manifest",
+                            r.manifest_path)
             return {(r.format, r.precision): r for r in results}
 
         return self.shared.get(f"export-{name}", make)

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
+from amptool.documents.door import to_json
 from amptool.export.deploy import ACL_MODE, LITE_MODE, NONE_FP16, NONE_FP32, settings_paths
 from amptool.files.fileio import sha256
 
@@ -36,7 +37,7 @@ def _settings(path) -> dict:
 def test_kept_cell_gets_settings_beside_the_artefact(fmt, exports):
     """trapmlp's sample run keeps its fp16-unsafe cell 'norm' in fp32 (tests/conftest.py)."""
     result = exports.get("trapmlp")[(fmt, "fp16")]
-    section = result.manifest["deployment"]
+    section = to_json(result.manifest.deployment)
     assert section["needed"] is True
     assert section["kept_fp32"] == [{"path": "norm", "type": "L2Normalize"}]
     assert section["precision_mode"] == {"mindspore_lite": LITE_MODE, "acl": ACL_MODE}
@@ -49,13 +50,13 @@ def test_kept_cell_gets_settings_beside_the_artefact(fmt, exports):
         assert listed[kind]["name"] == path.name and listed[kind]["sha256"] == sha256(path)
     assert json.loads(Path(result.manifest_path).read_text())["deployment"] == section
     fp32 = exports.get("trapmlp")[(fmt, "fp32")]
-    assert fp32.manifest["deployment"] == {"needed": False, "kept_fp32": [],
+    assert to_json(fp32.manifest.deployment) == {"needed": False, "kept_fp32": [],
                                            "precision_mode": None, "files": [], "why": NONE_FP32}
     assert not any(p.exists() for p in _settings(fp32.path).values())
 
 
 def test_o2_batch_norms_are_listed(exports):
-    section = exports.get("resnet")[("MINDIR", "fp16")].manifest["deployment"]
+    section = to_json(exports.get("resnet")[("MINDIR", "fp16")].manifest.deployment)
     assert section["needed"] and all(c["type"] == "BatchNorm2d" for c in section["kept_fp32"])
     assert "layer1.bn1" in [c["path"] for c in section["kept_fp32"]]
 
@@ -63,8 +64,8 @@ def test_o2_batch_norms_are_listed(exports):
 def test_nothing_kept_needs_no_settings(exports):
     for fmt in ("MINDIR", "ONNX"):
         result = exports.get("simplecnn")[(fmt, "fp16")]
-        assert result.manifest["deployment"]["needed"] is False
-        assert result.manifest["deployment"]["why"] == NONE_FP16
+        assert result.manifest.deployment.needed is False
+        assert result.manifest.deployment.why == NONE_FP16
         assert not any(p.exists() for p in _settings(result.path).values())
 
 

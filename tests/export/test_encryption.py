@@ -34,7 +34,7 @@ def test_round_trip(encrypted, exports, references):
     x, _, _ = references("simplecnn")
     plain = load_runner(exports.get("simplecnn")[("MINDIR", "fp16")].path).run([x[:16]])[0]
     runner = load_runner(path, key=bytes.fromhex(key_hex))
-    assert runner.manifest["encrypted"] is True and runner.precision == "fp16"
+    assert runner.manifest.encrypted is True and runner.precision == "fp16"
     np.testing.assert_array_equal(runner.run([x[:16]])[0], plain)
     assert load_runner(path, key=key_hex).run([x[:2]])[0].shape == (2, 10)  # hex text works too
 
@@ -89,3 +89,17 @@ def test_key_from_environment_and_bad_keys(runs, tmp_path, monkeypatch):
         assert res.exit_code == 2 and message in res.output, (extra, res.output)
         assert res.output.count("\n") == 1
     assert not (tmp_path / "b").exists()
+
+
+def test_the_provenance_of_an_encrypted_mindir_needs_its_key(encrypted):
+    from amptool.artefact.audit import audit_artefact
+    from amptool.artefact.provenance import read_provenance
+
+    path, key_hex, _ = encrypted
+    found = read_provenance(path, bytes.fromhex(key_hex))
+    assert found is not None and found.precision == "fp16" and found.format == "MINDIR"
+    assert audit_artefact(path, bytes.fromhex(key_hex)).findings == []
+    with pytest.raises(UsageError, match="encrypted MindIR"):
+        read_provenance(path)
+    with pytest.raises(UsageError, match="wrong key"):
+        read_provenance(path, bytes.fromhex(secrets.token_hex(16)))

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from amptool.cli import app
-from amptool.documents.manifest import read_manifest
+from amptool.documents.manifest import MANIFEST, read_manifest
 from amptool.files.fileio import sha256
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
@@ -23,8 +23,8 @@ def test_manifest_fields(fmt, precision, exports, runs):
     from amptool.network.models import resolve_model
 
     result = exports.get("resnet")[(fmt, precision)]
-    m = read_manifest(result.path)
-    assert m == result.manifest
+    m = MANIFEST.json(read_manifest(result.path))
+    assert m == MANIFEST.json(result.manifest)
     run_dir = runs.get("resnet")
     run = json.loads((run_dir / "run.json").read_text())
     assert result.path.endswith(f"resnet_{precision}.{fmt.lower()}")
@@ -61,7 +61,7 @@ def test_inspect_reads_the_file(fmt, exports, tmp_path):
 
     result = exports.get("transformer")[(fmt, "fp16")]
     facts = inspect_artefact(result.path)
-    m = result.manifest
+    m = MANIFEST.json(result.manifest)
     assert facts["manifest_matches"] is True
     for key in ("inputs", "outputs", "params", "sha256", "file_size"):
         assert facts[key] == m[key], key
@@ -83,7 +83,7 @@ def test_inspect_flags_a_tampered_file(exports, tmp_path):
     target = tmp_path / "lenet5_fp32.onnx"
     data = bytearray(open(result.path, "rb").read())
     target.write_bytes(bytes(data))
-    (tmp_path / "lenet5_fp32.onnx.json").write_text(json.dumps(result.manifest))
+    (tmp_path / "lenet5_fp32.onnx.json").write_text(json.dumps(result.to_dict()["manifest"]))
     assert cli.invoke(app, ["inspect", str(target)]).exit_code == 0
     data[len(data) // 2] ^= 0xFF  # flip bits inside the stored weights (fc1 is most of the file)
     target.write_bytes(bytes(data))
@@ -104,7 +104,7 @@ def test_fixed_batch_fp16_io_and_chunked_runs(runs, references, tmp_path):
         runner = load_runner(tmp_path / f"lenet5_fp16.{suffix}")
         assert runner.inputs[0] == {"name": "input0", "shape": [4, 1, 32, 32], "dtype": "float16"}
         assert runner.outputs[0]["dtype"] == "float16"
-        assert runner.manifest["io_dtype"] == "fp16" and runner.manifest["batch"]["size"] == 4
+        assert runner.manifest.io_dtype == "fp16" and runner.manifest.batch.size == 4
         out = runner.run([x[:10]])[0]  # 10 = 4 + 4 + 2 (padded)
         assert out.shape == (10, 10) and out.dtype == np.float16
         cos = float((out.astype(np.float64) * ref[:10]).sum()
@@ -119,7 +119,7 @@ def test_a_policy_override_is_the_graphs_and_source_policy_stays_the_runs(runs, 
     res = cli.invoke(app, ["export", "--run", str(run), "--format", "mindir", "--precision",
                            "fp16", "--amp-level", "O3", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
-    m = read_manifest(next(tmp_path.glob("*_fp16.mindir")))
+    m = MANIFEST.json(read_manifest(next(tmp_path.glob("*_fp16.mindir"))))
     trained = json.loads((run / "run.json").read_text())["policy"]
     assert m["source_policy"] == trained and trained["level"] == "O2"
     assert m["policy"]["level"] == "O3"

@@ -101,7 +101,7 @@ def test_every_artefact_gives_the_outputs_unrolled_and_passes_parity(nested_flow
     _, _, report, parity = nested_flow
     assert len(report) == 2  # fp32 and fp16 (ONNX: tests/zoo/test_yolov8n.py)
     for result in report:
-        assert [o["shape"] for o in result.manifest["outputs"]] == SHAPES, result.path
+        assert [o.shape for o in result.manifest.outputs] == SHAPES, result.path
     assert parity.passed, [[o.checks for o in c.outputs] for c in parity.candidates]
     (candidate,) = parity.candidates
     assert len(candidate.outputs) == 3

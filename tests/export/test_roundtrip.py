@@ -33,7 +33,7 @@ def test_artefact_matches_network(model, precision, fmt, exports, references):
     x, y, ref = references(model)
     runner = load_runner(result.path)
     assert runner.format == fmt and runner.precision == precision
-    assert runner.inputs[0]["shape"] == [-1, *result.manifest["model"]["input_shape"]]
+    assert runner.inputs[0]["shape"] == [-1, *result.manifest.model.input_shape]
     out = runner.run([x])[0]
     assert out.shape == ref.shape and out.dtype == np.float32
     if precision == "fp32":
@@ -59,13 +59,14 @@ def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
     from amptool.network.checkpoint import read_checkpoint
     from amptool.network.models import resolve_model
     from amptool.precision.apply import low_precision_params, resolve_fp32_cells
+    from amptool.documents.door import to_json
     from amptool.precision.policy import export_policy, policy_from_dict
 
     got = exports.get(model)
     manifest = got[("MINDIR", "fp16")].manifest
     spec = resolve_model(model)
     net = spec.build()
-    policy = export_policy(policy_from_dict(manifest["source_policy"]))
+    policy = export_policy(policy_from_dict(to_json(manifest.source_policy)))
     low = {p.name for p in low_precision_params(net, policy)}
     kept = {p.name for c in resolve_fp32_cells(net, policy).values() for p in c.get_parameters()}
     names = {p.name for p in net.get_parameters()}
@@ -82,12 +83,12 @@ def test_fp16_weights_are_the_checkpoint_halved(model, exports, runs):
                 assert np.array_equal(w16[name], ckpt[name].astype(np.float16)), name
             else:
                 assert w16[name].dtype == np.float32 and np.array_equal(w16[name], ckpt[name])
-        p32 = got[(fmt, "fp32")].manifest["params"]
-        p16 = got[(fmt, "fp16")].manifest["params"]
+        p32 = got[(fmt, "fp32")].manifest.params
+        p16 = got[(fmt, "fp16")].manifest.params
         kept_elems = sum(int(np.prod(ckpt[n].shape)) for n in names - low)
-        assert p16["count"] == p32["count"]
-        assert p16["bytes"] * 2 == p32["bytes"] + kept_elems * 4  # half, plus fp32-kept params
-        assert p16["dtypes"].get("float32", 0) == kept_elems
+        assert p16.count == p32.count
+        assert p16.bytes * 2 == p32.bytes + kept_elems * 4  # half, plus fp32-kept params
+        assert p16.dtypes.get("float32", 0) == kept_elems
     if model in ("resnet", "transformer"):
         assert kept and kept == names - low  # BatchNorm / LayerNorm weights stay fp32
     else:
@@ -102,7 +103,7 @@ def test_planted_fp16_fault_is_caught(runs, references, tmp_path):
                                   amp_level="O2", dynamic_batch=True, out=str(tmp_path)))
     x, _, ref = references("trapmlp")
     out = load_runner(results[0].path).run([x])[0]
-    assert results[0].manifest["policy"]["fp32_cells"] == []
+    assert results[0].manifest.policy.fp32_cells == []
     assert fp16_checks(out, ref) != (True, True)
     assert cosine(out, ref) < 0.99
 

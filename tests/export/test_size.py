@@ -24,11 +24,11 @@ def test_large_model_halves(fmt, tmp_path):
     s32, s16 = (os.path.getsize(by[p].path) for p in ("fp32", "fp16"))
     assert s32 > 1_000_000
     assert s16 <= 0.51 * s32, s16 / s32
-    p32, p16 = by["fp32"].manifest["params"], by["fp16"].manifest["params"]
-    assert p16["bytes"] * 2 == p32["bytes"] and p16["dtypes"] == {"float16": p32["count"]}
+    p32, p16 = by["fp32"].manifest.params, by["fp16"].manifest.params
+    assert p16.bytes * 2 == p32.bytes and p16.dtypes == {"float16": p32.count}
     assert Path(by["fp16"].path).name == "wide_mlp_fp16" + (".mindir" if fmt == "MINDIR"
                                                             else ".onnx")
-    assert by["fp16"].manifest["preprocess"] is None
+    assert by["fp16"].manifest.preprocess is None
 
 
 def test_sample_models_sizes(exports):
@@ -36,6 +36,6 @@ def test_sample_models_sizes(exports):
     for name in ("simplecnn", "lenet5"):
         got = exports.get(name)
         for fmt in ("MINDIR", "ONNX"):
-            ratio = got[(fmt, "fp16")].manifest["file_size"] \
-                / got[(fmt, "fp32")].manifest["file_size"]
+            ratio = got[(fmt, "fp16")].manifest.file_size \
+                / got[(fmt, "fp32")].manifest.file_size
             assert ratio < (0.51 if name == "simplecnn" else 0.55), (name, fmt, ratio)

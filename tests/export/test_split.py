@@ -298,3 +298,23 @@ def test_amptool_run_goes_through_on_the_split_form(tmp_path):
         assert Path(rows[("MINDIR", precision)]["path"]).name == \
             f"wide_mlp_{precision}_graph.mindir"
         assert (out / "export" / f"wide_mlp_{precision}_variables" / "data_0").is_file()
+
+
+def test_the_split_forms_carry_their_provenance(split, tmp_path):
+    """The graph file of a split MindIR (read by its graph's name or the name asked for) and
+    an ONNX graph with external data carry the provenance, copied alone too; the audit
+    reads them without their weights."""
+    from amptool.artefact.audit import audit_artefact
+    from amptool.artefact.provenance import read_provenance
+
+    out, by = split
+    for (fmt, precision), art in by.items():
+        found = read_provenance(art["path"])
+        assert found is not None and (found.format, found.precision) == (fmt, precision)
+        assert found.checkpoint.name == "wide.ckpt"
+        copy = tmp_path / f"{fmt}-{precision}{Path(art['path']).suffix}"
+        shutil.copyfile(art["path"], copy)
+        assert read_provenance(copy) == found
+        assert audit_artefact(art["path"]).findings == []
+    asked = out / "wide_mlp_fp16.mindir"  # the name asked for: its split graph is found
+    assert read_provenance(asked) == read_provenance(by[("MINDIR", "fp16")]["path"])

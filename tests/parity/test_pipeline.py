@@ -49,10 +49,9 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
     from amptool.documents.summary import PipelineSummary
 
     assert PipelineSummary.from_dict(summary).to_dict() == summary
-    from amptool.documents.door import misfit
-    from amptool.documents.records import SummaryRecord
+    from schemas import assert_fits
 
-    assert misfit(summary, SummaryRecord, "") is None  # the published schema agrees
+    assert_fits(summary, "summary")  # the published schema agrees
     from amptool.pipeline import write_summary
 
     broken = json.loads(json.dumps(summary))  # a copy, one figure NaN and one infinite
@@ -65,13 +64,15 @@ def test_default_pipeline_passes_and_writes_its_reports(doc_run):
 
     strict = json.loads(text, parse_constant=refuse)
     assert strict["artefacts"][1]["cosine"] == "nan" and strict["artefacts"][1]["max_abs"] == "inf"
-    assert misfit(strict, SummaryRecord, "") is None
+    assert_fits(strict, "summary")
 
 
 def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
     """The fp16 MindIR overflows; the fp16 ONNX, computed in fp32 by onnxruntime's CPU
     provider, is labelled as no fp16 evidence and cannot hide that failure (the planted fault
-    of docs/guides/parity-ci.md, ONNX at its default ``auto``, run once per session)."""
+    of docs/guides/parity-ci.md, ONNX at its default ``auto``, run once per session). Without
+    --per-layer, the failure is localized by itself: its line names the cell and report.html
+    draws the error along the depth."""
     from docruns import DOC_RUNS, cli_run
 
     result = cli_run(shared, DOC_RUNS["trap"])
@@ -83,6 +84,8 @@ def test_pipeline_exits_1_on_the_planted_fp16_overflow(shared):
     assert "culprit: first diverging cell 'norm'" in errors[0]
     assert errors[0].endswith(f"see {out}/parity.json")
     assert "parity FAILED" in result.stdout
+    html = (result.cwd / out / "report.html").read_text()
+    assert "Per-layer error along the depth" in html and "culprit: norm (born)" in html
     summary = json.loads((result.cwd / out / "summary.json").read_text())
     assert not summary["passed"] and summary["parity"]["culprits"][0]["where"] == "norm"
     rows = {(r["format"], r["precision"]): r for r in summary["artefacts"]}

@@ -49,9 +49,9 @@ def test_table_json_and_junit_of_a_failure(simplecnn, corrupted_fp16, tmp_path):
 REPORT_KEYS = {"candidates", "device", "golden_saved", "inputs", "passed", "reference",
                "schema_version", "seconds"}
 """The parity report's keys as the dict-built report wrote them (so the sets below)."""
-CANDIDATE_KEYS = {"caveat", "culprit", "deployment", "findings", "format", "fp16_faithful",
-                  "kind", "outputs", "passed", "path", "per_layer", "precision", "task",
-                  "thresholds", "weights"}
+CANDIDATE_KEYS = {"caveat", "culprit", "deployment", "files", "findings", "format",
+                  "fp16_faithful", "kind", "outputs", "passed", "path", "per_layer", "precision",
+                  "task", "thresholds", "weights"}
 OUTPUT_KEYS = {"checks", "metrics", "name", "passed", "thresholds"}
 LOGITS_METRICS = {"acc_drop", "acc_drop_ci", "acc_drop_clear", "acc_drop_clear_ci", "cand_acc",
                   "cosine", "counted", "max_abs", "max_abs_scaled", "max_rel", "mean_abs",
@@ -82,13 +82,18 @@ def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupte
     assert set(raw["candidates"][0]["outputs"][0]) == OUTPUT_KEYS
     assert set(raw["candidates"][0]["outputs"][0]["metrics"]) == LOGITS_METRICS
     assert report.candidates[1].culprit.kind == "weights" and not report.passed
-    from amptool.documents.door import misfit
-    from amptool.documents.records import ParityReportRecord
+    from schemas import assert_fits
 
-    assert misfit(raw, ParityReportRecord, "") is None  # the published schema agrees
+    from amptool.artefact.files import file_facts
+
+    # the bytes each verdict is about: every file of the candidate as it was checked
+    assert [[f.sha256 for f in c.files] for c in report.candidates] == [
+        [f["sha256"] for f in file_facts(c.path)] for c in report.candidates]
+
+    assert_fits(raw, "parity-report")  # the published schema agrees
     metrics = raw["candidates"][0]["outputs"][0]["metrics"]
     metrics["cosine_sim"] = metrics.pop("cosine")
-    with pytest.raises(ValueError, match="cosine_sim not in OutputMetrics"):
+    with pytest.raises(ValueError, match="cosine_sim' is not a key"):
         read(raw)
 
 
@@ -110,6 +115,24 @@ def test_plot_without_matplotlib_is_a_clear_error(simplecnn, tmp_path, monkeypat
     result = _parity(simplecnn["mindir_fp32"], simplecnn["mindir_fp16"], "--plot", png)
     assert result.exit_code == 2
     assert "--plot needs matplotlib" in _error_line(result) and not png.exists()
+
+
+@pytest.mark.slow
+def test_the_last_line_says_where_the_result_is(trap, tmp_path):
+    """Without a report file it says how to keep one; with them it names each, and a
+    failure's line points at the JSON report."""
+    args = [trap["mindir_fp32"], trap["mindir_fp16"], "--samples", 32, "--no-localize"]
+    bare = _parity(*args)
+    assert bare.exit_code == 1
+    assert bare.stdout.splitlines()[-1] == (
+        "report: none written (--json-out FILE.json writes it, with FILE.html beside it; "
+        "--junit FILE.xml for CI)")
+    kept = _parity(*args, "--json-out", tmp_path / "p.json", "--junit", tmp_path / "p.xml")
+    assert kept.exit_code == 1
+    assert kept.stdout.splitlines()[-1] == (f"report: {tmp_path / 'p.json'}, "
+                                            f"{tmp_path / 'p.html'}, {tmp_path / 'p.xml'}")
+    assert _error_line(kept).endswith(f"; see {tmp_path / 'p.json'}")
+    assert all((tmp_path / name).is_file() for name in ("p.json", "p.html", "p.xml"))
 
 
 @pytest.mark.slow
@@ -263,8 +286,9 @@ def test_a_golden_files_model_is_vetted_before_it_runs(tmp_path):
     from amptool.parity.inputs import load_golden
 
     meta = {"reference": "r.mindir", "format": "MINDIR", "precision": "fp32", "preprocess": None,
-            "description": "x", "model": f"{tmp_path}/evil.py:build", "inputs_meta": [{}],
-            "outputs_meta": [{}]}
+            "description": "x", "model": f"{tmp_path}/evil.py:build",
+            "inputs_meta": [{"name": "x", "shape": [-1, 3], "dtype": "float32"}],
+            "outputs_meta": [{"name": "y", "shape": [-1, 4], "dtype": "float32"}]}
     golden = tmp_path / "golden.npz"
     np.savez(golden, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
              input_0=np.zeros((2, 3), np.float32), output_0=np.zeros((2, 4), np.float32))

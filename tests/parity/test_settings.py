@@ -67,7 +67,8 @@ def test_trapmlp_passes_with_its_kept_cell_and_depends_on_it(trap_kept, tmp_path
     assert (f"  deployment settings: {name}.lite.ini, {name}.atc.txt keep the fp32 cells in "
             "fp32 on Ascend") in lines
     assert f"  deployment: {dep['message']} (informational)" in lines
-    assert lines[-1].startswith("parity PASSED (1/1 candidates")
+    assert lines[-2].startswith("parity PASSED (1/1 candidates")
+    assert lines[-1] == f"report: {tmp_path / 'report.json'}, {tmp_path / 'report.html'}"
     off = runner.invoke(app, ["parity", trap_kept["fp32"], trap_kept["fp16"], "--samples", "16",
                               "--no-emulate-settings", "--json"])
     assert off.exit_code == 0, off.output

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from amptool.cli import app
 from amptool.errors import UsageError
-from amptool.parity.shard import shard_spans
+from amptool.parity.shard import rank_batch_size, shard_spans
 
 STREAMED = '''
 import os
@@ -44,6 +44,17 @@ def test_shards_are_contiguous_on_batch_boundaries():
     assert shard_spans(300, 64, 3) == [(0, 64), (64, 192), (192, 300)]
     with pytest.raises(UsageError, match="300 samples make 1 batch"):
         shard_spans(300, 512, 2)
+
+
+def test_batches_shrink_until_every_rank_has_one():
+    """The bundled digits' 359 held-out samples at parity's default batch of 512 are one
+    batch: two ranks get one of 180 rows each; enough batches stay as they are."""
+    assert rank_batch_size(359, 512, 2) == 180
+    assert shard_spans(359, 180, 2) == [(0, 180), (180, 359)]
+    assert rank_batch_size(359, 512, 3) == 120 and rank_batch_size(300, 64, 2) == 64
+    assert rank_batch_size(2, 512, 2) == 1
+    with pytest.raises(UsageError, match="1 samples are fewer than the 2 processes"):
+        rank_batch_size(1, 512, 2)
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +188,23 @@ def test_run_hands_its_workers_to_the_parity_step(monkeypatch, tmp_path):
     assert handed.value.args[0].workers == 2 and handed.value.args[0].sharded
     result = CliRunner().invoke(app, ["run", "--workers", "0", "--out", str(tmp_path / "q")])
     assert result.exit_code == 2 and "workers must be a whole number >= 1" in result.stderr
+
+
+@slow
+def test_run_with_two_workers_on_the_default_data(tmp_path):
+    """``amptool run --workers 2`` on the bundled digits (359 held-out samples, fewer than
+    one batch of parity's 512): each msrun rank compares a batch of its own, and the report
+    is the one a single process makes of the same artefacts."""
+    out = tmp_path / "p"
+    result = CliRunner().invoke(app, ["run", "--epochs", "1", "--workers", "2", "--onnx", "off",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "parity PASSED on 359 samples" in result.stdout
+    one = CliRunner().invoke(app, ["parity", str(out / "export" / "simplecnn_fp32.mindir"),
+                                   str(out / "export" / "simplecnn_fp16.mindir"),
+                                   "--json-out", str(out / "one.json")])
+    assert one.exit_code == 0, one.output
+    _same_reports(out, "one.json", "parity.json")
 
 
 @slow

@@ -70,7 +70,9 @@ def test_a_golden_file_of_mismatched_counts_is_one_line(tmp_path):
     from amptool.parity.inputs import load_golden
 
     meta = {"reference": "r", "format": "MINDIR", "precision": "fp32", "preprocess": None,
-            "description": "x", "inputs_meta": [{}], "outputs_meta": [{}]}
+            "description": "x",
+            "inputs_meta": [{"name": "x", "shape": [-1, 3], "dtype": "float32"}],
+            "outputs_meta": [{"name": "y", "shape": [-1, 2], "dtype": "float32"}]}
     np.savez(tmp_path / "g.npz", meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
              input_0=np.zeros((5, 3), np.float32), output_0=np.zeros((4, 2), np.float32))
     with pytest.raises(UsageError, match="different sample counts"):

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from schemas import assert_fits
 
-from amptool.documents.door import misfit
-from amptool.documents.manifest import Manifest
 
 from .conftest import BATCH, SAMPLES, ZOO
 
@@ -65,16 +64,15 @@ def test_export_writes_mindir_and_onnx_in_both_precisions(name, zoo_flows):
         path = Path(result.path)
         assert path.is_file() and Path(result.manifest_path).is_file()
         manifest = json.loads(Path(result.manifest_path).read_text())
-        found = misfit(manifest, Manifest, "")  # what every reader holds it to
-        assert found is None, f"{result.manifest_path}: {found.text()}"
+        assert_fits(manifest, "manifest", result.manifest_path)  # the published schema
         assert (manifest["format"], manifest["precision"]) == (fmt, precision)
         assert manifest["file_size"] == os.path.getsize(path)
         assert manifest["model"]["args"] == ZOO[name].args
-    p32 = artefacts[("MINDIR", "fp32")].manifest["params"]
-    p16 = artefacts[("MINDIR", "fp16")].manifest["params"]
-    assert p16["count"] == p32["count"] and set(p32["dtypes"]) == {"float32"}
+    p32 = artefacts[("MINDIR", "fp32")].manifest.params
+    p16 = artefacts[("MINDIR", "fp16")].manifest.params
+    assert p16.count == p32.count and set(p32.dtypes) == {"float32"}
     # fp16 weights, only normalization layers kept fp32: a little over half the bytes
-    assert p32["bytes"] / 2 <= p16["bytes"] <= 0.52 * p32["bytes"], (p16, p32)
+    assert p32.bytes / 2 <= p16.bytes <= 0.52 * p32.bytes, (p16, p32)
 
 
 def test_fp16_mindir_passes_or_the_report_says_why(name, zoo_flows):
@@ -136,3 +134,61 @@ def test_policy_auto_keeps_nothing_of_a_healthy_zoo_network(name):
     x = load_model_data("digits", spec).train_inputs(np.arange(BATCH))
     found = auto_candidates(net, x, policy_for(None, "O2"), SAFETY)
     assert found == [], [(r.path, r.out_max, r.local_error) for r in found]
+
+
+def test_diff_of_the_fp16_report_catches_a_planted_regression(name, zoo_flows, tmp_path):
+    """``amptool diff`` on the network's fp16 report: against itself every figure is
+    unchanged; a copy whose worst error grew fourfold and which dropped a kept fp32 cell fails
+    naming the figure, and shows the cell (the command line and the Python API)."""
+    from typer.testing import CliRunner
+
+    from amptool.cli import app
+    from amptool.documents.parity import ParityReport
+    from amptool.files.fileio import jsonable
+    from amptool.gate.diff import compare_reports
+
+    report = zoo_flows(name).fp16
+    same = compare_reports(report, report)
+    assert same.passed and {f.status for c in same.candidates for o in c.outputs
+                            for f in o.figures} == {"unchanged"}
+    planted = json.loads(json.dumps(jsonable(report.to_dict())))
+    cand = planted["candidates"][0]
+    metrics = cand["outputs"][0]["metrics"]
+    metrics["max_abs_scaled"] = 4 * metrics["max_abs_scaled"] + 1e-3
+    dropped = cand["deployment"]["kept_fp32"].pop(0)["path"] or "(network)"
+    found = compare_reports(report, ParityReport.from_dict(planted))
+    assert not found.passed and found.regressions[0].what == "max_abs_scaled"
+    assert found.candidates[0].kept.removed == [dropped]
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(json.dumps(jsonable(report.to_dict())))
+    new.write_text(json.dumps(planted))
+    result = CliRunner().invoke(app, ["diff", str(base), str(new)])
+    assert result.exit_code == 1, result.output
+    assert f"  kept fp32: no longer kept: {dropped}" in result.stdout
+    assert "max_abs_scaled" in result.stderr and "worse beyond its noise" in result.stderr
+
+
+def test_precision_audit_finds_nothing_and_catches_a_planted_demotion(name, zoo_flows,
+                                                                      tmp_path):
+    """Each artefact's audit (the export's own, and the file's against its provenance) has
+    no finding; a kept normalization's node demoted in the fp16 MindIR is an error naming it
+    and its cell."""
+    from amptool.artefact.audit import audit_artefact
+
+    from ..export.mutations import _load, mindir_mutations, write_mutant
+
+    flow = zoo_flows(name)
+    for (fmt, precision), result in flow.artefacts.items():
+        assert result.audit is not None and result.audit["findings"] == [], result.audit
+        report = audit_artefact(result.path)
+        assert report.source == "provenance" and report.findings == [], \
+            [f.text for f in report.findings]
+    source = Path(flow.artefacts[("MINDIR", "fp16")].path)
+    deployment = flow.artefacts[("MINDIR", "fp16")].manifest.deployment
+    kept = [c.path for c in (deployment.kept_fp32 if deployment else [])]
+    demotion = next(m for m in mindir_mutations(_load(source), kept)
+                    if m.label.startswith("demote "))
+    report = audit_artefact(write_mutant(source, tmp_path / "mutant", demotion))
+    first = report.errors[0]
+    assert first.kind == "demoted" and first.node == demotion.label.split()[2], first
+    assert first.cell in kept and "(kept in fp32) computes in float16" in first.text

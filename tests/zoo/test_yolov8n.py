@@ -65,7 +65,7 @@ def yolo_flow(shared):
             load_outputs=str(golden),
             candidates=tuple(paths[("ONNX", p)] for p in ("fp32", "fp16")),
             emulate_settings=False))
-        return root, {k: r.manifest for k, r in zip(paths, report)}, fp16, onnx
+        return root, {k: r.to_dict()["manifest"] for k, r in zip(paths, report)}, fp16, onnx
 
     return shared.get("zoo-yolov8n", make)
 
@@ -223,3 +223,16 @@ def test_a_dynamic_batch_onnx_export_error_names_the_head():
     from .yolo import yolov8n
 
     assert locate_operator(yolov8n(), "Shape") == "model.model.22"
+
+
+def test_the_precision_audit_finds_nothing_in_the_detector(yolo_flow):
+    """The 60-layer detector's four artefacts: the export audited each (an error would have
+    failed it); the files alone, against their provenance, have no finding either."""
+    from amptool.artefact.audit import audit_artefact
+
+    root, manifests, _, _ = yolo_flow
+    for fmt, precision in manifests:
+        suffix = ".mindir" if fmt == "MINDIR" else ".onnx"
+        report = audit_artefact(root / "export" / f"yolov8n_{precision}{suffix}")
+        assert report.source == "provenance" and report.nodes > 300
+        assert report.findings == [], [f.text for f in report.findings]

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
+from amptool.documents.manifest import FileFacts, Manifest
+from amptool.errors import UsageError
 from amptool.files.fileio import sha256
 
 GRAPH_SUFFIX = "_graph.mindir"
@@ -101,7 +104,7 @@ def total_size(path: str | os.PathLike) -> int:
     return sum(f.stat().st_size for f in artefact_files(path))
 
 
-def check_files(path: str | os.PathLike, manifest: dict | None,
+def check_files(path: str | os.PathLike, manifest: Optional[Manifest],
                 on_disk: list | None = None) -> list:
     """What differs between the artefact's files and the manifest: every file its ``files``
     lists, and the main file's ``sha256``/``file_size`` (all a manifest from before
@@ -110,28 +113,27 @@ def check_files(path: str | os.PathLike, manifest: dict | None,
     if not manifest:
         return []
     path = Path(path)
-    listed = manifest.get("files") or [{"path": path.name, "size": manifest.get("file_size"),
-                                        "sha256": manifest.get("sha256")}]
+    listed = manifest.files or [FileFacts(path.name, manifest.file_size, manifest.sha256)]
     have = {f["path"]: f for f in (on_disk if on_disk is not None else file_facts(path))}
     problems = []
     for entry in listed:
-        got = have.get(entry["path"])
-        if got is None and not (path.parent / entry["path"]).is_file():
-            problems.append(f"{entry['path']} is missing")
+        got = have.get(entry.path)
+        if got is None and not (path.parent / entry.path).is_file():
+            problems.append(f"{entry.path} is missing")
             continue
         if got is None:  # a file the set does not name (a foreign data file)
-            got = file_facts_of(path.parent, entry["path"])
-        if entry.get("size") is not None and got["size"] != entry["size"]:
-            problems.append(f"{entry['path']} has {got['size']} bytes, not {entry['size']}")
-        elif entry.get("sha256") and got["sha256"] != entry["sha256"]:
-            problems.append(f"{entry['path']} has another sha256")
+            got = file_facts_of(path.parent, entry.path)
+        if got["size"] != entry.size:
+            problems.append(f"{entry.path} has {got['size']} bytes, not {entry.size}")
+        elif got["sha256"] != entry.sha256:
+            problems.append(f"{entry.path} has another sha256")
     problems += [f"{name} is not in the manifest"
-                 for name in sorted(set(have) - {e["path"] for e in listed})]
+                 for name in sorted(set(have) - {e.path for e in listed})]
     main = have.get(path.name)
     if main is not None and not any(p.startswith(f"{path.name} ") for p in problems):
-        if manifest.get("file_size") is not None and main["size"] != manifest["file_size"]:
-            problems.append(f"{path.name} has {main['size']} bytes, not {manifest['file_size']}")
-        elif manifest.get("sha256") and main["sha256"] != manifest["sha256"]:
+        if main["size"] != manifest.file_size:
+            problems.append(f"{path.name} has {main['size']} bytes, not {manifest.file_size}")
+        elif main["sha256"] != manifest.sha256:
             problems.append(f"{path.name} has another sha256")
     return problems
 
@@ -139,3 +141,11 @@ def check_files(path: str | os.PathLike, manifest: dict | None,
 def file_facts_of(folder: Path, name: str) -> dict:
     f = folder / name
     return {"path": name, "size": f.stat().st_size, "sha256": sha256(f)}
+
+
+def require_artefact(path: str | os.PathLike, what: str = "artefact") -> Path:
+    """The existing artefact file at ``path`` (see ``locate``), or one line naming it."""
+    found = locate(path)
+    if not found.is_file():
+        raise UsageError(f"{what} {path} does not exist", "check the path or export it first")
+    return found

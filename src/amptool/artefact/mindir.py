@@ -52,6 +52,12 @@ def _read_bytes(path, key: bytes | None) -> bytes:
     return data
 
 
+def decrypted_bytes(path, key: bytes | None) -> bytes:
+    """The file's bytes, decrypted with ``key`` when it is an encrypted MindIR; one line when
+    it is missing, encrypted without a key, or the key is wrong."""
+    return _read_bytes(path, key)
+
+
 def read_model(path, key: bytes | None = None):
     """The MindIR ``ModelProto``, whole; one clear error for a corrupt or truncated file."""
     from google.protobuf.message import DecodeError
@@ -116,6 +122,13 @@ def _read_lean(path, key: bytes | None, weights: bool) -> tuple:
                 if span is not None and dtype != "bfloat16":
                     raws[index] = _copy_out(buf, fh, *span)
     return require_graph_io(model, path, "MindIR"), raws
+
+
+def read_graph(path, key: bytes | None = None):
+    """The MindIR ``ModelProto`` without its parameters' bytes (names, dtypes and shapes
+    kept): the graph, read in about the time its nodes take, whatever the weights weigh."""
+    model, _ = _read_lean(path, key, weights=False)
+    return model
 
 
 def _short(name: str) -> str:

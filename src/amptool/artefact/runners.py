@@ -21,7 +21,7 @@ from amptool.artefact import onnx as onnx_format
 from amptool.artefact.files import locate, total_size
 from amptool.artefact.keys import ENV_VAR, coerce_key, key_from_env
 from amptool.artefact.readers import reader
-from amptool.documents.manifest import read_manifest
+from amptool.documents.manifest import Manifest, read_manifest
 from amptool.errors import UsageError, first_line
 from amptool.network.models import flat_outputs
 from amptool.runtime import device
@@ -50,12 +50,12 @@ class Runner:
 
     format = ""
 
-    def __init__(self, path, facts: dict, manifest: dict | None):
+    def __init__(self, path, facts: dict, manifest: Manifest | None):
         self.path = str(path)
         self.inputs = facts["inputs"]
         self.outputs = facts["outputs"]
         self.manifest = manifest
-        self.precision = manifest.get("precision") if manifest else infer_precision(facts)
+        self.precision = manifest.precision if manifest else infer_precision(facts)
 
     def _batch_outputs(self, arrays: list) -> list:
         raise NotImplementedError
@@ -107,7 +107,7 @@ class Runner:
 class MindIRRunner(Runner):
     format = "MINDIR"
 
-    def __init__(self, path, key: bytes | None, manifest: dict | None, facts: dict):
+    def __init__(self, path, key: bytes | None, manifest: Manifest | None, facts: dict):
         self.cell = mindir.load_graph(path, key)  # facts read (and let go) before
         super().__init__(path, facts, manifest)
 
@@ -134,7 +134,7 @@ class MindIRRunner(Runner):
 class ONNXRunner(Runner):
     format = "ONNX"
 
-    def __init__(self, path, manifest: dict | None, facts: dict):
+    def __init__(self, path, manifest: Manifest | None, facts: dict):
         self.session = onnx_format.load_session(path)
         self.providers = list(self.session.get_providers())  # the preferred one first
         super().__init__(path, facts, manifest)
@@ -194,7 +194,7 @@ class Artefact:
             onnx_format.require_onnx()
             self.facts = onnx_format.describe(path)
         self.inputs, self.outputs = self.facts["inputs"], self.facts["outputs"]
-        self.precision = (manifest.get("precision") if manifest
+        self.precision = (manifest.precision if manifest
                           else infer_precision(self.facts))
 
     def load(self) -> Runner:

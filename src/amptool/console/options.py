@@ -72,47 +72,45 @@ def shown(text: str) -> str:
     return f"\\[default: {text}]"
 
 
-def _limit(what: str, name: str) -> Any:
-    text = f"{what} ({LIMIT}). {shown(limit_default(name))}"
+def _limit(what: str, name: str, fp16_only: bool = False) -> Any:
+    text = f"{what} ({LIMIT}). {shown(limit_default(name, fp16_only))}"
     return Annotated[Optional[str], typer.Option(help=text)]
 
 
-MinCosineOption = _limit("Least cosine similarity", "min_cosine")
-MinTop1Option = _limit("Least top-1 agreement", "min_top1")
-MaxAccDropOption = _limit("Largest accuracy drop as a fraction", "max_acc_drop")
-MaxAbsOption = _limit("Largest absolute error", "max_abs")
-MaxRelOption = _limit("Largest relative error", "max_rel")
-MaxOutsideOption = _limit("Largest fraction of elements outside atol + rtol*|ref|",
-                          "max_outside")
-MaxP999AbsScaledOption = _limit("Largest 99.9th percentile of |c - r| / max(1, max|ref|) over "
-                                "an output's elements", "max_p999_abs_scaled")
-
-LIMIT_OPTIONS = {"min_cosine": MinCosineOption, "min_top1": MinTop1Option,
-                 "max_acc_drop": MaxAccDropOption, "max_abs": MaxAbsOption,
-                 "max_rel": MaxRelOption, "max_outside": MaxOutsideOption,
-                 "max_p999_abs_scaled": MaxP999AbsScaledOption}
+LIMIT_HELP = {"min_cosine": "Least cosine similarity", "min_top1": "Least top-1 agreement",
+              "max_acc_drop": "Largest accuracy drop as a fraction",
+              "max_abs": "Largest absolute error", "max_rel": "Largest relative error",
+              "max_outside": "Largest fraction of elements outside atol + rtol*|ref|",
+              "max_p999_abs_scaled": "Largest 99.9th percentile of |c - r| / max(1, max|ref|) "
+                                     "over an output's elements"}
+LIMIT_OPTIONS = {name: _limit(what, name) for name, what in LIMIT_HELP.items()}
 """The threshold options parity and the search share, in the order they are listed."""
+FP16_LIMIT_OPTIONS = {name: _limit(what, name, fp16_only=True)
+                      for name, what in LIMIT_HELP.items()}
+"""The same, their defaults the fp16 pair's alone (the search holds only fp16 to them)."""
 
 
-def with_limits(func: Callable) -> Callable:
-    """Give a command the threshold options of ``LIMIT_OPTIONS``; ``func`` receives them as
-    one ``limits`` mapping (flag name -> text given, or None) instead of seven parameters."""
+def with_limits(func: Callable, fp16_only: bool = False) -> Callable:
+    """Give a command the threshold options of ``LIMIT_OPTIONS`` (``FP16_LIMIT_OPTIONS``
+    with ``fp16_only``); ``func`` receives them as one ``limits`` mapping (flag name -> text
+    given, or None) instead of seven parameters."""
+    options = FP16_LIMIT_OPTIONS if fp16_only else LIMIT_OPTIONS
     hints = typing.get_type_hints(func, include_extras=True)  # in func's own module
     sig = inspect.signature(func)
     kept = [p.replace(annotation=hints.get(p.name, p.annotation))
             for p in sig.parameters.values() if p.name != "limits"]
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
-             for name, ann in LIMIT_OPTIONS.items()]
+             for name, ann in options.items()]
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        limits = {name: kwargs.pop(name, None) for name in LIMIT_OPTIONS}
+        limits = {name: kwargs.pop(name, None) for name in options}
         return func(*args, limits=limits, **kwargs)
 
     # inspect.signature reads the attribute; functools.wraps' type does not declare it
     wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=kept + extra)
-    wrapper.__annotations__ = {**{p.name: p.annotation for p in kept}, **LIMIT_OPTIONS}
+    wrapper.__annotations__ = {**{p.name: p.annotation for p in kept}, **options}
     del wrapper.__wrapped__
     return wrapper
 
@@ -150,6 +148,14 @@ ShardWorkersOption = Annotated[Optional[int], typer.Option(
     "--workers", help="Processes on this host (msrun, at most its cores) that each compare a "
                       "contiguous shard of the samples; their statistics merge into the "
                       "report one process makes.")]
+LedgerOption = Annotated[Optional[str], typer.Option(
+    "--ledger", metavar="URL", help="Append one record per candidate (its files' sha256, "
+    "figures, limits, verdict, versions, git commit and branch) to this parity ledger: a path "
+    "or sqlite:///PATH (an SQLite file, made when missing) or "
+    "postgresql+psycopg://USER@HOST/DB.")]
+LabelOption = Annotated[Optional[str], typer.Option(
+    "--label", help="A name for the ledger's records (a release, a CI job); the git commit and "
+    "branch are recorded too inside a checkout.")]
 ReportOption = Annotated[Optional[str], typer.Option(
     "--report", metavar="PATH|off", help="Write the HTML report to PATH: one self-contained "
     "file, readable offline (verdict, charts, tables); 'off' writes none.")]

@@ -2,6 +2,7 @@
 
 Owns the types of the manifest, run.json, the parity report, summary.json, the training
 summary and a golden file's meta, with their nested sections (figures, per-layer rows), and
-the reader and writer that hold every document to its type (``door``). May import
-``amptool.stats`` (the limits a report records), ``amptool.files`` and ``amptool.errors``.
+the door every document passes out and back in (``door``: pydantic, imported only there and
+only when a document is read, written or described). May import ``amptool.stats`` (the
+limits a report records), ``amptool.files`` and ``amptool.errors``.
 """

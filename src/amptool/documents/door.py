@@ -1,55 +1,228 @@
-"""Typed JSON documents: frozen dataclasses describe what amptool writes (manifests, reports);
-``check_document`` holds a document to them at the door and ``json_schema`` publishes them.
+"""The door every JSON document amptool writes passes, out and back in.
 
-A field's type is one of str, int, float, bool, ``Real`` (a number, or the strings ``nan``,
-``inf``, ``-inf`` that ``fileio.jsonable`` writes), ``Any``, a nested dataclass,
-``Optional[X]`` (null allowed), ``List[X]``, ``Dict[str, X]``, ``Literal[...]`` or a ``Union``.
-A field without a default is a key every document has; a field with a default is a key a
-document may leave out; a field whose metadata is ``ADDED_FIELD`` is a key documents written before
-``schema_version`` existed (version 0) may lack. Keys the types do not name are accepted and
-ignored: a document stays readable when a release of the same version adds a key.
+A document type is a frozen dataclass deriving from ``Document`` (the types nested in it too);
+pydantic validates, dumps and describes it through a ``TypeAdapter``, imported only when a
+document is read, written or described. What amptool adds to pydantic's rules:
+
+- one rule for keys: a key the type does not name is refused (``extra="forbid"``; the
+  published schemas say ``additionalProperties: false``), and nothing is coerced
+  (``strict``): ``"10"`` is no integer;
+- ``Real``: a float as ``fileio.jsonable`` writes it, a number or one of the strings ``nan``,
+  ``inf``, ``-inf`` (read back as that float);
+- ``ADDED_FIELD``: a key documents written before ``schema_version`` existed (version 0) may
+  lack; such a document reads it as None;
+- ``optional_key()``: a key left out of the JSON while its field is None;
+- ``read_document``: the version check (a newer ``schema_version`` refused with "upgrade
+  amptool", none read as version 0) and one line naming the file and the field.
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
-import typing
+import functools
+import json
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Dict, Optional
 
 import amptool
 from amptool.errors import UsageError
+from amptool.files.fileio import jsonable
+from amptool.stats.limits import DOCUMENT_RULES
 
 SCHEMA_VERSION_KEY = "schema_version"
-ADDED = "added"
-"""Field metadata: the key is missing from documents without a ``schema_version``."""
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 NOT_FINITE = ("nan", "inf", "-inf")
-Real = Union[float, Literal["nan", "inf", "-inf"]]
-"""A float as ``fileio.jsonable`` writes it: a number, or nan/inf as a string."""
-
-
+ADDED = "added"
 ADDED_FIELD = MappingProxyType({ADDED: True})
-"""The metadata of a field whose key documents of version 0 (no ``schema_version``) may lack:
-``name: int = field(metadata=ADDED_FIELD)`` (a plain ``dataclasses.field`` call, so that type
-checkers see the field has no default)."""
+"""The metadata of a field whose key documents of version 0 (no ``schema_version``) may lack,
+read as None there: ``name: Optional[int] = field(metadata=ADDED_FIELD)`` (no default: every
+document of a later version has the key)."""
+OMIT = "omit_when_none"
+RULES: Dict[str, Any] = DOCUMENT_RULES
+"""pydantic's settings for every document type (a ``pydantic.ConfigDict``); the types of
+``amptool.stats`` that documents hold carry them too."""
+
+
+class _WrittenFloat:
+    """pydantic's view of ``Real``: a JSON number, or a string of ``NOT_FINITE`` read as its
+    float."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(
+            _float_of_text, core_schema.float_schema(strict=True))
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema, handler):
+        return {"anyOf": [{"type": "number"}, {"enum": list(NOT_FINITE)}]}
+
+
+def _float_of_text(value):
+    return float(value) if isinstance(value, str) and value in NOT_FINITE else value
+
+
+Real = Annotated[float, _WrittenFloat]
+"""A float as written: a number, or ``"nan"``, ``"inf"``, ``"-inf"``."""
+
+
+def optional_key(follows: Optional[str] = None, default: Any = None) -> Any:
+    """A field whose key the JSON leaves out while it is None; with ``follows``, while the
+    field of that name is None (the key is then written even when its own value is None)."""
+    return dataclasses.field(default=default, metadata={OMIT: follows or True})
+
+
+class Document:
+    """The base of every document type and of the types nested in one: pydantic's ``RULES``,
+    the keys version 0 may lack (``ADDED_FIELD``) and the keys left out while None
+    (``optional_key``)."""
+
+    __pydantic_config__: ClassVar[Dict[str, Any]] = RULES
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        from pydantic_core import core_schema
+
+        schema = handler(source)
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        omitted = tuple((f.name, f.metadata[OMIT]) for f in fields if OMIT in f.metadata)
+        if omitted:
+            def dump(value, serialize):
+                data = serialize(value)
+                for name, rule in omitted:
+                    if getattr(value, name if rule is True else rule) is None:
+                        del data[name]
+                return data
+
+            schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(dump)
+        added = {f.name for f in fields if f.metadata.get(ADDED)}
+        if added and _LEGACY.get():  # version 0: each such key may be missing, read as None
+            for item in schema["schema"]["fields"]:
+                if item["name"] in added:
+                    item["schema"] = core_schema.with_default_schema(item["schema"],
+                                                                     default=None)
+        return schema
+
+
+_LEGACY: contextvars.ContextVar = contextvars.ContextVar("version_0", default=False)
+"""Set while the adapter of version-0 documents is built."""
+
+
+@functools.lru_cache(maxsize=None)
+def adapter(kind: Any, legacy: bool = False) -> Any:
+    """pydantic's ``TypeAdapter`` of ``kind``, built once (``legacy``: of documents without
+    ``schema_version``, whose ``ADDED_FIELD`` keys may be missing)."""
+    from pydantic import TypeAdapter
+
+    token = _LEGACY.set(legacy)
+    try:
+        return TypeAdapter(kind)
+    finally:
+        _LEGACY.reset(token)
+
+
+def to_json(obj: Any) -> Any:
+    """``obj`` (a document or a part of one) as the values its JSON holds: dicts of its keys
+    (optional keys left out as their fields say), lists; floats stay floats (``jsonable``
+    writes NaN and Inf as strings)."""
+    kind: Any = type(obj)
+    return _lists(adapter(kind).dump_python(obj))
+
+
+def _lists(value):
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value
+
+
+def from_json(kind: Any, data: Any, where: str) -> Any:
+    """``data`` (a dict as ``to_json`` gives it) read into ``kind`` by a document's rules; a
+    ValueError names ``where`` and the field that does not fit."""
+    from pydantic import ValidationError
+
+    try:
+        return adapter(kind).validate_json(json.dumps(jsonable(data)))
+    except ValidationError as exc:
+        raise ValueError(f"{where}: {misfit(exc)}") from None
 
 
 @dataclass(frozen=True)
-class Misfit:
-    """Where a document departs from its type."""
+class Door:
+    """One kind of document: its type, how a reader names it and what it tells the user."""
 
-    field: str
-    """The key's path: ``params.bytes``, ``inputs[0].shape[1]``."""
-    expected: str
-    """What the type wants there (empty when the key is missing)."""
-    got: Any = None
-    """The value found."""
+    kind: Any
+    """The document's type."""
+    what: str
+    """The document in an error: ``manifest``, ``run record``."""
+    fix: str
+    """What to do about a document that does not fit: ``export the artefact again``."""
+    version: int
+    """The ``schema_version`` this release writes, the newest it reads."""
+    title: str
+    """Its JSON Schema's title."""
+    schema: str
+    """Its JSON Schema's file name in docs/reference/schemas."""
 
-    def text(self) -> str:
-        if not self.expected:
-            return f"field '{self.field}' is missing"
-        return f"field '{self.field}' should be {self.expected}, got {shown(self.got)}"
+    def json(self, doc: Any) -> dict:
+        """``doc`` (of ``kind``; a dict is held to ``kind`` first) as its file holds it: every
+        writer of the document writes, and every ``--json`` prints, what this gives (NaN and
+        Inf as strings)."""
+        if isinstance(doc, dict):
+            doc = from_json(self.kind, doc, self.what)
+        return jsonable(to_json(doc))
+
+
+def read_document(door: Door, text: str | bytes, path: Any) -> Any:
+    """The document of ``door`` that ``text`` (read from ``path``) holds, or one UsageError
+    naming the file and the field. A newer ``schema_version`` is refused with the fix
+    "upgrade amptool"; a document without one (written before it existed) is version 0."""
+    from pydantic import ValidationError
+
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise UsageError(f"{door.what} {path} is not a JSON object", door.fix)
+    version = doc.get(SCHEMA_VERSION_KEY, 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise UsageError(f"{door.what} {path}: field '{SCHEMA_VERSION_KEY}' should be a whole "
+                         f"number, got {shown(version)}", door.fix)
+    if version > door.version:
+        raise UsageError(f"{door.what} {path}: field '{SCHEMA_VERSION_KEY}' is {version}, "
+                         f"newer than amptool {amptool.__version__} reads ({door.version})",
+                         "upgrade amptool")
+    try:
+        return adapter(door.kind, legacy=version == 0).validate_json(text)
+    except ValidationError as exc:
+        raise UsageError(f"{door.what} {path}: {misfit(exc)}", door.fix) from None
+
+
+WORDS = {"int_type": "an integer", "float_type": "a number", "string_type": "a string",
+         "bool_type": "true or false", "list_type": "a list", "tuple_type": "a list",
+         "dict_type": "an object", "dataclass_type": "an object", "none_required": "null"}
+"""What a pydantic error type says the field should be."""
+
+
+def misfit(error: Any) -> str:
+    """Where a document departs from its type (the first place pydantic found), in words:
+    ``field 'params.bytes' should be an integer, got 'abc'``."""
+    first = error.errors()[0]
+    where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in first["loc"])
+    field = f"field '{where.lstrip('.')}'"
+    kind = first["type"]
+    if kind == "missing":
+        return f"{field} is missing"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"{field} is not a key of this document"
+    if kind == "literal_error":
+        expected = f"one of {first['ctx']['expected']}"
+    else:
+        expected = WORDS.get(kind, "")
+    if not expected:
+        return f"{field}: {first['msg']}"
+    return f"{field} should be {expected}, got {shown(first['input'])}"
 
 
 def shown(value) -> str:
@@ -64,195 +237,57 @@ def shown(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def expected(kind) -> str:
-    """What ``kind`` wants, in words."""
-    if kind == Real:
-        return "a number"
-    origin, args = shape_of(kind)
-    if origin is Union:
-        return " or ".join(expected(a) for a in args)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if origin is list:
-        return "a list"
-    if origin is dict or dataclasses.is_dataclass(kind):
-        return "an object"
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-            type(None): "null"}.get(kind, "a value")
-
-
-def hints(cls: type) -> dict:
-    return typing.get_type_hints(cls)
-
-
-def shape_of(kind) -> tuple:
-    """(origin, args) of ``kind``, a bare ``list``/``tuple``/``dict`` and ``Tuple[X, ...]``
-    read as the JSON they hold: a list of X, an object."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if kind in (list, tuple, dict):
-        return (dict if kind is dict else list), ()
-    if origin is tuple:
-        return list, (args[0],) if len(args) == 2 and args[1] is Ellipsis else ()
-    return origin, args
-
-
-def misfit(value, kind, where: str, legacy: bool = False) -> Optional[Misfit]:
-    """The first place ``value`` departs from ``kind`` (``where``: its path), or None."""
-    origin, args = shape_of(kind)
-    if kind is Any:
-        return None
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        return _object_misfit(value, kind, where, legacy)
-    if origin is Union:
-        if any(misfit(value, a, where, legacy) is None for a in args):
-            return None
-        others = [a for a in args if a is not type(None)]
-        inner = misfit(value, others[0], where, legacy) if len(others) == 1 else None
-        deeper = inner is not None and inner.field != where  # the value's own key fits
-        return inner if deeper else Misfit(where, expected(kind), value)
-    if origin is Literal:
-        same = any(value == a and type(value) is type(a) for a in args)
-        return None if same else Misfit(where, expected(kind), value)
-    if origin in (list, dict):
-        return _container_misfit(value, origin, args, where, legacy)
-    return None if _scalar_fits(value, kind) else Misfit(where, expected(kind), value)
-
-
-def _scalar_fits(value, kind) -> bool:
-    if kind is bool or isinstance(value, bool):
-        return kind is bool and isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
-
-
-def _container_misfit(value, origin, args, where: str, legacy: bool) -> Optional[Misfit]:
-    if not isinstance(value, origin):
-        return Misfit(where, "a list" if origin is list else "an object", value)
-    if origin is list:
-        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
-        kind = args[0] if args else Any
-    else:
-        items = ((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
-        kind = args[1] if args else Any
-    for path, item in items:
-        found = misfit(item, kind, path, legacy)
-        if found:
-            return found
-    return None
-
-
-def _object_misfit(value, cls: type, where: str, legacy: bool) -> Optional[Misfit]:
-    if not isinstance(value, dict):
-        return Misfit(where, "an object", value)
-    types = hints(cls)
-    for f in dataclasses.fields(cls):
-        path = f"{where}.{f.name}" if where else f.name
-        if f.name not in value:
-            if required(f, legacy):
-                return Misfit(path, "")
-            continue
-        found = misfit(value[f.name], types[f.name], path, legacy)
-        if found:
-            return found
-    return None
-
-
-def required(f: dataclasses.Field, legacy: bool = False) -> bool:
-    """Whether every document has the key (of version 0 when ``legacy``)."""
-    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-        return False
-    return not (legacy and f.metadata.get(ADDED))
-
-
-@dataclass(frozen=True)
-class Door:
-    """How a reader names a kind of document and what it tells the user to do."""
-
-    what: str
-    """The document in an error: ``manifest``, ``run record``."""
-    fix: str
-    """What to do about a document that does not fit: ``export the artefact again``."""
-    version: int
-    """The newest ``schema_version`` this release reads (and writes)."""
-
-
-def check_document(doc, cls: type, door: Door, path) -> None:
-    """Refuse ``doc`` (read from ``path``) unless it fits ``cls``: one UsageError naming the
-    file and the field. A newer ``schema_version`` is refused with the fix "upgrade
-    amptool"; a document without one (written before it existed) is read as version 0."""
-    if not isinstance(doc, dict):
-        raise UsageError(f"{door.what} {path} is not a JSON object", door.fix)
-    version = doc.get(SCHEMA_VERSION_KEY, 0)
-    if misfit(version, int, SCHEMA_VERSION_KEY) or version < 0:
-        raise UsageError(f"{door.what} {path}: "
-                         f"{Misfit(SCHEMA_VERSION_KEY, 'a whole number', version).text()}",
-                         door.fix)
-    if version > door.version:
-        raise UsageError(f"{door.what} {path}: field '{SCHEMA_VERSION_KEY}' is {version}, "
-                         f"newer than amptool {amptool.__version__} reads ({door.version})",
-                         "upgrade amptool")
-    found = misfit(doc, cls, "", legacy=not version)
-    if found:
-        raise UsageError(f"{door.what} {path}: {found.text()}", door.fix)
-
-
 # -- JSON Schema -----------------------------------------------------------------------------
 
-def json_schema(cls: type, version: int, title: str) -> dict:
-    """The JSON Schema (draft 2020-12) of documents of ``cls`` at ``version``: nested
-    dataclasses under ``$defs``, each field's docstring as its description."""
-    defs: dict = {}
-    root = _object_schema(cls, defs)
-    if SCHEMA_VERSION_KEY in root["properties"]:
-        root["properties"][SCHEMA_VERSION_KEY]["const"] = version
-    schema = {"$schema": DRAFT, "title": title, **root}
-    if defs:
-        schema["$defs"] = dict(sorted(defs.items()))
-    return schema
+def json_schema(door: Door) -> dict:
+    """The JSON Schema (draft 2020-12) of ``door``'s documents at its version, from pydantic:
+    nested types under ``$defs``, each field's docstring as its description."""
+    schema = adapter(door.kind).json_schema(schema_generator=_generator())
+    prop = schema["properties"][SCHEMA_VERSION_KEY]
+    schema["properties"][SCHEMA_VERSION_KEY] = {"type": "integer", "const": door.version,
+                                                **_described(prop)}
+    if SCHEMA_VERSION_KEY not in schema["required"]:
+        schema["required"].insert(0, SCHEMA_VERSION_KEY)
+    first = ("description", "type", "additionalProperties", "properties", "required")
+    return {"$schema": DRAFT, "title": door.title, **{k: schema[k] for k in first},
+            **{k: v for k, v in schema.items() if k not in first}}
 
 
-def _object_schema(cls: type, defs: dict) -> dict:
-    import inspect
-
-    docs, types = field_docs(cls), hints(cls)
-    properties = {}
-    for f in dataclasses.fields(cls):
-        properties[f.name] = {**type_schema(types[f.name], defs),
-                              **({"description": docs[f.name]} if f.name in docs else {})}
-    return {"description": " ".join((inspect.getdoc(cls) or "").split()).replace("``", "`"),
-            "type": "object",
-            "properties": properties,
-            "required": [f.name for f in dataclasses.fields(cls) if required(f)]}
+def _described(prop: dict) -> dict:
+    return {"description": prop["description"]} if "description" in prop else {}
 
 
-def type_schema(kind, defs: dict) -> dict:
-    """The JSON Schema of one type; a dataclass goes into ``defs`` once, by its name."""
-    origin, args = shape_of(kind)
-    if kind is Any:
-        return {}
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        name = kind.__name__
-        if name not in defs:
-            defs[name] = {}
-            defs[name] = _object_schema(kind, defs)
-        return {"$ref": f"#/$defs/{name}"}
-    if origin is Union:
-        return {"anyOf": [type_schema(a, defs) for a in args]}
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin is list:
-        return {"type": "array", **({"items": type_schema(args[0], defs)} if args else {})}
-    if origin is dict:
-        return {"type": "object",
-                **({"additionalProperties": type_schema(args[1], defs)} if args else {})}
-    return {"type": {str: "string", int: "integer", float: "number", bool: "boolean",
-                     type(None): "null"}[kind]}
+@functools.lru_cache(maxsize=None)
+def _generator() -> type:
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class Generate(GenerateJsonSchema):
+        """No titles; each field's docstring (an inherited field's too) on one line."""
+
+        def field_title_should_be_set(self, schema) -> bool:
+            return False
+
+        def dataclass_schema(self, schema):
+            out = super().dataclass_schema(schema)
+            out.pop("title", None)
+            docs = field_docs(schema["cls"])
+            for name, prop in out.get("properties", {}).items():
+                text = prop.get("description") or docs.get(name)
+                if text:
+                    prop["description"] = _one_line(text)
+            if "description" in out:
+                out["description"] = _one_line(out["description"])
+            return out
+
+    return Generate
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`")
 
 
 def field_docs(cls: type) -> dict:
-    """Field name -> the docstring written under it in the class body (or a base class's),
-    on one line."""
+    """Field name -> the docstring written under it in the class body or a base class's."""
     import ast
     import inspect
     import textwrap
@@ -262,7 +297,7 @@ def field_docs(cls: type) -> dict:
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
         assert isinstance(tree, ast.ClassDef)
         body = tree.body
-        docs.update({node.target.id: " ".join(after.value.value.split()).replace("``", "`")
+        docs.update({node.target.id: _one_line(after.value.value)
                      for node, after in zip(body, body[1:])
                      if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                      and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
@@ -270,9 +305,6 @@ def field_docs(cls: type) -> dict:
     return docs
 
 
-def schema_text(cls: type, version: int, title: str) -> str:
+def schema_text(door: Door) -> str:
     """``json_schema`` as the committed file holds it."""
-    import json
-
-    return json.dumps(json_schema(cls, version, title), indent=2) + "\n"
-
+    return json.dumps(json_schema(door), indent=2) + "\n"

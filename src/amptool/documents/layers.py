@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
+from amptool.documents.door import Document, Real
+
 
 @dataclass(frozen=True)
-class LayerRow:
+class LayerRow(Document):
     """One cell's output (or the network's input or output) against fp32."""
 
     path: str
@@ -17,23 +19,23 @@ class LayerRow:
     """The cell's class (``input``, ``network`` for the network's rows)."""
     dtype: str
     """The dtype the cell computes in on the candidate's side."""
-    cosine: Optional[float]
+    cosine: Optional[Real]
     """Cosine of its output to fp32 (None where the shapes differ)."""
-    rel_l2: Optional[float]
+    rel_l2: Optional[Real]
     """Relative L2 error of its output."""
-    max_rel: Optional[float]
+    max_rel: Optional[Real]
     """Largest relative error."""
-    max_abs: Optional[float]
+    max_abs: Optional[Real]
     """Largest absolute error."""
     nonfinite: int
     """NaN/Inf elements in its output."""
-    ref_absmax: Optional[float]
+    ref_absmax: Optional[Real]
     """The largest magnitude of its fp32 output."""
-    subnormal: Optional[float]
+    subnormal: Optional[Real]
     """Share of its nonzero fp32 outputs that are fp16-subnormal."""
     fp16_risk: Optional[str]
     """overflow or subnormal where fp16 cannot hold its fp32 output; None otherwise."""
-    in_cosine: Optional[float]
+    in_cosine: Optional[Real]
     """Cosine of its input to fp32: the error it inherited."""
     flagged: bool
     """Its cosine is below the limit."""
@@ -42,7 +44,7 @@ class LayerRow:
 
 
 @dataclass(frozen=True)
-class LayerReport:
+class LayerReport(Document):
     """Per-layer localization of one candidate."""
 
     model: Any
@@ -51,7 +53,7 @@ class LayerReport:
     """The candidate's policy, as ``Policy.describe()`` words it (fp32 without one)."""
     samples: int
     """Inputs probed."""
-    min_cosine: float
+    min_cosine: Real
     """The cell cosine below which a cell is flagged."""
     rows: List[LayerRow]
     """Every probed cell, in execution order."""
@@ -62,7 +64,7 @@ class LayerReport:
 
 
 @dataclass(frozen=True)
-class WeightMismatch:
+class WeightMismatch(Document):
     """A stored weight of the candidate that differs from the reference's."""
 
     name: str
@@ -71,7 +73,7 @@ class WeightMismatch:
     """Elements off by more than the candidate dtype's rounding."""
     size: int
     """Its elements."""
-    max_abs: float
+    max_abs: Real
     """The largest finite difference (inf where the shapes differ)."""
     note: str
     """The shapes, where they differ."""
@@ -80,7 +82,7 @@ class WeightMismatch:
 
 
 @dataclass(frozen=True)
-class WeightsCheck:
+class WeightsCheck(Document):
     """The candidate's stored weights against the reference's."""
 
     reference: str

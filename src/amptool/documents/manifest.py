@@ -5,9 +5,8 @@ Keys are never part of it.
 ``schema_version`` is ``MANIFEST_VERSION``. A manifest without one was written before it
 existed and is read as version 0: the keys added since (``ADDED_FIELD`` fields: ``files``,
 ``total_size``, ``deployment``, ``task``, the model's ``spec``, ``args``, ``input_spec`` and
-``inputs``; ``ModelRecord`` is run.json's too) may be missing from it. A newer version is
-refused (upgrade amptool); keys no type names are ignored, so a release may add keys without
-a new version.
+``inputs``; ``ModelRecord`` is run.json's too) may be missing from it, and read as None. A
+newer version is refused (upgrade amptool); a key no type names is refused (the door's rule).
 """
 from __future__ import annotations
 
@@ -17,16 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
-from amptool.documents.door import ADDED_FIELD, Door, check_document
+from amptool.documents.door import (ADDED_FIELD, Document, Door, Real, optional_key,
+                                    read_document)
 from amptool.errors import UsageError
 
 MANIFEST_VERSION = 1
 """The ``schema_version`` this release writes and the newest it reads."""
-DOOR = Door("manifest", "export the artefact again", MANIFEST_VERSION)
 
 
 @dataclass(frozen=True)
-class Tensor:
+class Tensor(Document):
     """One graph input or output."""
 
     name: str
@@ -38,7 +37,7 @@ class Tensor:
 
 
 @dataclass(frozen=True)
-class ModelInput:
+class ModelInput(Document):
     """One input the model declares."""
 
     name: str
@@ -47,12 +46,12 @@ class ModelInput:
     """Dimensions; -1 marks a dynamic one (the first is the batch)."""
     dtype: str
     """Its data type."""
-    range: Optional[List[Optional[float]]] = None
+    range: Optional[List[Optional[Real]]] = optional_key()
     """[low, high] of the generated values, where declared (absent otherwise)."""
 
 
 @dataclass(frozen=True)
-class PolicyRecord:
+class PolicyRecord(Document):
     """A precision policy (``amptool.precision.policy.Policy``)."""
 
     level: str
@@ -68,7 +67,7 @@ class PolicyRecord:
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(Document):
     """The graph's stored floating-point parameters."""
 
     count: int
@@ -82,7 +81,7 @@ class Params:
 
 
 @dataclass(frozen=True)
-class FileFacts:
+class FileFacts(Document):
     """One file of the artefact."""
 
     path: str
@@ -94,7 +93,7 @@ class FileFacts:
 
 
 @dataclass(frozen=True)
-class CheckpointFacts:
+class CheckpointFacts(Document):
     """The checkpoint the weights came from."""
 
     path: str
@@ -104,32 +103,33 @@ class CheckpointFacts:
 
 
 @dataclass(frozen=True)
-class ModelRecord:
+class ModelRecord(Document):
     """The model the artefact was exported from."""
 
     name: str
     """The sample's name, or the factory reference."""
-    spec: str = field(metadata=ADDED_FIELD)
+    spec: Optional[str] = field(metadata=ADDED_FIELD)
     """The reference ``--model`` takes to rebuild it."""
     input_shape: Optional[List[int]]
     """(C, H, W) of an image model; null for other inputs."""
     num_classes: Optional[int]
     """Classes of a classifier; null when the outputs are not class logits."""
-    args: Dict[str, Any] = field(metadata=ADDED_FIELD)
+    args: Optional[Dict[str, Any]] = field(metadata=ADDED_FIELD)
     """Keyword arguments given to the factory."""
     input_spec: Any = field(metadata=ADDED_FIELD)
     """The ``--input-spec`` given, or null."""
-    inputs: List[ModelInput] = field(metadata=ADDED_FIELD)
+    inputs: Optional[List[ModelInput]] = field(metadata=ADDED_FIELD)
     """The inputs the model declares."""
-    class_logits: Optional[List[int]] = None
+    class_logits: Optional[List[int]] = optional_key()
     """Indices of the outputs that are class logits, where the model declares them."""
-    file: Optional[str] = None
+    file: Optional[str] = optional_key()
     """A ``file.py:factory`` model: the copy of its file kept beside the artefacts."""
-    sha256: Optional[str] = None
+    sha256: Optional[str] = optional_key()
     """A ``file.py:factory`` model: the hex digest of that copy."""
 
+
 @dataclass(frozen=True)
-class Preprocess:
+class Preprocess(Document):
     """How raw images become model inputs (``amptool.data.dataset.Preprocess``)."""
 
     height: int
@@ -138,14 +138,14 @@ class Preprocess:
     """Image width fed to the model."""
     channels: int
     """Image channels fed to the model."""
-    mean: float
+    mean: Real
     """Subtracted from every pixel."""
-    std: float
+    std: Real
     """Every pixel is divided by it."""
 
 
 @dataclass(frozen=True)
-class Batch:
+class Batch(Document):
     """The batch dimension of the graph."""
 
     dynamic: bool
@@ -155,7 +155,7 @@ class Batch:
 
 
 @dataclass(frozen=True)
-class KeptCell:
+class KeptCell(Document):
     """A cell an fp16 graph keeps in fp32."""
 
     path: str
@@ -165,7 +165,7 @@ class KeptCell:
 
 
 @dataclass(frozen=True)
-class SettingsFile:
+class SettingsFile(Document):
     """A runtime settings file written with the artefact."""
 
     kind: str
@@ -177,7 +177,7 @@ class SettingsFile:
 
 
 @dataclass(frozen=True)
-class Deployment:
+class Deployment(Document):
     """The runtime settings that keep an fp16 graph's fp32 cells in fp32."""
 
     needed: bool
@@ -193,7 +193,7 @@ class Deployment:
 
 
 @dataclass(frozen=True)
-class Task:
+class Task(Document):
     """What the training run's loss makes of the outputs."""
 
     name: str
@@ -204,15 +204,15 @@ class Task:
     """Names of the data arrays it takes as targets."""
     classifier: bool
     """Class cross-entropy on integer labels: accuracy applies to the first output."""
-    ignore_index: Optional[int] = None
+    ignore_index: Optional[int] = optional_key()
     """The label a token cross-entropy ignores (only for that kind)."""
 
 
 @dataclass(frozen=True)
-class Manifest:
+class Manifest(Document):
     """The manifest beside an artefact ``model_fp16.mindir``: ``model_fp16.mindir.json``."""
 
-    schema_version: int = field(metadata=ADDED_FIELD)
+    schema_version: Optional[int] = field(metadata=ADDED_FIELD)
     """The version of this layout; absent from manifests written before it existed."""
     format: Literal["MINDIR", "AIR", "ONNX"]
     """The artefact's format."""
@@ -234,9 +234,9 @@ class Manifest:
     """Bytes of the main file."""
     sha256: str
     """Hex digest of the main file."""
-    files: List[FileFacts] = field(metadata=ADDED_FIELD)
+    files: Optional[List[FileFacts]] = field(metadata=ADDED_FIELD)
     """Every file of the artefact, the main file first."""
-    total_size: int = field(metadata=ADDED_FIELD)
+    total_size: Optional[int] = field(metadata=ADDED_FIELD)
     """Bytes of all ``files``."""
     checkpoint: CheckpointFacts
     """The checkpoint the weights came from."""
@@ -246,7 +246,7 @@ class Manifest:
     """How images are prepared; null when the data is not images or unknown."""
     data: Optional[str]
     """The data source the run trained on; null when unknown."""
-    val_fraction: Optional[float]
+    val_fraction: Optional[Real]
     """The held-out fraction of that data; null when unknown."""
     batch: Batch
     """The batch dimension."""
@@ -258,7 +258,7 @@ class Manifest:
     """When, in UTC (ISO 8601)."""
     encrypted: bool
     """Whether the MINDIR is encrypted (the key is never written)."""
-    export_seconds: float
+    export_seconds: Real
     """Time the export of this artefact took."""
     deployment: Optional[Deployment] = field(metadata=ADDED_FIELD)
     """The runtime settings written with the artefact; null (as absent) when none were
@@ -266,6 +266,10 @@ class Manifest:
     task: Optional[Task] = field(metadata=ADDED_FIELD)
     """The training run's loss; null when unknown."""
 
+
+MANIFEST = Door(Manifest, "manifest", "export the artefact again", MANIFEST_VERSION,
+                "amptool artefact manifest", "manifest.schema.json")
+"""The manifest's door: read by ``read_manifest``, published as its JSON Schema."""
 
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
@@ -275,19 +279,19 @@ def manifest_path(artefact: str | os.PathLike) -> Path:
     return artefact.with_name(artefact.name + ".json")
 
 
-def read_manifest(artefact_path: str | os.PathLike) -> dict | None:
+def read_manifest(artefact_path: str | os.PathLike) -> Manifest | None:
     """The manifest beside ``artefact_path`` (held to ``Manifest``: a UsageError names the file
     and the field that does not fit), or None when there is none."""
     path = manifest_path(artefact_path)
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        json.loads(text)
     except (OSError, ValueError) as exc:
         raise UsageError(f"manifest {path} cannot be read ({exc})",
                          "delete it or export the artefact again") from None
-    check_document(data, Manifest, DOOR, path)
-    return data
+    return read_document(MANIFEST, text, path)
 
 
 def summarize_params(weights: dict) -> dict:

@@ -11,19 +11,23 @@ null, so the absent keys of today's JSON stay absent.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from amptool.documents.figures import CI_SUFFIX, OutputMetrics, breaches, finding_text
-from amptool.documents.jsontypes import from_json, optional_key, to_json
+from amptool.documents.door import (ADDED_FIELD, Document, Door, Real, from_json, optional_key,
+                                    to_json)
 from amptool.documents.layers import LayerReport, WeightsCheck
 from amptool.documents.manifest import Deployment as DeploymentSettings
-from amptool.documents.manifest import KeptCell
+from amptool.documents.manifest import FileFacts, KeptCell
 from amptool.stats.limits import Thresholds
+
+PARITY_REPORT_VERSION = 1
+"""The ``schema_version`` of the parity report this release writes and the newest it reads."""
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Document):
     """One limit checked on one output (or the task metric)."""
 
     metric: str
@@ -36,18 +40,18 @@ class Check:
     """Within the limit; None when it does not apply (``note`` says why)."""
     note: Optional[str] = optional_key()
     """Why the limit does not apply."""
-    ci: Optional[List[float]] = optional_key(follows="samples")
+    ci: Optional[List[Real]] = optional_key(follows="samples")
     """A counted figure's 95 % interval."""
     samples: Optional[int] = optional_key()
     """A counted figure's samples."""
-    resolution: Optional[float] = optional_key(follows="samples")
+    resolution: Optional[Real] = optional_key(follows="samples")
     """One sample's share: the finest step the figure can take."""
     under_resolved: Optional[bool] = optional_key()
     """True when the limit's budget is below one sample."""
 
 
 @dataclass(frozen=True)
-class OutputResult:
+class OutputResult(Document):
     """One output of a candidate, as judged."""
 
     name: str
@@ -63,7 +67,7 @@ class OutputResult:
 
 
 @dataclass(frozen=True)
-class TaskResult:
+class TaskResult(Document):
     """The task metric (``--metric``) judged on a candidate."""
 
     name: str
@@ -79,11 +83,11 @@ class TaskResult:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Document):
     """A note on the inputs, the reference or the gate itself."""
 
     kind: str
-    """preprocess, degenerate_reference, fp16_emulated, under_resolved, ..."""
+    """preprocess, degenerate_reference, fp16_emulated, under_resolved, not_localized, ..."""
     where: str
     """What it is about."""
     message: str
@@ -93,7 +97,7 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Culprit:
+class Culprit(Document):
     """The most specific explanation of a failed candidate."""
 
     kind: str
@@ -109,7 +113,7 @@ class Culprit:
 
 
 @dataclass(frozen=True)
-class ArtefactCulprit:
+class ArtefactCulprit(Document):
     """A failed candidate's culprit, with the candidate it explains."""
 
     kind: str
@@ -127,7 +131,7 @@ class ArtefactCulprit:
 
 
 @dataclass(frozen=True)
-class Emulation:
+class Emulation(Document):
     """An fp16 candidate run with its kept cells in fp16 (its deployment settings ignored)."""
 
     weights: Any
@@ -137,7 +141,7 @@ class Emulation:
 
 
 @dataclass(frozen=True)
-class Deployment:
+class Deployment(Document):
     """An fp16 candidate's deployment settings and how it fares without them."""
 
     settings: Optional[DeploymentSettings]
@@ -153,7 +157,7 @@ class Deployment:
 
 
 @dataclass(frozen=True)
-class CandidateResult:
+class CandidateResult(Document):
     """One candidate's verdict and everything it was judged on."""
 
     path: str
@@ -179,13 +183,17 @@ class CandidateResult:
     caveat: Optional[str]
     """Why the verdict says nothing of fp16 safety, or None."""
     per_layer: Optional[LayerReport]
-    """With ``--per-layer``: each cell's error along the depth."""
+    """With ``--per-layer``, or for a failed candidate localized by itself: each cell's
+    error along the depth."""
     weights: Optional[WeightsCheck]
-    """The stored-weights check (with ``--per-layer``)."""
+    """The stored-weights check (with ``per_layer``)."""
     culprit: Optional[Culprit]
     """For a failed candidate: the most specific explanation, or None."""
     deployment: Optional[Deployment]
     """With ``--emulate-settings``, for an fp16 artefact."""
+    files: Optional[List[FileFacts]] = optional_key()
+    """Every file of the candidate as checked (path, size, sha256), the main file first:
+    the bytes the verdict is about (absent from reports written before it was recorded)."""
 
     def checked_groups(self) -> list:
         """The outputs, then the task metric (each with name, metrics and checks)."""
@@ -193,7 +201,7 @@ class CandidateResult:
 
 
 @dataclass(frozen=True)
-class ReportSide:
+class ReportSide(Document):
     """The reference a parity check compared against."""
 
     path: str
@@ -213,7 +221,7 @@ class ReportSide:
 
 
 @dataclass(frozen=True)
-class ReportInputs:
+class ReportInputs(Document):
     """The inputs every candidate was judged on."""
 
     description: str
@@ -222,14 +230,14 @@ class ReportInputs:
     """How many."""
     labels: bool
     """Whether labels were found."""
-    targets: List[str]
+    targets: Optional[List[str]] = field(metadata=ADDED_FIELD)
     """The target arrays fed to the task metric."""
-    labels_from: Optional[str]
+    labels_from: Optional[str] = field(metadata=ADDED_FIELD)
     """Where the labels came from; None without labels."""
 
 
 @dataclass(frozen=True)
-class ParityReport:
+class ParityReport(Document):
     """A parity verdict: ``passed`` and one entry per candidate, with every metric."""
 
     passed: bool
@@ -244,10 +252,10 @@ class ParityReport:
     """The ``--save-outputs`` file; None without."""
     device: str
     """Where the check ran."""
-    seconds: float
+    seconds: Real
     """How long it took."""
     schema_version: Optional[int] = optional_key()
-    """The version of this layout (``amptool.documents.records.PARITY_REPORT_VERSION``)."""
+    """The version of this layout (``PARITY_REPORT_VERSION``)."""
 
     @classmethod
     def from_dict(cls, report: dict) -> "ParityReport":
@@ -263,7 +271,7 @@ class ParityReport:
         return self.inputs.samples
 
     @property
-    def reference_accuracy(self) -> Optional[float]:
+    def reference_accuracy(self) -> Optional[Real]:
         """The reference's top-1 accuracy on the labels (None without labels or candidates)."""
         return next((o.metrics.ref_acc for c in self.candidates for o in c.outputs
                      if o.metrics.ref_acc is not None), None)
@@ -285,7 +293,7 @@ class ParityReport:
 
 
 @dataclass(frozen=True)
-class Drop:
+class Drop(Document):
     """The checked accuracy drop of a candidate (else its top-1 agreement) with its 95 %
     interval and the samples counted."""
 
@@ -293,7 +301,7 @@ class Drop:
     """``acc_drop_clear`` or ``top1_agree_clear``."""
     value: Any
     """Its value."""
-    ci: Optional[List[float]]
+    ci: Optional[List[Real]]
     """Its 95 % interval, where computed."""
     samples: Optional[int]
     """The samples counted."""
@@ -318,7 +326,7 @@ class CandidateVerdict:
     other candidates."""
     warnings: Tuple[str, ...] = ()
     """Lines saying a limit cannot be resolved by the samples counted (and the fix)."""
-    logits_accuracy: Optional[float] = None
+    logits_accuracy: Optional[Real] = None
     """``cand_acc`` of the first output that has one (a detector's class logits are its
     second output)."""
     outputs: Tuple[OutputResult, ...] = ()
@@ -339,20 +347,20 @@ class CandidateVerdict:
         return None
 
     @property
-    def accuracy(self) -> Optional[float]:
+    def accuracy(self) -> Optional[Real]:
         """The candidate's top-1 accuracy on the labels (None without labels or logits)."""
         return self.metrics.cand_acc if self.metrics.cand_acc is not None \
             else self.logits_accuracy
 
     @property
-    def cosine(self) -> Optional[float]:
+    def cosine(self) -> Optional[Real]:
         """The lowest cosine over the outputs (NaN where an output holds NaN/Inf)."""
         from amptool.stats.judge import lowest_cosine
 
         return lowest_cosine([m.cosine for m in self._all_metrics()])
 
     @property
-    def max_abs(self) -> Optional[float]:
+    def max_abs(self) -> Optional[Real]:
         """The largest absolute error over the outputs."""
         values = [m.max_abs for m in self._all_metrics() if m.max_abs is not None]
         return max(values) if values else None
@@ -372,3 +380,9 @@ def candidate_verdict(cand: CandidateResult) -> CandidateVerdict:
         next((o.metrics.cand_acc for o in cand.outputs if o.metrics.cand_acc is not None),
              None),
         tuple(cand.outputs))
+
+
+PARITY_REPORT = Door(ParityReport, "parity report",
+                     "write it again with 'amptool parity ... --json-out FILE'",
+                     PARITY_REPORT_VERSION, "amptool parity report", "parity-report.schema.json")
+"""The parity report's door (``--json-out``, ``--json``, parity.json)."""

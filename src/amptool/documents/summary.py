@@ -2,20 +2,24 @@
 with the training's figures, one ``ArtefactRow`` per artefact and the parity verdict."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from amptool.documents.jsontypes import from_json, optional_key, to_json
+from amptool.documents.door import (ADDED_FIELD, Document, Door, Real, from_json, optional_key,
+                                    to_json)
 from amptool.documents.parity import ArtefactCulprit, Drop
+
+SUMMARY_VERSION = 1
+"""The ``schema_version`` of summary.json this release writes and the newest it reads."""
 
 
 @dataclass(frozen=True)
-class TrainFigures:
+class TrainFigures(Document):
     """The training stage's figures (a ``TrainSummary``'s)."""
 
-    val_acc: Optional[float]
+    val_acc: Optional[Real]
     """Held-out accuracy at the end; None for a run scored otherwise."""
-    best_acc: Optional[float]
+    best_acc: Optional[Real]
     """Best held-out accuracy; None for a run scored otherwise."""
     loss: str
     """The loss's name."""
@@ -23,42 +27,42 @@ class TrainFigures:
     """Optimizer steps."""
     overflow_steps: int
     """Steps skipped on an overflow."""
-    loss_scale: float
+    loss_scale: Real
     """The final loss scale."""
     policy: str
     """The policy, as ``Policy.describe()`` words it."""
     device: str
     """Where it trained."""
-    seconds: float
+    seconds: Real
     """How long it took."""
     score: Optional[str] = optional_key()
     """The score's name when it is not accuracy (the four score keys absent otherwise)."""
-    val_score: Optional[float] = optional_key(follows="score")
+    val_score: Optional[Real] = optional_key(follows="score")
     """The score after the last epoch."""
-    best_score: Optional[float] = optional_key(follows="score")
+    best_score: Optional[Real] = optional_key(follows="score")
     """The best score."""
-    val_loss: Optional[float] = optional_key(follows="score")
+    val_loss: Optional[Real] = optional_key(follows="score")
     """The held-out loss after the last epoch."""
 
 
 @dataclass(frozen=True)
-class OutputRow:
+class OutputRow(Document):
     """One output of a candidate as judged."""
 
     name: str
     """The output's name."""
     passed: bool
     """Every check of it passed."""
-    cosine: Optional[float]
+    cosine: Optional[Real]
     """Its cosine to the reference."""
-    max_abs_scaled: Optional[float]
+    max_abs_scaled: Optional[Real]
     """Its largest error over max(1, the reference's largest magnitude)."""
     breaches: List[str]
     """Its failed checks, as ``metric value (limit ...)`` texts."""
 
 
 @dataclass(frozen=True)
-class DeploymentRow:
+class DeploymentRow(Document):
     """An artefact's deployment settings and what ignoring them does."""
 
     needed: Optional[bool]
@@ -74,7 +78,7 @@ class DeploymentRow:
 
 
 @dataclass(frozen=True)
-class ArtefactRow:
+class ArtefactRow(Document):
     """One artefact and its verdict; the candidates' keys are absent from the reference's."""
 
     format: str
@@ -85,15 +89,15 @@ class ArtefactRow:
     """Its file."""
     size: int
     """Bytes of all its files."""
-    size_ratio: Optional[float]
+    size_ratio: Optional[Real]
     """Its size over the fp32 artefact's of its format; None for the reference."""
-    accuracy: Optional[float]
+    accuracy: Optional[Real]
     """Top-1 accuracy on the labels; None without labels or logits."""
     verdict: str
     """reference, PASS or FAIL (``*``: a caveat)."""
-    cosine: Optional[float] = optional_key(follows="outputs")
+    cosine: Optional[Real] = optional_key(follows="outputs")
     """The lowest cosine over the outputs."""
-    max_abs: Optional[float] = optional_key(follows="outputs")
+    max_abs: Optional[Real] = optional_key(follows="outputs")
     """The largest absolute error over the outputs."""
     caveat: Optional[str] = optional_key(follows="outputs")
     """Why the verdict says nothing of fp16 safety."""
@@ -108,7 +112,7 @@ class ArtefactRow:
 
 
 @dataclass(frozen=True)
-class ParityFigures:
+class ParityFigures(Document):
     """The parity stage's verdict."""
 
     passed: bool
@@ -120,11 +124,12 @@ class ParityFigures:
 
 
 @dataclass(frozen=True)
-class PipelineSummary:
+class PipelineSummary(Document):
     """summary.json: what ``amptool run`` did."""
 
-    schema_version: int
-    """The version of this layout (``amptool.documents.records.SUMMARY_VERSION``)."""
+    schema_version: Optional[int] = field(metadata=ADDED_FIELD)
+    """The version of this layout (``SUMMARY_VERSION``); absent from summaries written before
+    it existed."""
     passed: bool
     """The parity verdict."""
     config: Dict[str, Any]
@@ -137,11 +142,11 @@ class PipelineSummary:
     """One row per artefact, the reference first."""
     parity: ParityFigures
     """The parity stage."""
-    seconds_by_stage: Dict[str, float]
+    seconds_by_stage: Dict[str, Real]
     """Time of each stage."""
-    warnings: List[str]
+    warnings: Optional[List[str]] = field(metadata=ADDED_FIELD)
     """What was skipped on the way, one line each."""
-    seconds: float
+    seconds: Optional[Real] = field(metadata=ADDED_FIELD)
     """Time of the whole run."""
 
     def to_dict(self) -> dict:
@@ -150,3 +155,8 @@ class PipelineSummary:
     @classmethod
     def from_dict(cls, data: dict) -> "PipelineSummary":
         return from_json(cls, data, "pipeline summary")
+
+
+SUMMARY = Door(PipelineSummary, "summary", "run 'amptool run' again to rewrite it",
+               SUMMARY_VERSION, "amptool run summary.json", "summary.schema.json")
+"""summary.json's door (``amptool run --json`` prints the same document)."""

@@ -5,35 +5,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from amptool.documents.jsontypes import from_json, optional_key, to_json
+from amptool.documents.door import Document, Real, from_json, optional_key, to_json
 
 
 @dataclass(frozen=True)
-class TrainSummary:
+class TrainSummary(Document):
     """What a finished run reports (``to_dict``: the ``summary`` of run.json and of the
     ``end`` event, and ``amptool train --json``)."""
 
-    val_acc: Optional[float]
+    val_acc: Optional[Real]
     """Held-out accuracy after the last epoch (None when the run is scored otherwise: see
     ``score``, ``val_score``, ``best_score``, ``val_loss``)."""
-    best_acc: Optional[float]
+    best_acc: Optional[Real]
     """The best held-out accuracy over the epochs (-1.0 before any; None when the run is
     scored otherwise)."""
     steps: int
     """Optimizer steps taken."""
     overflow_steps: int
     """Steps skipped on an overflow."""
-    loss_scale: float
+    loss_scale: Real
     """The loss scale at the end."""
-    samples_per_s: float
+    samples_per_s: Real
     """Training throughput."""
-    final_loss: float
+    final_loss: Real
     """The training loss of the last step."""
     epochs: int
     """Epochs the run was asked for."""
     workers: int
     """Worker processes."""
-    seconds: float
+    seconds: Real
     """How long it took."""
     out: str
     """The run folder."""
@@ -50,11 +50,11 @@ class TrainSummary:
     score: Optional[str] = optional_key()
     """The held-out score's name when it is not accuracy (``metric``, ``neg_val_loss``);
     the four score keys are absent for a run scored by accuracy."""
-    val_score: Optional[float] = optional_key(follows="score")
+    val_score: Optional[Real] = optional_key(follows="score")
     """The score after the last epoch."""
-    best_score: Optional[float] = optional_key(follows="score")
+    best_score: Optional[Real] = optional_key(follows="score")
     """The best score over the epochs."""
-    val_loss: Optional[float] = optional_key(follows="score")
+    val_loss: Optional[Real] = optional_key(follows="score")
     """The held-out loss after the last epoch."""
     first_batch_tries: Optional[int] = optional_key()
     """Attempts the first batch took to find a loss scale without overflow, where counted."""

@@ -110,14 +110,18 @@ _POLICY_KEYS = {f.name for f in dataclasses.fields(Policy)}
 
 
 def policy_from_dict(data: dict, source: str = "policy") -> Policy:
+    """The policy ``data`` holds; its unknown keys and bad values in one error."""
     unknown = sorted(set(data) - _POLICY_KEYS)
-    if unknown:
-        raise UsageError(f"{source}: unknown key(s) {', '.join(unknown)}",
-                         f"known keys: {', '.join(sorted(_POLICY_KEYS))}")
+    problems = [f"unknown key(s) {', '.join(unknown)}"] if unknown else []
+    fix = f"known keys: {', '.join(sorted(_POLICY_KEYS))}"
     try:
-        return make_policy(**data)
+        policy = make_policy(**{k: v for k, v in data.items() if k in _POLICY_KEYS})
     except UsageError as exc:
-        raise UsageError(f"{source}: {exc.problem}", exc.fix) from None
+        problems.append(exc.problem)
+        fix = f"{fix}; {exc.fix}" if unknown else exc.fix
+    if problems:
+        raise UsageError(f"{source}: " + "; ".join(problems), fix)
+    return policy
 
 
 def load_policy(path: str | Path) -> Policy:

@@ -19,21 +19,21 @@ from typing import TYPE_CHECKING, Optional
 
 from amptool import __version__
 from amptool.artefact.files import total_size
+from amptool.documents.door import to_json
 from amptool.documents.manifest import read_manifest
+from amptool.report.artefacts import provenance_section
 from amptool.files.fileio import write_text
 from amptool.report import page as hp
-from amptool.report import svgchart as sc
+from amptool.report.layers import layer_part
 from amptool.report.training import (TrainingRecord, policy_part, policy_reasons, read_training,
                                      training_cards, training_section)
 from amptool.runtime.device import CPU_ISA_ENV
 from amptool.stats.judge import lowest_cosine
 
 if TYPE_CHECKING:
-    from amptool.documents.layers import LayerReport, LayerRow
     from amptool.documents.manifest import KeptCell
     from amptool.documents.parity import CandidateResult, ParityReport
 
-BLUE, ORANGE, RED, GREY, PURPLE = "#1f6feb", "#bc4c00", "#cf222e", "#8c959f", "#8250df"
 DROPS = ("acc_drop_clear", "top1_agree_clear")
 """The checked accuracy figures whose 95 % interval the artefact table shows, in order."""
 
@@ -67,7 +67,7 @@ def render(page: ReportPage) -> str:
     report = page.parity
     sections = []
     if report:
-        sections.append(artefacts_section(report))
+        sections += [artefacts_section(report), provenance_section(report, labels(report))]
         layered = sorted((c for c in report.candidates if c.per_layer),
                          key=lambda c: c.passed)  # failed ones first
         if layered:
@@ -215,85 +215,6 @@ def outputs_section(report: "ParityReport") -> str:
     return hp.section("Checks of every output", parts, "outputs")
 
 
-def layer_part(cand: "CandidateResult", name: str) -> str:
-    """One candidate's per-layer chart (1 - cosine of each cell's input and output, the
-    limit, the culprit marked) and its table; ``cand`` has a per-layer report."""
-    layer = cand.per_layer
-    assert layer is not None  # only candidates with a per-layer report are drawn
-    rows = layer.rows
-    names = tuple(r.path for r in rows)
-    first = layer.first_flagged
-    out_err = [_one_minus(r.cosine) for r in rows]
-    # the network's own rows ((input), (output)) have no cell input of their own
-    in_err = [None if r.type in ("input", "network") else _one_minus(r.in_cosine)
-              for r in rows]
-    positive = [v for v in out_err + in_err if sc.finite(v) and v > 0]
-    limit = 1.0 - float(layer.min_cosine)
-    floor = min(positive + [limit] + [1e-3]) / 10
-    shown = lambda v: v if not sc.finite(v) else max(v, floor)  # noqa: E731
-    origins = [_origin(r, first) for r in rows]
-    series = [sc.Series("error of the cell's input", tuple(
-        (i, shown(v)) if v is not None else (i, float("nan")) for i, v in enumerate(in_err)),
-        GREY)]
-    for group, color in (("within the limit", BLUE), ("born here", RED),
-                         ("inherited", ORANGE)):
-        pts = tuple((i, shown(out_err[i])) for i, o in enumerate(origins) if o == group)
-        if pts:
-            series.append(sc.Series(group, pts, color, "points"))
-    marks: tuple[sc.Rule, ...] = ()
-    if first is not None and first in names:
-        marks = (sc.Rule(names.index(first), f"culprit: {first} ({layer.origin})"),)
-    chart = sc.Chart("cell, in execution order", "1 - cosine vs fp32 (log)", tuple(series),
-                     log_y=True, limits=(sc.Rule(limit, f"limit: cosine {layer.min_cosine}",
-                                                 PURPLE),),
-                     marks=marks, labels=names, height=340)
-    caption = (f"{name}: each cell's output error against fp32 ({layer.policy}"
-               f" vs fp32, {layer.samples} samples); grey: the error its input already had. "
-               "Born: the cell's output breaks the limit while its input is within it; "
-               "inherited: the error came in with its input."
-               + (f" Zero is drawn at {floor:.1g}." if any(v == 0 for v in out_err) else ""))
-    verdict = hp.verdict_badge(cand.passed, bool(cand.caveat))
-    return (f"<h3>{hp.h(name)} {verdict}</h3>"
-            + hp.figure(f"per-layer {name}", sc.render(chart), caption)
-            + f"<details><summary>Cells of {hp.h(name)}</summary>"
-            + layer_table(layer) + "</details>")
-
-
-def _origin(row: "LayerRow", first: Optional[str]) -> str:
-    """How a cell's error is drawn: within the limit, born here or inherited (the network's
-    output row inherits when a cell before it is the culprit)."""
-    if not row.flagged:
-        return "within the limit"
-    if row.origin == "inherited" or (row.type == "network" and first and first != row.path):
-        return "inherited"
-    return "born here"
-
-
-def _one_minus(value):
-    value = hp.as_float(value)
-    return None if value is None else 1.0 - value
-
-
-def layer_table(layer: "LayerReport") -> str:
-    rows, bad = [], []
-    for i, r in enumerate(layer.rows):
-        note = r.origin or ""
-        if r.path == layer.first_flagged:
-            note = f"first below the limit ({r.origin})"
-        if r.fp16_risk == "overflow":
-            note = f"{note}; fp32 reaches {hp.number(r.ref_absmax)}".lstrip("; ")
-        elif r.fp16_risk == "subnormal":
-            note = f"{note}; fp16-subnormal outputs".lstrip("; ")
-        if r.nonfinite:
-            note = f"{note}; {r.nonfinite} NaN/Inf".lstrip("; ")
-        rows.append([i, hp.Cell(f"<code>{hp.h(r.path)}</code>"), r.type,
-                     r.dtype, hp.number(r.cosine, 7),
-                     hp.number(r.rel_l2, 4), note])
-        bad.append(bool(r.flagged))
-    return hp.table(["#", "cell", "type", "dtype", "cosine", "rel L2", "note"], rows,
-                    ["num", "path", "", "", "num", "num", ""], bad)
-
-
 def kept_section(rec: Optional[TrainingRecord], report: Optional["ParityReport"]) -> str:
     """The cells kept in fp32 (and why), and each fp16 artefact's deployment settings."""
     auto = policy_reasons(rec)
@@ -329,7 +250,8 @@ def _deployment_part(cand: "CandidateResult", auto: dict) -> str:
     assert dep is not None  # only candidates that record deployment settings are shown
     settings = dep.settings
     try:
-        policy = (read_manifest(cand.path) or {}).get("policy") or {}
+        manifest = read_manifest(cand.path)
+        policy = to_json(manifest.policy) if manifest else {}
     except Exception:  # noqa: BLE001 - a manifest that cannot be read: no reasons shown
         policy = {}
     kept = (settings.kept_fp32 if settings else None) or dep.kept_fp32 or []

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from amptool.documents.door import check_document
-from amptool.documents.records import RUN_DOOR, RunRecord
+from amptool.documents.door import read_document
+from amptool.documents.records import RUN
 from amptool.errors import UsageError
 from amptool.files.fileio import write_json
 from amptool.network.trust import recorded_reference
@@ -49,11 +49,12 @@ class RunDir:
         models, null for inputs fed as they are) at least."""
         self.require()
         try:
-            info = json.loads(self.info_path.read_text(encoding="utf-8"))
+            text = self.info_path.read_text(encoding="utf-8")
+            info = json.loads(text)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{self.info_path} cannot be read ({type(exc).__name__})",
-                             RUN_DOOR.fix) from None
-        check_document(info, RunRecord, RUN_DOOR, self.info_path)
+                             RUN.fix) from None
+        read_document(RUN, text, self.info_path)
         return info
 
     def read_optional(self) -> dict:
@@ -78,13 +79,20 @@ class RunDir:
         return recorded_reference(ref, kept, self.info_path, self.path)
 
     def write(self, info: dict) -> None:
-        write_json(self.info_path, info)
+        write_json(self.info_path, RUN.json(info))
 
     def trained_files(self) -> list:
-        """The files that make this folder a trained run: run.json and any best/last
-        checkpoint (empty for a new folder)."""
-        names = ["run.json"] + [f"{w}{s}" for w in CHECKPOINTS for s in CKPT_SUFFIXES]
-        return [self.path / n for n in names if (self.path / n).is_file()]
+        """The files that make this folder a trained run: its best/last checkpoints and the
+        run.json beside them (empty for a new folder, and for one whose run stopped before
+        its first checkpoint: it holds nothing trained, see ``unfinished_files``)."""
+        checkpoints = [self.path / f"{w}{s}" for w in CHECKPOINTS for s in CKPT_SUFFIXES]
+        found = [p for p in checkpoints if p.is_file()]
+        return ([self.info_path] if found and self.has_info() else []) + found
+
+    def unfinished_files(self) -> list:
+        """The run.json of a run that stopped (killed) before its first checkpoint, when
+        there is no checkpoint beside it; empty otherwise."""
+        return [self.info_path] if self.has_info() and not self.trained_files() else []
 
     def checkpoint_path(self, which: str, fmt: str = "ckpt") -> Path:
         """Where ``which`` (best or last) is written in format ``fmt``."""

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, ClassVar, Dict, Optional
 
 from amptool.errors import UsageError
+
+DOCUMENT_RULES: Dict[str, Any] = {"extra": "forbid", "strict": True,
+                                  "use_attribute_docstrings": True}
+"""The rules of the documents that hold the types of this package (``amptool.documents.door``'s
+``RULES``, which is this dict): a key no field names is refused, nothing is coerced."""
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """Pass/fail limits; None disables a limit."""
+
+    __pydantic_config__: ClassVar[Dict[str, Any]] = DOCUMENT_RULES
 
     min_cosine: Optional[float] = 0.999
     """Cosine similarity of flattened outputs must be at least this."""
@@ -51,6 +58,15 @@ class Thresholds:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+CHECKS = (("min_cosine", "cosine", ">="), ("max_abs", "max_abs", "<="),
+          ("max_abs_scaled", "max_abs_scaled", "<="),
+          ("max_p999_abs_scaled", "p999_abs_scaled", "<="), ("max_rel", "max_rel", "<="),
+          ("max_outside", "outside_frac", "<="), ("min_top1", "top1_agree_clear", ">="),
+          ("max_acc_drop", "acc_drop_clear", "<="))
+"""(limit, the figure it bounds, ``>=`` or ``<=``) of every limit an output is checked
+against (``amptool.stats.metrics.check_metrics``)."""
 
 
 FP16_VS_FP32 = Thresholds()
