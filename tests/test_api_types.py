@@ -89,7 +89,9 @@ if "planted" in sys.argv:  # as Python does by itself: a loaded package rebinds 
     type(amptool).__setattr__ = types.ModuleType.__setattr__
 import amptool.export.api, amptool.parity.compare, amptool.train.run
 from amptool import export, parity, train
-print(" ".join(type(f).__name__ for f in (train, export, parity)))
+import amptool.train.config as config
+print(" ".join(type(getattr(f, "__wrapped__", f)).__name__ for f in (train, export, parity)),
+      config.__name__)
 """
 
 
@@ -102,8 +104,8 @@ def test_the_entries_stay_functions_once_their_packages_load():
                               text=True, timeout=300, check=True)
         return done.stdout.split()
 
-    assert kinds() == ["function"] * 3
-    assert kinds("planted") == ["module"] * 3
+    assert kinds() == ["function"] * 3 + ["amptool.train.config"]
+    assert kinds("planted")[:3] == ["module"] * 3
 
 
 def test_the_entries_are_the_stage_functions():
@@ -112,5 +114,9 @@ def test_the_entries_are_the_stage_functions():
     from amptool.parity.compare import parity as parity_entry
     from amptool.train.run import run_training
 
-    assert (amptool.train, amptool.export, amptool.parity) == (run_training, export_entry,
-                                                               parity_entry)
+    entries = (amptool.train, amptool.export, amptool.parity)
+    assert [e.__wrapped__ for e in entries] == [run_training, export_entry, parity_entry]
+    assert [e.__name__ for e in entries] == ["run_training", "export", "parity"]
+    import amptool.train.config as config  # the package's modules, through the entry
+
+    assert config.TrainConfig is amptool.TrainConfig

@@ -11,9 +11,11 @@ own.
 (``amptool.train`` is the folder ``train/``). Python binds a package on its parent when it
 first loads it (``amptool.train = <package>``); this module keeps those three names bound
 to the entry functions instead, so ``from amptool import train`` is the function whatever
-was imported before. The packages' modules are imported by their full names
-(``from amptool.train.config import TrainConfig``, ``from amptool.train import run``).
+was imported before; the package's modules stay reachable through it, so
+``import amptool.train.config as c`` and ``from amptool.train.config import TrainConfig``
+both work.
 """
+import functools as _functools
 import os as _os
 import sys as _sys
 import types as _types
@@ -85,6 +87,8 @@ def __getattr__(name: str) -> _Any:
         import importlib
 
         value = getattr(importlib.import_module(_CONFIGS.get(name, "amptool.api")), name)
+        if name in _STAGE_ENTRIES:
+            value = _Entry(name, value)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'amptool' has no attribute {name!r}")
@@ -92,6 +96,28 @@ def __getattr__(name: str) -> _Any:
 
 def __dir__() -> list:
     return sorted(list(globals()) + __all__)
+
+
+class _Entry:
+    """A stage's entry function where the stage package's name stands (``amptool.train``):
+    calling it runs the stage; a name it does not have is the package's, so the package's
+    modules stay reachable through it (``import amptool.train.config as c``)."""
+
+    def __init__(self, stage: str, function: _Any) -> None:
+        _functools.update_wrapper(self, function)  # name, docstring, signature (__wrapped__)
+        self._package = f"amptool.{stage}"
+        self._function = function
+
+    def __call__(self, *args: _Any, **kwargs: _Any) -> _Any:
+        return self._function(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> _Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._package), name)
+
+    def __repr__(self) -> str:
+        return f"<amptool entry {self._function.__module__}.{self._function.__name__}>"
 
 
 class _Package(_types.ModuleType):
