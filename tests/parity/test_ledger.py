@@ -57,7 +57,7 @@ def test_parity_records_each_candidate_with_its_bytes_facts_and_figures(simplecn
         assert rec.files == file_facts(cand["path"]) == cand["files"]
         assert rec.sha256 == manifest["sha256"]
         assert (rec.model, rec.precision, rec.policy, rec.facts_from) == (
-            "simplecnn", manifest["precision"], manifest["policy"], "manifest")
+            "simplecnn", manifest["precision"], manifest["policy"], "provenance")
         assert (rec.commit, rec.branch, rec.label) == (commit, "main", "nightly")
         assert (rec.amptool_version, rec.mindspore_version) == (
             manifest["amptool_version"], manifest["mindspore_version"])
