@@ -1,8 +1,11 @@
-"""The diff page (``amptool diff --report diff.html``): two parity reports compared on one
-self-contained page in report.html's style. The verdict and its line first, then the two
-reports, every candidate's figures side by side with their change, noise and result, the
-checks, limits and kept fp32 cells that changed, and the per-layer error of both reports on
-one chart (the cell whose own share grew most marked)."""
+"""Two parity reports compared, in HTML: the diff section (``diff_section``), and the diff
+page that holds it (``amptool diff --report diff.html``), one self-contained page in
+report.html's style. ``amptool run --baseline`` puts the same section in its report.html.
+
+The section: the diff's verdict and its line, the two reports, the regressions, then every
+candidate's figures side by side with their change, noise and result, the checks, limits
+and kept fp32 cells that changed, and the per-layer error of both reports on one chart (the
+cell whose own share grew most marked)."""
 from __future__ import annotations
 
 import time
@@ -26,10 +29,8 @@ def write_diff_page(path, report: DiffReport) -> None:
 
 
 def render_diff(report: DiffReport) -> str:
-    """The whole HTML document."""
-    sections = [diff_section(report)] + [
-        hp.section(f"Per-layer error: {c.name}", [layers_part(c.name, c.layers)],
-                   f"layers-{i}") for i, c in enumerate(report.candidates) if c.layers]
+    """The whole HTML document: the verdict banner, the key figures, the diff section."""
+    sections = [diff_section(report)]
     top = (f"amptool diff · base {_base(report.base.path)} · new {_base(report.new.path)}")
     body = [f'<div class="topline">{hp.h(top)}</div>',
             hp.verdict_banner(report.passed, report.verdict_line(), None if report.passed
@@ -51,13 +52,17 @@ def _base(path: str) -> str:
 
 
 def diff_section(report: DiffReport) -> str:
-    """The diff section: the two reports, the regressions, then each candidate."""
+    """The diff section, the one both pages show: the verdict line, the two reports, the
+    regressions, then each candidate (its per-layer error where both reports have it)."""
+    verdict = (hp.badge("no regression", "pass") if report.passed
+               else hp.badge(f"REGRESSED ({len(report.regressions)})", "fail"))
     sides = hp.table(["", "report", "model", "inputs", "verdict"], [
         [label, hp.Cell(f"<code>{hp.h(side.path)}</code>"), side.model, side.inputs,
          hp.Cell(hp.verdict_badge(side.passed))]
         for label, side in (("base", report.base), ("new", report.new))],
         ["", "path", "", "", ""])
-    parts = [sides] + [hp.note(n) for n in report.notes]
+    parts = [f'<p class="diff-verdict">{verdict} {hp.h(report.verdict_line())}</p>', sides]
+    parts += [hp.note(n) for n in report.notes]
     if report.regressions:
         parts.append(hp.table(["regression", "candidate", "what"], [
             [r.kind, r.candidate, r.message] for r in report.regressions], None,
@@ -87,6 +92,8 @@ def candidate_part(cand: CandidateDiff) -> str:
                              "95% CI base → new", "result"], rows,
                             ["", "", "num", "num", "num", "num", "num", ""], bad)]
     parts += _changes(cand)
+    if cand.layers:
+        parts.append(layers_part(cand.name, cand.layers))
     return "".join(parts)
 
 

@@ -2,7 +2,8 @@
 ``amptool train``, ``parity`` and ``run``.
 
 The verdict and the line that explains it come first; then the artefacts with their
-verdicts and the interval on the accuracy drop, the per-layer error along the depth (with
+verdicts and the interval on the accuracy drop, the diff against a baseline report
+(``amptool run --baseline``; ``amptool.report.diff``), the per-layer error along the depth (with
 ``--per-layer``), the training curves, every output's checks, the cells kept in fp32 and
 the deployment settings, sizes and timings, and the environment. The page is built from
 the stages' own records (parity.json's content, the run folder's run.json and
@@ -24,6 +25,7 @@ from amptool.documents.manifest import read_manifest
 from amptool.report.artefacts import provenance_section
 from amptool.files.fileio import write_text
 from amptool.report import page as hp
+from amptool.report.diff import diff_section
 from amptool.report.layers import layer_part
 from amptool.report.training import (TrainingRecord, policy_part, policy_reasons, read_training,
                                      training_cards, training_section)
@@ -31,6 +33,7 @@ from amptool.runtime.device import CPU_ISA_ENV
 from amptool.stats.judge import lowest_cosine
 
 if TYPE_CHECKING:
+    from amptool.documents.diff import DiffReport
     from amptool.documents.manifest import KeptCell
     from amptool.documents.parity import CandidateResult, ParityReport
 
@@ -54,6 +57,8 @@ class ReportPage:
     """The parity report, or None."""
     seconds: dict = field(default_factory=dict)
     """Stage -> wall seconds."""
+    diff: Optional["DiffReport"] = None
+    """The parity report compared with a baseline report, or None."""
 
 
 def write_report(path, page: ReportPage) -> None:
@@ -67,7 +72,9 @@ def render(page: ReportPage) -> str:
     report = page.parity
     sections = []
     if report:
-        sections += [artefacts_section(report), provenance_section(report, labels(report))]
+        sections.append(artefacts_section(report))
+        sections += [diff_section(page.diff)] if page.diff is not None else []
+        sections.append(provenance_section(report, labels(report)))
         layered = sorted((c for c in report.candidates if c.per_layer),
                          key=lambda c: c.passed)  # failed ones first
         if layered:
