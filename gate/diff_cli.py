@@ -17,6 +17,14 @@ BaseArgument = Annotated[str, typer.Argument(
                          f"{REPORT_HELP}.")]
 NewArgument = Annotated[str, typer.Argument(
     metavar="NEW", help="The report judged, given as BASE is.")]
+BaselineOption = Annotated[Optional[str], typer.Option(
+    "--baseline", metavar="PATH",
+    help=f"Compare this run's parity report with PATH as 'amptool diff PATH NEW' does "
+         f"(main's run, the last release's): {REPORT_HELP}. Read before training; the diff "
+         "goes to diff.json and report.html; a regression beyond the config file's "
+         "\\[regression] budget fails the run (exit 1), a report of another model or inputs "
+         "is refused (exit 2).")]
+"""``amptool run --baseline``: the option, beside ``amptool diff``'s BASE that it reads alike."""
 ConfigOption = Annotated[Optional[Path], typer.Option(
     help="The YAML/TOML/JSON config file of 'amptool parity --config': its \\[regression] "
          "table sets the budget (its other keys are parity's).")]

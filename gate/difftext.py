@@ -148,9 +148,9 @@ def _number(value) -> float:
     return float("inf") if number != number else number
 
 
-def failure_fix(report: DiffReport) -> str:
-    """What to do about a regressed diff."""
+def failure_fix(report: DiffReport, shown: str = "the table above") -> str:
+    """What to do about a regressed diff (``shown``: where its figures are)."""
     if report.regressions and report.regressions[0].kind == "missing":
         return "check NEW's candidates, or set missing_candidates = false in [regression]"
-    return ("see the table above; if the change is meant, give the budget room in the "
-            "config file's [regression] table")
+    return (f"see {shown}; if the change is meant, give the budget room in the config "
+            "file's [regression] table")

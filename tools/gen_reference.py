@@ -177,7 +177,8 @@ def key_type(field: dataclasses.Field) -> str:
     text = str(field.type).replace("typing.", "")
     text = re.sub(r"^Optional\[(.*)\]$", r"\1", text).replace(" | None", "")
     return {"str": "text", "int": "integer", "float": "number", "bool": "true/false",
-            "tuple": "list", "dict": "table", "bytes": "bytes"}.get(text, text)
+            "tuple": "list", "dict": "table", "bytes": "bytes",
+            "RegressionBudget": "table"}.get(text, text)
 
 
 def key_default(cls: type, field: dataclasses.Field) -> str:
@@ -271,7 +272,9 @@ def config_page() -> str:
         "### [regression]",
         "The regression budget of [`amptool diff`](cli.md#amptool-diff), which reads this "
         "table of the same file (`amptool diff BASE NEW --config parity.toml`) and no other "
-        "key of it; `amptool parity` checks it and leaves it alone. A figure fails the diff "
+        "key of it; `amptool parity` checks it and leaves it alone. `amptool run --config` "
+        "takes it too, for the diff against its `--baseline` (its `regression` key above). "
+        "A figure fails the diff "
         "when NEW is worse than BASE by more than its noise plus the allowance here (`off`: "
         "shown, never failing). What each figure's noise is: "
         "[Diff two reports](../guides/parity-ci.md#diff-two-reports).",

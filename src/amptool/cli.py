@@ -15,8 +15,9 @@ from amptool.console.hostinfo import host_info
 from amptool.convert import cli as convert_cli
 from amptool.export import cli as export_cli
 from amptool.gate import cli as gate_cli
+from amptool.gate.diff_cli import BaselineOption
 from amptool.network.usercode import parse_model_args
-from amptool.ledger.url import ledger_url, shown
+from amptool.ledger.url import LedgerError, ledger_url, shown
 from amptool.parity import cli as parity_cli
 from amptool.pipelineconfig import PipelineConfig
 from amptool.runtime.device import own_process
@@ -82,10 +83,12 @@ def pipeline_command(
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
     ledger: opt.LedgerOption = None,
     label: opt.LabelOption = None,
+    baseline: BaselineOption = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
-    """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
+    """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails (or,
+    with --baseline, if the parity report regressed against it)."""
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
@@ -93,13 +96,14 @@ def pipeline_command(
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None, localize=localize,
-                 overwrite=overwrite or None, workers=workers, ledger=ledger, label=label)
+                 overwrite=overwrite or None, workers=workers, ledger=ledger, label=label,
+                 baseline=baseline)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
-    from amptool.pipeline import (format_summary, measured_pipeline, raise_if_failed,
-                                  write_html)
+    from amptool.pipeline import (diff_text, format_summary, measured_pipeline,
+                                  raise_if_failed, write_html)
 
-    result, unrecorded = measured_pipeline(
+    result, refused = measured_pipeline(
         cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if html is not None:
         write_html(html, result, cfg)
@@ -110,11 +114,14 @@ def pipeline_command(
         opt.print_json(result.document())
     else:
         typer.echo(format_summary(result))
-        if cfg.ledger and unrecorded is None:
+        if result.diff is not None:  # as amptool diff prints it (-q: its verdict line)
+            typer.echo(diff_text(result.diff, table=False) if quiet
+                       else "\n" + diff_text(result.diff))
+        if cfg.ledger and not isinstance(refused, LedgerError):
             typer.echo(f"ledger: {len(result.summary.artefacts) - 1} record(s) appended to "
                        f"{shown(ledger_url(cfg.ledger))}")
-    if unrecorded is not None:  # the ledger's failure decides the exit code: 2
-        raise unrecorded
+    if refused is not None:  # a ledger's failure or a baseline of another model: exit 2
+        raise refused
     raise_if_failed(result, cfg)
 
 

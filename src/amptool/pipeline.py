@@ -4,7 +4,8 @@ Each stage runs through its one entry (``train.run.run_training``, ``export.api.
 ``parity.compare.parity``) and is read through its typed result.
 
 Layout of ``out``: ``train/`` (the training run), ``export/`` (artefacts and manifests),
-``parity.json`` and ``parity.xml`` (the parity report as JSON and JUnit), ``summary.json``.
+``parity.json`` and ``parity.xml`` (the parity report as JSON and JUnit), ``summary.json``;
+with a baseline, ``diff.json`` (the parity report compared with it: ``amptool.pipelinediff``).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, Dict, Optional
 
 from amptool.artefact import onnx_installed
 from amptool.artefact.files import total_size
+from amptool.documents.diff import DiffReport
 from amptool.documents.summary import (SUMMARY, SUMMARY_VERSION, ArtefactRow, DeploymentRow,
                                        OutputRow, ParityFigures, PipelineSummary, TrainFigures)
 from amptool.errors import CheckFailed, UsageError, problems_of, raise_problems
@@ -26,17 +28,18 @@ from amptool.files.fileio import output_dir, write_json
 from amptool.ledger.url import LedgerError, ledger_url
 from amptool.parity.compare import parity, record
 from amptool.parity.config import ParityConfig
-from amptool.parity.report import (ParityReport, breaches, failure_fix, failure_line, fmt,
-                                   write_junit, write_report_json)
+from amptool.parity.report import ParityReport, breaches, fmt, write_junit, write_report_json
 from amptool.pipelineconfig import PIPELINE_KEYS, PipelineConfig, build_pipeline_config
+from amptool.pipelinediff import (Baseline, BaselineRefused, compare_with_baseline,
+                                  diff_text, read_baseline, run_failure)
 from amptool.report.html import ReportPage, write_report
 from amptool.runs.rundir import RunDir
 from amptool.train.checks import problems as train_problems
 from amptool.train.run import run_training
 
-__all__ = ["PIPELINE_KEYS", "PipelineConfig", "PipelineResult", "build_pipeline_config",
-           "format_summary", "measured_pipeline", "raise_if_failed", "run_pipeline", "validate",
-           "write_html"]
+__all__ = ["PIPELINE_KEYS", "BaselineRefused", "PipelineConfig", "PipelineResult",
+           "build_pipeline_config", "diff_text", "format_summary", "measured_pipeline",
+           "raise_if_failed", "run_pipeline", "validate", "write_html"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class PipelineResult:
     """summary.json's content."""
     parity: Optional[ParityReport] = field(repr=False, default=None)
     """The parity stage's report (parity.json's content as ``to_dict()``)."""
+    diff: Optional[DiffReport] = field(repr=False, default=None)
+    """That report compared with the baseline (diff.json's content; None without one):
+    ``diff.passed`` False on a regression, which fails ``amptool run``."""
 
     @property
     def warnings(self) -> list:
@@ -81,6 +87,7 @@ def validate(cfg: PipelineConfig) -> None:
                          "give a positive --workers"))
     if cfg.ledger is not None:  # a URL amptool cannot take is refused before any work
         problems += problems_of(ledger_url, cfg.ledger)
+    problems += problems_of(read_baseline, cfg)  # read and held to its schema before training
     raise_problems(problems)
 
 
@@ -93,13 +100,16 @@ def export_formats(cfg: PipelineConfig) -> tuple:
 def run_pipeline(cfg: PipelineConfig,
                  on_event: Optional[Callable[[dict], None]] = None) -> PipelineResult:
     """Run every stage, with ``cfg.out`` held by this process; return the result (``passed``
-    is the parity verdict; a ``cfg.ledger`` that fails: ``LedgerError``, ``measured`` it)."""
+    is the parity verdict, ``diff`` the comparison with ``cfg.baseline``; a ``cfg.ledger``
+    that fails: ``LedgerError``, a baseline of another model or inputs: ``BaselineRefused``,
+    each ``measured`` the result)."""
     emit = on_event or (lambda event: None)
     validate(cfg)
     formats = export_formats(cfg)
+    baseline = read_baseline(cfg)  # held in memory: BASE may be the run --overwrite replaces
     with output_dir(cfg.out) as out:
         claim_out_folder(cfg, out, emit)
-        return _through_stages(cfg, out, formats, emit, on_event)
+        return _through_stages(cfg, out, formats, emit, on_event, baseline)
 
 
 def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None]) -> None:
@@ -117,7 +127,8 @@ def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None
 
 
 def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
-                on_event: Optional[Callable[[dict], None]]) -> PipelineResult:
+                    on_event: Optional[Callable[[dict], None]],
+                    baseline: Optional[Baseline]) -> PipelineResult:
     times = {}
     t0 = time.perf_counter()
     emit({"kind": "stage", "stage": "train"})
@@ -142,42 +153,54 @@ def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callab
     summary = summarize(cfg, train, ref, cands, report, times, warnings,
                         round(time.perf_counter() - t0, 2))
     write_summary(out / "summary.json", summary)
-    result = PipelineResult(report.passed, summary, report)
+    result, refused = PipelineResult(report.passed, summary, report), None
+    try:
+        result = dataclasses.replace(result, diff=compare_with_baseline(baseline, report, cfg,
+                                                                        out))
+    except BaselineRefused as exc:  # said once the ledger has what was measured
+        refused = exc
     if cfg.ledger:  # once every file is written; a ledger that fails hands back the result
         record(report, cfg.ledger, cfg.label, measured=result)
+    if refused is not None:
+        refused.measured = result
+        raise refused
     return result
 
 
 def write_html(path: Path, result: PipelineResult, cfg: PipelineConfig) -> None:
-    """``amptool run``'s report.html at ``path``: the parity verdict, the training run,
-    every stage."""
-    report, passed = result.parity, result.passed
+    """``amptool run``'s report.html at ``path``: the run's verdict (parity's, and the diff
+    against the baseline's), the training run, every stage, the diff."""
+    report = result.parity
     assert report is not None, "a pipeline's result holds its parity report"
-    line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
+    failed = run_failure(report, result.diff, cfg.out)
+    line, fix = failed or (format_summary(result).splitlines()[-1], None)
+    if failed is None and result.diff is not None:
+        line += f"; {result.diff.verdict_line()}"
     seconds = {**result.summary.seconds_by_stage, "total": result.summary.seconds}
-    write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
-                                  str(Path(cfg.out) / "train"), report, seconds))
+    write_report(path, ReportPage("run", failed is None, line, fix, str(Path(cfg.out) / "train"),
+                                  report, seconds, result.diff))
 
 
 def measured_pipeline(cfg: PipelineConfig,
                       on_event: Optional[Callable[[dict], None]] = None) -> tuple:
     """(the result of ``run_pipeline(cfg)``, None; or, where ``cfg.ledger`` could not take
-    it, the result and the ``LedgerError``): what was measured is never lost."""
+    it or ``cfg.baseline`` was of another model or inputs, the result and the
+    ``LedgerError`` or ``BaselineRefused``): what was measured is never lost."""
     try:
         return run_pipeline(cfg, on_event), None
-    except LedgerError as exc:  # measured, not recorded: the reports are still written
+    except (LedgerError, BaselineRefused) as exc:  # measured: the reports are still written
         if exc.measured is None:
             raise
         return exc.measured, exc
 
 
 def raise_if_failed(result: PipelineResult, cfg: PipelineConfig) -> None:
-    """CheckFailed naming what failed parity and where its report is, when it failed."""
-    if not result.passed:
-        report = result.parity
-        assert report is not None, "a pipeline's result holds its parity report"
-        raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
-                          f"{Path(cfg.out) / 'parity.json'}")
+    """CheckFailed (exit 1) naming what failed and where its report is, when parity failed
+    or the diff against the baseline regressed (``pipelinediff.run_failure``)."""
+    assert result.parity is not None, "a pipeline's result holds its parity report"
+    failed = run_failure(result.parity, result.diff, cfg.out)
+    if failed is not None:
+        raise CheckFailed(*failed)
 
 
 def write_summary(path, summary: PipelineSummary) -> None:

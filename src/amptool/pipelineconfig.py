@@ -1,15 +1,18 @@
 """``PipelineConfig``: what ``amptool run`` is asked to do (the training run, the output
-folder, ONNX, the parity check), from a config file and flags. Imports neither numpy nor
-MindSpore: the command line builds it; ``amptool.pipeline`` runs it."""
+folder, ONNX, the parity check, the report it is compared with), from a config file and
+flags. Imports neither numpy nor MindSpore: the command line builds it; ``amptool.pipeline``
+runs it."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from amptool.errors import UsageError
-from amptool.files.configfile import build_config, decided_later, layered
+from amptool.files.configfile import SHOWN, build_config, decided_later, layered
+from amptool.stats.regression import TABLE as REGRESSION
+from amptool.stats.regression import RegressionBudget, budget_from_table
 from amptool.train.config import TrainConfig
 
 
@@ -20,7 +23,8 @@ class PipelineConfig:
     train: Optional[TrainConfig] = None
     """The training run (its ``out`` is replaced by ``<out>/train``); None: the defaults."""
     out: str = "runs/pipeline"
-    """Output folder (train/, export/, parity.json, parity.xml, summary.json)."""
+    """Output folder (train/, export/, parity.json, parity.xml, summary.json; diff.json with
+    a baseline)."""
     onnx: str = "auto"
     """ONNX artefacts too: auto (when the onnx extra is installed; skipped with one warning
     when the network cannot be written as ONNX), on (such a failure fails the run) or off."""
@@ -42,6 +46,15 @@ class PipelineConfig:
     """A parity ledger (a path, sqlite:///PATH or postgresql+psycopg://...) to record in."""
     label: Optional[str] = None
     """A name for the ledger's records (a release, a CI job), beside the git commit."""
+    baseline: Optional[str] = None
+    """A report to compare this run's parity report with, as 'amptool diff BASE NEW' does
+    (main's run, the last release's): a parity.json, an 'amptool run --out' folder or its
+    summary.json. Read before training; the diff is written to diff.json and report.html,
+    and a regression beyond the regression budget fails the run (exit 1)."""
+    regression: RegressionBudget = field(default_factory=RegressionBudget,
+                                         metadata={SHOWN: "the [regression] defaults"})
+    """The budget the diff against the baseline is judged under: the config file's
+    [regression] table (the keys of parity's, which 'amptool diff --config' reads too)."""
 
     @classmethod
     def from_file(cls, path=None, **flags) -> "PipelineConfig":
@@ -68,7 +81,8 @@ _NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
 
 def build_pipeline_config(file_values: dict, flags: dict, source: str) -> PipelineConfig:
     """Flat keys (a config file, then flags) into a PipelineConfig: the pipeline's own keys
-    plus any training setting except out, resume and workers."""
+    (a file's ``[regression]`` table among them) plus any training setting except out, resume
+    and workers."""
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - set(_NOT_IN_PIPELINE)
     norm = {k.replace("-", "_"): v for k, v in file_values.items()}
     unknown = sorted(k for k in norm if k not in train_keys and k not in PIPELINE_KEYS)
@@ -77,6 +91,10 @@ def build_pipeline_config(file_values: dict, flags: dict, source: str) -> Pipeli
                          f"known keys: {', '.join(sorted(train_keys | set(PIPELINE_KEYS)))}")
     split = lambda values, keys: {k: v for k, v in values.items() if k in keys}  # noqa: E731
     train = build_config(TrainConfig, split(norm, train_keys), split(flags, train_keys), source)
+    table = norm.pop(REGRESSION, None)  # a table of its own: every bad key of it named now
+    budget = budget_from_table(table, source) if table is not None else None
+    if flags.get(REGRESSION) is None:
+        flags = {**flags, REGRESSION: budget}
     own = build_config(PipelineConfig, split(norm, PIPELINE_KEYS), split(flags, PIPELINE_KEYS),
                        source)
     return dataclasses.replace(own, train=train)
