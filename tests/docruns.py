@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,12 +22,17 @@ DOC_RUNS = {
     "trap": "amptool run --model trapmlp --amp-level O0 --epochs 1 --out runs/ci-trap",
     "transformer": "amptool train --model transformer --data digits:512 --epochs 1 "
                    "--out runs/transformer",
+    "baseline": "amptool run --epochs 1 --out runs/next --baseline runs/pipeline --quiet",
 }
 """Pipelines (and a training) the docs show that other tests check too: each runs once per
 session, as written, and both the docs test and the others read that one run (test_docs
 checks that the docs still show each command; ``trap``, docs/guides/parity-ci.md's planted
 fault, exits 1; ``transformer``, docs/guides/export.md's, is the export tests' transformer
-run, tests/conftest.py ``DOC_TRAINED``)."""
+run, tests/conftest.py ``DOC_TRAINED``; ``baseline``, docs/get-started.md's next run held to
+the quickstart's, is the one ``amptool run --baseline`` the gate's tests read)."""
+AFTER = {"baseline": "quickstart"}
+"""Pipelines that read another's folder (name -> that pipeline's name): its working folder,
+copied into theirs before they run, as the docs run one after the other."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,10 @@ def cli_run(shared, command: str) -> CliRun:
         from typer.testing import CliRunner
 
         from amptool.cli import app
+
+        before = [DOC_RUNS[after] for name, after in AFTER.items() if DOC_RUNS[name] == command]
+        for earlier in before:
+            shutil.copytree(cli_run(shared, earlier).cwd, cwd, dirs_exist_ok=True)
 
         with contextlib.chdir(cwd):
             result = CliRunner().invoke(app, shlex.split(command)[1:])

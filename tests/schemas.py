@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "reference" / "schemas"
-KINDS = ("manifest", "run", "parity-report", "summary", "golden-meta", "search-result")
+KINDS = ("manifest", "run", "parity-report", "summary", "golden-meta", "search-result", "diff")
 """Each kind's schema is ``<kind>.schema.json``."""
 ARTEFACT_SUFFIXES = (".mindir", ".onnx", ".air")
 
@@ -46,6 +46,8 @@ def kind_of(path: Path) -> Optional[str]:
         return "summary"
     if name == "parity.json":
         return "parity-report"
+    if name == "diff.json":  # a run folder's diff against its --baseline
+        return "diff"
     if name.endswith(".json") and name[:-5].endswith(ARTEFACT_SUFFIXES):
         artefact = path.with_name(name[:-5])
         graph = artefact.with_name(artefact.stem + "_graph" + artefact.suffix)
