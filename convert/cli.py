@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, cast
 
 import typer
 
 from amptool.console import options as opt
 from amptool.convert.ckpt import CkptConfig, convert_checkpoint
 from amptool.convert.explain import PolicyConfig, explain_policy
-from amptool.convert.result import SEARCH
+from amptool.convert.result import SEARCH, SearchEvent, SearchStart, TrialMetrics, TrialRun
 from amptool.convert.search import SearchConfig, check_config, check_range_safety, search_policy
 from amptool.files.configfile import read_config_file
 from amptool.stats.limits import default_text as limit_default
@@ -251,36 +251,38 @@ def _thresholds_of(table: dict, flags: dict, logits: bool = True):
     return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 
 
-def _fmt_metric(metrics: dict) -> str:
-    parts = [f"cosine {metrics['cosine']:.6f}"]
-    scaled = "top1_agree" not in metrics  # no class logits: judged by the scaled error
+def _fmt_metric(metrics: TrialMetrics) -> str:
+    parts = [f"cosine {metrics.cosine:.6f}"]
+    scaled = metrics.top1_agree is None  # no class logits: judged by the scaled error
     for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "p999_abs_scaled",
                 "task_drop"):
-        if key in metrics and (not key.endswith("_scaled") or scaled):
-            parts.append(f"{key} {metrics[key]:.4g}")
-    if metrics.get("nonfinite"):
-        parts.append(f"nonfinite {metrics['nonfinite']}")
-    if metrics.get("failed"):  # several outputs: which of them breached what
-        parts.append(f"failed {', '.join(metrics['failed'])}")
+        value = getattr(metrics, key)
+        if value is not None and (not key.endswith("_scaled") or scaled):
+            parts.append(f"{key} {value:.4g}")
+    if metrics.nonfinite:
+        parts.append(f"nonfinite {metrics.nonfinite}")
+    if metrics.failed:  # several outputs: which of them breached what
+        parts.append(f"failed {', '.join(metrics.failed)}")
     return " ".join(parts)
 
 
-def _print_event(event: dict) -> None:
-    if event["kind"] == "start":
-        base = f" (base keeps {', '.join(event['base_kept'])})" if event["base_kept"] else ""
-        typer.echo(f"search on {event['model']} ({event['ckpt']}), base {event['base']}{base}, "
-                   f"{len(event['candidates'])} candidate cells, {event['samples']} samples, "
-                   f"{event['device']}")
+def _print_event(event: SearchEvent) -> None:
+    if isinstance(event, SearchStart):
+        base = f" (base keeps {', '.join(event.base_kept)})" if event.base_kept else ""
+        typer.echo(f"search on {event.model} ({event.ckpt}), base {event.base}{base}, "
+                   f"{len(event.candidates)} candidate cells, {event.samples} samples, "
+                   f"{event.device}")
         from amptool.precision.ranges import why_kept
 
-        for r in event.get("ranged", []):
+        for r in event.ranged:
             typer.echo(f"range pass keeps {r['path']} ({r['type']}): "
-                       f"{why_kept(r, event['safety'])}")
-    elif event["kind"] == "trial":
-        cells = event["fp32"]
+                       f"{why_kept(r, cast(float, event.safety))}")  # set: it kept them
+    elif isinstance(event, TrialRun):
+        trial = event.result
+        cells = trial.fp32
         shown = ", ".join(cells[:4]) + (f" +{len(cells) - 4} more" if len(cells) > 4 else "")
-        typer.echo(f"trial {event['trial']:>3} {event['phase']:<8} fp32 [{shown}] "
-                   f"{_fmt_metric(event['metrics'])} -> {'pass' if event['passed'] else 'FAIL'}")
+        typer.echo(f"trial {trial.trial:>3} {trial.phase:<8} fp32 [{shown}] "
+                   f"{_fmt_metric(trial.metrics)} -> {'pass' if trial.passed else 'FAIL'}")
 
 
 def register(app: typer.Typer) -> None:

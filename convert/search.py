@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from amptool.console.options import check_output_path
-from amptool.documents.door import from_json, to_json
+from amptool.documents.door import from_json
 from amptool.errors import CheckFailed, UsageError
 from amptool.files.configfile import decided_later
 from amptool.network.checkpoint import build_with_weights
@@ -39,7 +39,8 @@ from amptool.runtime.device import execution_mode, resolve_device, set_device
 from amptool.stats.limits import Thresholds, resolve_thresholds, validate_file_thresholds
 
 from .bisection import bisect_cells, in_order, sub_units
-from .result import Confirmation, SearchLimits, SearchResult, Trial, TrialMetrics
+from .result import (Confirmation, SearchEvent, SearchLimits, SearchResult, SearchStart, Trial,
+                     TrialMetrics, TrialRun)
 
 if TYPE_CHECKING:
     from .judge import OutputLimits
@@ -58,7 +59,7 @@ def __getattr__(name: str):
         return getattr(judging, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-Callback = Optional[Callable[[dict], None]]
+Callback = Optional[Callable[[SearchEvent], None]]
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class Trials:
         record = Trial(len(self.log) + 1, phase, in_order(self.candidates, kept),
                        TrialMetrics.from_dict(metrics), ok)
         self.log.append(record)
-        self.emit({"kind": "trial", **to_json(record)})
+        self.emit(TrialRun(record))
         return ok
 
 
@@ -245,10 +246,9 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     task = TaskCheck.load(cfg.metric, ref, src.y) if cfg.metric else None
     trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier, task)
     trials.add_candidates(order)
-    emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
-          "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
-          "ranged": ranged, "safety": cfg.range_safety, "classifier": src.classifier,
-          "thresholds": th.to_dict(as_outputs(ref))})
+    limits = from_json(SearchLimits, th.to_dict(as_outputs(ref)), "search limits")
+    emit(SearchStart(src.spec.name, order, given.describe(), base_kept, len(src.x), device,
+                     src.ckpt, ranged, cfg.range_safety, src.classifier, limits))
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
     policy = _final_policy(base, kept)
@@ -278,9 +278,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
                         confirm, 0.0, str(cfg.out), src.spec.name, len(src.x), ranged,
                         device=device, ckpt=src.ckpt, base=given.describe(), kept_where=where,
                         classifier=src.classifier,
-                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref)),
-                                              "search limits"),
-                        metric=cfg.metric)
+                        thresholds=limits, metric=cfg.metric)
 
 
 def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) -> tuple:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
+from amptool.documents.events import Overwrite
 from amptool.errors import UsageError
 from amptool.files.configfile import build_config, decided_later, layered
 from amptool.network.trust import vet_recorded, vet_recorded_code
@@ -206,7 +207,7 @@ def claim_out_folder(cfg: TrainConfig) -> list:
     return found
 
 
-def replace_run(cfg: TrainConfig, found: list, emit) -> None:
+def replace_run(cfg: TrainConfig, found: list, emit: Callable[[Overwrite], None]) -> None:
     """Remove the replaced run's ``found`` files and its metrics (the new run rewrites the
     rest: its model copy, its auto policy) and say so in one ``overwrite`` event; called
     once the new run's set-up succeeded, so a mistake found there leaves the old run whole.
@@ -215,5 +216,5 @@ def replace_run(cfg: TrainConfig, found: list, emit) -> None:
         return
     for path in found + [Path(cfg.out) / "metrics.jsonl"]:
         path.unlink(missing_ok=True)
-    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found],
-          "unfinished": not any(p.suffix in (".ckpt", ".safetensors") for p in found)})
+    emit(Overwrite(str(cfg.out), [p.name for p in found],
+                   not any(p.suffix in (".ckpt", ".safetensors") for p in found)))

@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, Optional
 from amptool.data.dataset import epoch_batches
 from amptool.data.rows import target_columns
 from amptool.data.sources import skipped_note
+from amptool.documents.events import (Epoch, Finished, Step, TrainEnd, TrainEvent, TrainStart,
+                                      Warned)
 from amptool.documents.records import RUN_VERSION
 from amptool.errors import DivergedError, UsageError
 from amptool.files.fileio import LineLog, ensure_out_dir, output_dir
@@ -43,7 +45,7 @@ from .sink import sink_calls
 from .state import RunState
 from .summary import TrainSummary, versions, weights_digest
 
-Callback = Optional[Callable[[dict], None]]
+Callback = Optional[Callable[[TrainEvent], None]]
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -81,7 +83,7 @@ class _TrainingRun:
 
     cfg: TrainConfig
     parts: RunParts
-    emit: Callable[[dict], None]
+    emit: Callable[[TrainEvent], None]
     rank: int
     world: int
     out: Path
@@ -174,12 +176,11 @@ class _TrainingRun:
                    else None)  # whole lines, each written at once: tail -f works
         data = self.parts.data
         if data.skipped:
-            self.emit({"kind": "warning", "message": skipped_note(
-                data.skipped, len(data.skipped) + len(data.rows))})
-        self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.state.epoch,
-                   "steps_per_epoch": len(data.train_idx) // (cfg.batch_size * self.world),
-                   "device": self.parts.device, "policy": self.parts.policy.describe(),
-                   "loss_scale": self.parts.loss_scale.kind})
+            self.emit(Warned(skipped_note(data.skipped, len(data.skipped) + len(data.rows))))
+        self.emit(TrainStart(cfg.epochs, self.state.epoch,
+                             len(data.train_idx) // (cfg.batch_size * self.world),
+                             self.parts.device, self.parts.policy.describe(),
+                             self.parts.loss_scale.kind))
         t_start = time.perf_counter()
         try:
             for epoch in range(self.state.epoch, cfg.epochs):
@@ -205,7 +206,7 @@ class _TrainingRun:
         if self.lead:
             info["summary"] = summary.to_dict()
             self.run_dir.write(info)
-        self.emit({"kind": "end", "summary": summary.to_dict()})
+        self.emit(TrainEnd(summary))
         return summary
 
     def finished(self) -> TrainSummary:
@@ -220,8 +221,8 @@ class _TrainingRun:
             kept = {name: previous[name] for name in ("final_loss", "samples_per_s", "seconds")
                     if isinstance(previous.get(name), (int, float))}
         summary = dataclasses.replace(summary, already_finished=True, **kept)
-        self.emit({"kind": "finished", "epochs": self.state.epoch, "out": str(self.out)})
-        self.emit({"kind": "end", "summary": summary.to_dict()})
+        self.emit(Finished(self.state.epoch, str(self.out)))
+        self.emit(TrainEnd(summary))
         return summary
 
     def discard(self) -> None:
@@ -296,13 +297,11 @@ class _TrainingRun:
         samples, dt = state.close_window(time.perf_counter(), timed)
         window_skipped = skipped - (state.overflow - state.overflow_before)
         state.overflow = state.overflow_before + skipped
-        record = {"step": state.step, "epoch": epoch + 1, "loss": state.loss,
-                  "loss_scale": self.parts.trainer.scale_value(), "overflow": not ok,
-                  "skipped": window_skipped, "lr": self.cfg.lr,
-                  "samples_per_s": samples / dt if dt > 0 else None}
+        step = Step(state.step, epoch + 1, state.loss, self.parts.trainer.scale_value(), not ok,
+                    window_skipped, self.cfg.lr, samples / dt if dt > 0 else None)
         if metrics:
-            metrics.write(json.dumps(record) + "\n")
-        self.emit({"kind": "step", **record})
+            metrics.write(json.dumps(step.record()) + "\n")
+        self.emit(step)
         self.check_divergence(ok, window_skipped, inputs)
 
     def check_divergence(self, ok: bool, skipped: int, inputs) -> None:
@@ -350,8 +349,7 @@ class _TrainingRun:
             metrics.write(json.dumps({"epoch": epoch + 1, **loss, **scores,
                                       "step": state.step}) + "\n")
             metrics.flush()
-        self.emit({"kind": "epoch", "epoch": epoch + 1, **scores, "val_loss": state.val_loss,
-                   "loss": state.loss})
+        self.emit(Epoch(epoch + 1, val_loss=state.val_loss, loss=state.loss, **scores))
 
     def scores(self) -> dict:
         """The held-out figures a checkpoint, metrics.jsonl and the events carry: val_acc and

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
+from amptool.documents.events import TrainEvent
 from amptool.files.fileio import output_dir
 
 from .checks import validate
@@ -15,7 +16,7 @@ from .launch import launch_workers
 from .loop import train_model
 from .summary import TrainSummary
 
-Callback = Optional[Callable[[dict], None]]
+Callback = Optional[Callable[[TrainEvent], None]]
 
 
 def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable[str] = (),
