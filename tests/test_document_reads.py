@@ -26,7 +26,8 @@ OTHER_MEANING = {"run record": ("export/onnx.py", "src/amptool/files/fileio.py",
 lock's owner, an msrun process)."""
 STILL_A_DICT = "still a dict from creation to file: to be typed as the manifest is"
 BUDGET = {"manifest": (0, "typed from build_manifest to the file and back (read_manifest)"),
-          "run record": (32, STILL_A_DICT),
+          "run record": (0, "typed from the training run that makes it to the file and back "
+                            "(RunDir.read)"),
           "progress event": (0, "typed from creation to the printers (amptool.documents.events)")}
 """Reads by key left, by document, with why."""
 

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass, replac
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from amptool.documents.door import to_json
 from amptool.documents.events import Overwrite
 from amptool.errors import UsageError
 from amptool.files.configfile import build_config, decided_later, layered
@@ -179,9 +180,10 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
         changes["model"] = vet_recorded(run_dir.model_reference())["model"]
     for what in ("loss", "metric"):  # the same for a loss or metric file the run names
         if changes.get(what):
-            kept = run_dir.read().get(what)
-            changes[what] = vet_recorded_code(changes[what], kept if isinstance(kept, dict)
-                                              else None, run_dir.info_path, run_dir.path, what)
+            info = run_dir.read()
+            kept = {"loss": info.loss, "metric": info.metric}[what]
+            changes[what] = vet_recorded_code(changes[what], to_json(kept) if kept else None,
+                                              run_dir.info_path, run_dir.path, what)
     return replace(cfg, **changes) if changes else cfg
 
 
