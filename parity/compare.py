@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from amptool.documents.parity import PARITY_REPORT_VERSION
+from amptool.documents.parity import CandidateResult
 from amptool.errors import UsageError
 from amptool.parity.accumulate import TaskStream
 from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, finish_candidate,
-                                      golden_head, output_names, reference_notes, report_dict)
+                                      golden_head, output_names, reference_notes, report_of)
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import load_golden, make_inputs, save_golden
 from amptool.parity.localize import vet_layer_models
@@ -75,10 +76,7 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
         report = _compare_all(cfg, device)
     if report is None:
         return None
-    report["seconds"] = round(time.perf_counter() - t0, 3)
-    report["device"] = device
-    report["schema_version"] = PARITY_REPORT_VERSION
-    return ParityReport.from_dict(report)
+    return replace(report, seconds=round(time.perf_counter() - t0, 3))
 
 
 def open_all(cfg: ParityConfig) -> Opened:
@@ -102,7 +100,7 @@ def open_all(cfg: ParityConfig) -> Opened:
     return Opened(fn, ref, cands, golden_in, golden_out, names)
 
 
-def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[dict]:
+def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[ParityReport]:
     if cfg.sharded:
         from amptool.parity.shard import compare_sharded
 
@@ -117,7 +115,7 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[dict]:
         if sides.fn is not None:
             run.task = (sides.fn, _reference_metric(run, sides.fn))
         results = [_judge(run, cand) for cand in cands]
-    return report_dict(run, results, device)
+    return report_of(run, results, device)
 
 
 def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
@@ -150,7 +148,7 @@ def _reference_metric(run: Baseline, fn) -> float:
     return task.value()
 
 
-def _judge(run: Baseline, cand: Side) -> dict:
+def _judge(run: Baseline, cand: Side) -> CandidateResult:
     spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
     stats, faithful = accumulate_candidate(run, cand, spool)
     return finish_candidate(run, cand, stats, faithful, spool)
