@@ -21,7 +21,7 @@ from amptool.data.sources import skipped_note
 from amptool.documents.events import (Epoch, Finished, Step, TrainEnd, TrainEvent, TrainStart,
                                       Warned)
 from amptool.documents.door import from_json
-from amptool.documents.records import RUN_VERSION, RunRecord
+from amptool.documents.records import RUN_VERSION, PolicyAuto, RunRecord
 from amptool.errors import DivergedError, UsageError
 from amptool.files.fileio import LineLog, ensure_out_dir, output_dir
 from amptool.network import checkpoint as ckpt
@@ -148,7 +148,7 @@ class _TrainingRun:
             if metric is not None and cfg.metric:
                 metric.update(keep_code_file(check_metric_spec(cfg.metric)[0], self.out,
                                              "metric"))
-        return from_json(RunRecord, {
+        info = from_json(RunRecord, {
             "schema_version": RUN_VERSION, "config": cfg.to_dict(), "model": model,
             "data": {"source": data.source, "train_samples": len(data.train_idx),
                      "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
@@ -157,8 +157,9 @@ class _TrainingRun:
                      "preprocess": data.preprocess.to_dict() if data.preprocess else None},
             "loss": loss, "metric": metric, "policy": parts.policy.to_dict(),
             "loss_scale": parts.loss_scale.to_dict(), "versions": versions(),
-            "device": parts.device, "seed": cfg.seed, "workers": self.world,
-            "policy_auto": parts.auto}, "run record")
+            "device": parts.device, "seed": cfg.seed, "workers": self.world}, "run record")
+        # the range pass's rows as measured (a float, not the JSON's "inf", until written)
+        return replace(info, policy_auto=PolicyAuto(**parts.auto)) if parts.auto else info
 
     def train(self) -> TrainSummary:
         cfg = self.cfg
