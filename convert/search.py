@@ -206,6 +206,7 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """Find fp32 cells for the fp16 network to pass parity; write the policy to ``cfg.out``.
 
     Raises CheckFailed when no policy passes, not even every candidate cell in fp32.
+    ``on_event`` is handed a ``SearchStart``, then a ``TrialRun`` after each trial.
     """
     emit = on_event or (lambda event: None)
     t0 = time.perf_counter()

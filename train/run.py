@@ -22,7 +22,8 @@ Callback = Optional[Callable[[TrainEvent], None]]
 def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable[str] = (),
                  launch: Optional[LaunchOptions] = None) -> TrainSummary:
     """Train under ``cfg``; ``explicit`` names the settings the caller gave on purpose
-    (with ``resume`` they win over the previous run's, like any non-default value)."""
+    (with ``resume`` they win over the previous run's, like any non-default value);
+    ``on_event`` is handed each ``TrainEvent`` (``amptool.documents.events``) as it happens."""
     cfg = merge_previous(cfg, explicit)
     launch = launch or LaunchOptions()
     if cfg.workers > 1 or launch.nodes > 1:

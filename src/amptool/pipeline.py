@@ -144,7 +144,8 @@ def check_config(cfg: PipelineConfig) -> tuple:
 def run_pipeline(cfg: PipelineConfig,
                  on_event: Optional[Callable[[PipelineEvent], None]] = None) -> PipelineResult:
     """Run every stage, with ``cfg.out`` held by this process; return the result
-    (``passed`` is the parity verdict)."""
+    (``passed`` is the parity verdict); ``on_event`` is handed each ``PipelineEvent``
+    (``amptool.documents.events``): the stages, warnings and training's events."""
     emit = on_event or (lambda event: None)
     formats = check_config(cfg)
     with output_dir(cfg.out) as out:
