@@ -10,49 +10,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
+
+import numpy as np
 
 from amptool.errors import UsageError
-from amptool.files.configfile import decided_later
 from amptool.files.fileio import atomic_path
-from amptool.network.checkpoint import FORMATS, is_float, write_checkpoint
+from amptool.network.checkpoint import is_float, write_checkpoint
 from amptool.network.ckptstream import build_uninitialized, iter_checkpoint, write_entry
-from amptool.network.trust import recorded_reference
+from amptool.network.models import resolve_model
+from amptool.network.trust import recorded_reference, user_reference
+from amptool.precision import apply
 from amptool.precision.policy import policy_for
+from amptool.precision.safety import FP16_MAX
+from amptool.runs.rundir import RunDir
 from amptool.runtime.device import import_mindspore
 
-if TYPE_CHECKING:
-    import numpy as np
+from .config import CkptConfig, output_format, validate
 
-TARGETS = ("fp16", "fp32")
-
-
-@dataclass(frozen=True)
-class CkptConfig:
-    """What ``amptool convert ckpt`` was asked to do."""
-
-    src: str
-    """Checkpoint to read (ckpt or safetensors; the format is detected from the content)."""
-    dst: str
-    """File to write."""
-    to: str = "fp16"
-    """Target float dtype: fp16 or fp32."""
-    format: Optional[str] = decided_later("from OUT's extension, else ckpt")
-    """Output format, ckpt or safetensors; None: from dst's extension (.safetensors), else ckpt."""
-    policy: Optional[str] = decided_later("O2 when the model is known")
-    """Policy file whose fp32 cells keep their parameters in fp32 (needs the model)."""
-    model: Optional[str] = decided_later("the checkpoint's 'model' entry")
-    """Network the checkpoint belongs to; None: the checkpoint's own 'model' entry, if any."""
-    model_args: Optional[dict] = None
-    """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
-    input_spec: Optional[str] = None
-    """``model``'s input signature, when it declares none (``--input-spec``)."""
-    all_floats: bool = False
-    """Convert every float entry, ignoring the policy's fp32 cells."""
-    weights_only: bool = False
-    """Write only the network's parameters (drop optimizer and loss-scale state, counters)."""
-    force: bool = False
-    """Overwrite dst if it exists."""
+__all__ = ["CkptConfig", "CkptReport", "convert_checkpoint"]
 
 
 @dataclass
@@ -86,43 +62,10 @@ class CkptReport:
 
 def _as_float32(value) -> np.ndarray:
     import mindspore as ms
-    import numpy as np
 
     if value.dtype == ms.bfloat16:
         return value.astype(ms.float32).asnumpy()
     return value.asnumpy().astype(np.float32, copy=False)
-
-
-def _output_format(cfg: CkptConfig) -> str:
-    if cfg.format is None:
-        return "safetensors" if Path(cfg.dst).suffix.lower() == ".safetensors" else "ckpt"
-    if cfg.format not in FORMATS:
-        raise UsageError(f"unknown checkpoint format '{cfg.format}'", "use ckpt or safetensors")
-    return cfg.format
-
-
-def check_config(cfg: CkptConfig) -> str:
-    """Validate options before any work; return the output format."""
-    problems = []
-    if cfg.to not in TARGETS:
-        problems.append(f"unknown target dtype '{cfg.to}' (use fp16 or fp32)")
-    if cfg.format is not None and cfg.format not in FORMATS:
-        problems.append(f"unknown checkpoint format '{cfg.format}' (use ckpt or safetensors)")
-    if problems:
-        raise UsageError("; ".join(problems), "fix the options")
-    src, dst = Path(cfg.src), Path(cfg.dst)
-    if not src.is_file():
-        raise UsageError(f"checkpoint {src} does not exist", "check the input path")
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise UsageError(f"output {dst} is the input file",
-                         "write the converted checkpoint elsewhere")
-    if dst.exists() and not cfg.force:
-        raise UsageError(f"{dst} already exists", "pass --force to overwrite it")
-    if dst.is_dir():
-        raise UsageError(f"{dst} is a folder", "give a file path for the converted checkpoint")
-    if not dst.parent.is_dir():
-        raise UsageError(f"folder {dst.parent} does not exist", "create it or choose another path")
-    return _output_format(cfg)
 
 
 def _model_name(cfg: CkptConfig, entries: dict) -> Optional[str]:
@@ -133,9 +76,6 @@ def _model_name(cfg: CkptConfig, entries: dict) -> Optional[str]:
 def _reference(cfg: CkptConfig, model: str) -> dict:
     """The user's model as given; else the checkpoint's, with the factory arguments and
     signature its run.json records where that names the same model (vetted either way)."""
-    from amptool.network.models import user_reference
-    from amptool.runs.rundir import RunDir
-
     if cfg.model:
         given = user_reference(cfg.model, cfg.model_args, cfg.input_spec)
         assert given is not None  # a model was named
@@ -160,9 +100,6 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
                              "pass --model (the network the checkpoint belongs to)")
         what = "every float entry converted" if cfg.to == "fp16" else "none"
         return set(), None, f"none (no model known: {what})" if cfg.to == "fp16" else "none"
-    from amptool.network.models import resolve_model
-    from amptool.precision.apply import resolve_fp32_cells
-
     policy = policy_for(cfg.policy)
     # the structure alone is read (parameter names, the cells the policy keeps): built
     # without weights and never run, so a big network costs no copy of its weights here
@@ -174,7 +111,7 @@ def _plan(cfg: CkptConfig, entries: dict) -> tuple[set, Optional[set], str]:
         return set(), weights, "none"
     if cfg.all_floats:
         return set(), weights, "none (--all)"
-    kept = resolve_fp32_cells(net, policy)
+    kept = apply.resolve_fp32_cells(net, policy)  # read at call time: tests replace it
     names = {p.name for cell in kept.values() for p in cell.get_parameters()}
     return names, weights, f"{policy.describe()} on {model}"
 
@@ -186,7 +123,8 @@ def _kept_by_policy(name: str, kept: set) -> bool:
 
 def convert_checkpoint(cfg: CkptConfig) -> CkptReport:
     """Convert the float entries of ``cfg.src`` to ``cfg.to`` and write ``cfg.dst`` atomically."""
-    fmt = check_config(cfg)
+    validate(cfg)
+    fmt = output_format(cfg)
     ms = import_mindspore()
     # the input is read one entry at a time (its 'model' entry first, for the plan); each
     # converted entry is written in turn (ckpt), or held until the whole is (safetensors)
@@ -217,8 +155,6 @@ def _entries(cfg: CkptConfig, target, kept: set, weights, report: CkptReport):
 def _stream_ckpt(cfg: CkptConfig, target, kept: set, weights, report: CkptReport) -> None:
     """Each entry written as it is converted (the texts last, as ``save_checkpoint`` writes
     its ``append_dict``): one entry in memory at a time, never the whole output."""
-    import numpy as np
-
     strings = {}
     try:
         with atomic_path(cfg.dst, suffix=".ckpt") as tmp, open(tmp, "wb") as fh:
@@ -250,7 +186,6 @@ def _write_whole(cfg: CkptConfig, target, kept: set, weights, report: CkptReport
 
 def _convert_entry(name: str, value, target, kept: set, report: CkptReport):
     import mindspore as ms
-    import numpy as np
 
     if not is_float(value):
         report.untouched.append(name)
@@ -287,10 +222,6 @@ def _chunks(*arrays):
 
 def _beyond_fp16(arr: np.ndarray) -> bool:
     """Whether a finite value of ``arr`` lies beyond fp16's range."""
-    import numpy as np
-
-    from amptool.precision.ranges import FP16_MAX
-
     for (part,) in _chunks(arr):
         magnitude = np.abs(part)
         magnitude[~np.isfinite(magnitude)] = 0

@@ -1,4 +1,8 @@
-"""``amptool convert policy|ckpt|search``: thin commands over convert's library functions."""
+"""``amptool convert policy|ckpt|search``: thin commands over convert's library functions.
+
+Imports the configs; each command imports its library function when it runs, so
+``amptool --help`` stays light.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,13 +11,13 @@ from typing import List, Optional, Tuple, cast
 import typer
 
 from amptool.console import options as opt
-from amptool.convert.ckpt import CkptConfig, convert_checkpoint
-from amptool.convert.explain import PolicyConfig, explain_policy
+from amptool.convert.config import CkptConfig, PolicyConfig, SearchConfig, validate
 from amptool.convert.result import SEARCH, SearchEvent, SearchStart, TrialMetrics, TrialRun
-from amptool.convert.search import SearchConfig, check_config, check_range_safety, search_policy
 from amptool.files.configfile import read_config_file
+from amptool.network.usercode import parse_model_args
+from amptool.precision.safety import check_range_safety, why_kept
 from amptool.stats.limits import default_text as limit_default
-from amptool.stats.limits import flag_overrides, resolve_thresholds, validate_file_thresholds
+from amptool.stats.limits import flag_overrides, validate_file_thresholds
 
 convert_app = typer.Typer(cls=opt.AmpToolGroup, no_args_is_help=True, add_completion=False,
                           help="Precision policies, checkpoint dtype conversion, fp32-cell search.")
@@ -42,14 +46,14 @@ def policy_command(
     as_json: opt.about(opt.JsonOption, "the policy, its meaning and per-cell rows") = False,
 ) -> None:
     """Show what a level or policy file means (per cell with --model); write it as a policy file."""
-    from amptool.network.models import parse_model_args
-
     cfg = PolicyConfig(level=level, dtype=dtype, policy=str(policy) if policy else None,
                        fp32_types=tuple(fp32_type), fp32_cells=tuple(fp32_cell),
                        fp16_cells=tuple(fp16_cell), model=model,
                        model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                        device=device,
                        out=str(out) if out else None, force=force)
+    from amptool.convert.explain import explain_policy
+
     report = explain_policy(cfg)
     if as_json:
         opt.print_json(report.to_dict())
@@ -97,14 +101,15 @@ def ckpt_command(
 ) -> None:
     """Convert a checkpoint's float parameters to fp16 or fp32; other entries are copied as
     they are."""
-    from amptool.network.models import parse_model_args
-
     cfg = CkptConfig(src=str(src), dst=str(dst), to=to.lower(), format=fmt,
                      policy=str(policy) if policy else None, model=model,
                      model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                      all_floats=all_floats,
                      weights_only=weights_only, force=force)
+    validate(cfg)  # every mistake before the consent is recorded
     opt.consent(trust_model)
+    from amptool.convert.ckpt import convert_checkpoint
+
     report = convert_checkpoint(cfg)
     if as_json:
         opt.print_json(report.to_dict())
@@ -185,8 +190,6 @@ def search_command(
     limits: Optional[dict] = None,
 ) -> None:
     """Find the cells that must stay fp32 for the fp16 network to pass parity; write a policy."""
-    from amptool.network.models import parse_model_args
-
     table, flags = _limits(thresholds, dict(limits or {}, max_abs_scaled=max_abs_scaled,
                                             max_metric_drop=max_metric_drop))
     cfg = SearchConfig(run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None,
@@ -199,8 +202,10 @@ def search_command(
                        force=force, device=device,  # type: ignore[arg-type]
                        range_safety=_range_safety(range_safety),
                        plot=str(plot) if plot else None)
-    check_config(cfg)  # every mistake before the consent is recorded
+    validate(cfg)  # every mistake before the consent is recorded
     opt.consent(trust_model)
+    from amptool.convert.search import search_policy
+
     result = search_policy(cfg, on_event=None if (quiet or as_json) else _print_event)
     if as_json:
         opt.print_json(SEARCH.json(result))
@@ -224,7 +229,7 @@ def _range_safety(text: str) -> Optional[float]:
         value = float(text)
     except ValueError:
         value = -1.0
-    check_range_safety(value, text)
+    check_range_safety(value, "--range-safety", "e.g. --range-safety 0.5", True, text)
     return value
 
 
@@ -239,16 +244,6 @@ def _limits(path: Optional[Path], flags: dict) -> Tuple[dict, dict]:
         table = data["thresholds"] if isinstance(data.get("thresholds"), dict) else data
         validate_file_thresholds(table, f"thresholds file {path}")
     return table, flag_overrides(**flags)
-
-
-def _thresholds(path: Optional[Path], flags: dict, logits: bool = True):
-    """The limits ``_limits`` gives for a network whose first output is (``logits``) or is
-    not class logits."""
-    return _thresholds_of(*_limits(path, flags), logits)
-
-
-def _thresholds_of(table: dict, flags: dict, logits: bool = True):
-    return resolve_thresholds("fp32", "fp16", table, flags, output=(0, "output0"), logits=logits)
 
 
 def _fmt_metric(metrics: TrialMetrics) -> str:
@@ -272,8 +267,6 @@ def _print_event(event: SearchEvent) -> None:
         typer.echo(f"search on {event.model} ({event.ckpt}), base {event.base}{base}, "
                    f"{len(event.candidates)} candidate cells, {event.samples} samples, "
                    f"{event.device}")
-        from amptool.precision.ranges import why_kept
-
         for r in event.ranged:
             typer.echo(f"range pass keeps {r['path']} ({r['type']}): "
                        f"{why_kept(r, cast(float, event.safety))}")  # set: it kept them

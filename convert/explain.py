@@ -4,12 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from amptool.errors import UsageError
-from amptool.files.configfile import decided_later
+from amptool.network.models import resolve_model
 from amptool.precision.apply import cell_dtypes, cell_origins
 from amptool.precision.policy import (Policy, check_dtype_on_device, load_policy, make_policy,
                                       save_policy)
 from amptool.runtime.device import import_mindspore, resolve_device
+
+from .config import DEFAULT_DTYPE, DEFAULT_LEVEL, PolicyConfig, validate
 
 LEVEL_MEANING = {
     "O0": "everything in float32",
@@ -19,42 +20,6 @@ LEVEL_MEANING = {
           "policy's fp32 cells",
     "O3": "every cell in the low dtype except the policy's fp32 cells",
 }
-
-
-DEFAULT_LEVEL = "O2"
-"""The level shown when neither a level nor a policy file is given."""
-DEFAULT_DTYPE = "fp16"
-"""The low dtype when none is given."""
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """What ``amptool convert policy`` was asked to show or write."""
-
-    level: Optional[str] = decided_later(DEFAULT_LEVEL)
-    """Built-in level O0-O3 (default O2 when no policy file is given)."""
-    dtype: Optional[str] = decided_later(DEFAULT_DTYPE)
-    """Low-precision dtype: float16 (fp16) or bfloat16 (bf16)."""
-    policy: Optional[str] = None
-    """A policy file to read (TOML/YAML/JSON, or a run.json/manifest)."""
-    fp32_types: tuple = ()
-    """Extra cell types kept in fp32."""
-    fp32_cells: tuple = ()
-    """Extra cell paths kept in fp32."""
-    fp16_cells: tuple = ()
-    """Cell paths forced to the low dtype."""
-    model: Optional[str] = None
-    """Network to resolve the policy against."""
-    model_args: Optional[dict] = None
-    """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
-    input_spec: Optional[str] = None
-    """``model``'s input signature, when it declares none (``--input-spec``)."""
-    device: Optional[str] = None
-    """Check the dtype runs on this device (CPU refuses bfloat16)."""
-    out: Optional[str] = None
-    """Write the policy to this file (.toml, .yaml or .json)."""
-    force: bool = False
-    """Overwrite ``out``."""
 
 
 @dataclass
@@ -81,11 +46,9 @@ class PolicyReport:
 
 
 def build_policy(cfg: PolicyConfig):
-    """The policy the options describe: a file, or a level plus extra cell lists."""
+    """The policy the options describe (``validate``-d): a file, or a level plus extra cell
+    lists."""
     if cfg.policy:
-        if cfg.level or cfg.dtype or cfg.fp32_types or cfg.fp32_cells or cfg.fp16_cells:
-            raise UsageError("--policy cannot be combined with --level, --dtype or cell options",
-                             "edit the policy file, or build one from --level and cell options")
         return load_policy(cfg.policy)
     return make_policy(cfg.level or DEFAULT_LEVEL, cfg.dtype or DEFAULT_DTYPE, cfg.fp32_types,
                        cfg.fp32_cells, cfg.fp16_cells)
@@ -93,15 +56,12 @@ def build_policy(cfg: PolicyConfig):
 
 def explain_policy(cfg: PolicyConfig) -> PolicyReport:
     """Resolve the policy, check it against the model and device, optionally write it."""
+    validate(cfg)
     policy = build_policy(cfg)
     if cfg.device:
         check_dtype_on_device(policy, resolve_device(cfg.device))
     rows, where = [], {}
-    from amptool.network.models import user_reference
-
-    if user_reference(cfg.model, cfg.model_args, cfg.input_spec):
-        from amptool.network.models import resolve_model
-
+    if cfg.model:
         import_mindspore()
         net = resolve_model(cfg.model, cfg.model_args, cfg.input_spec).build()
         rows = cell_dtypes(net, policy)  # raises one error listing unknown paths/types

@@ -19,98 +19,51 @@ no fp16 policy and fails too.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Union, cast
+from typing import Callable, Optional, Union, cast
 
-from amptool.console.options import check_output_path
 from amptool.documents.door import from_json
 from amptool.errors import CheckFailed, UsageError
-from amptool.files.configfile import decided_later
 from amptool.network.checkpoint import build_with_weights
-from amptool.network.taskmetric import check_metric_spec
 from amptool.precision.apply import (cell_origins, cell_paths, close_kept, low_precision_params,
                                      ms_dtype, output_fp32, resolve_fp32_cells, set_precision,
                                      within)
 from amptool.precision.policy import (check_dtype_on_device, make_policy, policy_for, policy_format,
                                       save_policy)
-from amptool.report.plotting import pyplot
+from amptool.precision.ranges import measure_ranges, outside_policy, range_candidates
+from amptool.precision.safety import why_kept
 from amptool.runtime.device import execution_mode, resolve_device, set_device
-from amptool.stats.limits import Thresholds, resolve_thresholds, validate_file_thresholds
+from amptool.stats.limits import Thresholds
 
 from .bisection import bisect_cells, in_order, sub_units
-from .result import (Confirmation, SearchEvent, SearchLimits, SearchResult, SearchStart, Trial,
-                     TrialMetrics, TrialRun)
+from .config import SearchConfig, validate
+from .judge import (
+    OutputLimits,
+    TaskCheck,
+    as_outputs,
+    check_all_fp32,
+    confirm_policy,
+    judge,
+    search_thresholds,
+)
+from .plot import write_range_plot
+from .result import (
+    Confirmation,
+    SearchEvent,
+    SearchLimits,
+    SearchResult,
+    SearchStart,
+    Trial,
+    TrialMetrics,
+    TrialRun,
+)
+from .subject import load_subject
+from .trace import leaf_paths, record_execution
 
-if TYPE_CHECKING:
-    from .judge import OutputLimits
-
-__all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "check_config",
-           "search_policy"]
-_FROM_JUDGE = ("TaskCheck", "as_outputs", "judge", "search_thresholds")
-"""Names of ``convert.judge`` (numpy) this module still gives, imported on first use so
-that ``amptool --help``, which reads ``SearchConfig``'s defaults, stays light."""
-
-
-def __getattr__(name: str):
-    if name in _FROM_JUDGE:
-        from . import judge as judging
-
-        return getattr(judging, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "search_policy",
+           "validate"]
 Callback = Optional[Callable[[SearchEvent], None]]
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """What ``amptool convert search`` was asked to do."""
-
-    run: Optional[str] = None
-    """Training run folder (run.json + best checkpoint)."""
-    ckpt: Optional[str] = None
-    """Checkpoint to search on (instead of, or overriding, the run's)."""
-    model: Optional[str] = decided_later("the run's")
-    """Model of ``ckpt``: sample name or file.py:factory (default: the run's)."""
-    model_args: Optional[dict] = None
-    """Keyword arguments for ``model``'s factory (``--model-arg KEY=VALUE``)."""
-    input_spec: Optional[str] = None
-    """``model``'s input signature, when it declares none (``--input-spec``)."""
-    data: Optional[str] = decided_later("the run's, else digits")
-    """Data source of the inputs (default: the run's, else digits); its held-out split is used."""
-    samples: Optional[int] = 256
-    """Held-out samples in the batch every trial runs (None: the whole split)."""
-    level: str = "O3"
-    """Base level, O3 (all fp16) or O2 (BatchNorm/LayerNorm kept fp32)."""
-    policy: Optional[str] = None
-    """Base policy file (overrides ``level``); its fp32 cells and types stay fp32."""
-    thresholds: Optional[Thresholds] = None
-    """Parity limits every output of every trial must meet; None: parity's fp16-vs-fp32
-    limits for what each output is (top-1 and accuracy for class logits: the declared
-    ``class_logits``, else the first output of a classifier's run; for any other output the
-    scale-aware error bounds, ``p999_abs_scaled`` 2^-5 and ``max_abs_scaled`` 2^-4, and no
-    top-1), with ``threshold_table`` and ``threshold_flags`` over them."""
-    threshold_table: Optional[dict] = None
-    """A parity config's ``thresholds`` table (its general, ``fp16_vs_fp32`` and each
-    output's ``outputs.<index or outputN>`` tables apply)."""
-    threshold_flags: Optional[dict] = None
-    """Limits given as flags (``limits.flag_overrides``), over the table."""
-    metric: Optional[str] = None
-    """A task metric ``path/file.py:fn`` (parity's ``--metric``: fn(outputs, targets) ->
-    float, higher is better): every trial's drop from the fp32 reference's value must stay
-    within ``max_metric_drop`` (default 0) as well."""
-    out: str = "policy.toml"
-    """Where the found policy is written (.toml, .yaml or .json)."""
-    force: bool = False
-    """Overwrite ``out`` if it exists."""
-    device: str = "auto"
-    """auto, CPU, GPU or Ascend."""
-    range_safety: Optional[float] = 0.5
-    """Range pass first: cells (blocks included) whose fp32 outputs or inputs reach this
-    share of fp16's largest value, or are mostly fp16-subnormal, or break computing alone
-    in fp16, stay fp32 before any trial; None skips it."""
-    plot: Optional[str] = None
-    """Write the range pass's chart here (PNG; needs matplotlib)."""
 
 
 class Trials:
@@ -142,8 +95,6 @@ class Trials:
         return close_kept(self.net, kept, self.forced16)
 
     def evaluate(self, kept, phase: str) -> bool:
-        from .judge import as_outputs, judge
-
         closed = self.closed(kept)
         key = frozenset(closed)
         if key in self.cache:
@@ -176,32 +127,6 @@ def _check_out(cfg: SearchConfig) -> None:
         raise UsageError(f"folder {out.parent} does not exist", "create it or choose another --out")
 
 
-def check_config(cfg: SearchConfig) -> None:
-    """Refuse a config's mistakes before any work, whoever calls: a drop budget without its
-    metric, a metric that is no path/file.py:fn, limits that do not resolve, a chart that
-    cannot be written, a range share outside (0, 1]."""
-    if "max_metric_drop" in (cfg.threshold_flags or {}) and not cfg.metric:
-        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
-    if cfg.metric:
-        check_metric_spec(cfg.metric)
-    if cfg.threshold_table is not None:
-        validate_file_thresholds(cfg.threshold_table, "threshold_table")
-    resolve_thresholds("fp32", "fp16", cfg.threshold_table, cfg.threshold_flags,
-                       output=(0, "output0"))
-    if cfg.plot is not None:
-        check_output_path(Path(cfg.plot), "--plot")
-        pyplot()  # refuse before any work when matplotlib is missing
-    check_range_safety(cfg.range_safety)
-
-
-def check_range_safety(value, shown: Optional[str] = None) -> None:
-    """Refuse a range share outside (0, 1] (``shown``: the value as the user wrote it)."""
-    share = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1
-    if value is not None and not share:
-        raise UsageError(f"--range-safety must be a share in (0, 1] or 'off' (got "
-                         f"{value if shown is None else shown})", "e.g. --range-safety 0.5")
-
-
 def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """Find fp32 cells for the fp16 network to pass parity; write the policy to ``cfg.out``.
 
@@ -210,9 +135,7 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """
     emit = on_event or (lambda event: None)
     t0 = time.perf_counter()
-    from .subject import load_subject
-
-    check_config(cfg)
+    validate(cfg)
     base = base_policy(cfg)
     _check_out(cfg)
     src = load_subject(cfg.run, cfg.ckpt, cfg.model, cfg.data, cfg.samples, cfg.model_args,
@@ -227,11 +150,6 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
 
 def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     import mindspore as ms
-
-    from amptool.precision.ranges import why_kept
-
-    from .judge import TaskCheck, as_outputs, confirm_policy, search_thresholds
-    from .trace import leaf_paths, record_execution
 
     net = build_with_weights(src.spec, src.weights, f"checkpoint {src.ckpt}")
     x = ms.Tensor(src.x)
@@ -251,7 +169,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     emit(SearchStart(src.spec.name, order, given.describe(), base_kept, len(src.x), device,
                      src.ckpt, ranged, cfg.range_safety, src.classifier, limits))
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
-    kept = [r["path"] for r in ranged] + _run_search(trials, order, idle)
+    kept = [r["path"] for r in ranged] + _search_cells(trials, order, idle)
     policy = _final_policy(base, kept)
     confirmed = confirm_policy(src, policy, x, ref, th, task)
     confirm = Confirmation(confirmed["passed"], TrialMetrics.from_dict(confirmed["metrics"]),
@@ -270,8 +188,6 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
                     if path in ranged_at
                     else f"{where.get(path, '?')}; needed to pass parity") for path in kept}
     if cfg.plot:
-        from .plot import write_range_plot
-
         write_range_plot(cfg.plot, measured, [r["path"] for r in ranged], cfg.range_safety)
     save_policy(policy, cfg.out, force=cfg.force, notes=notes)
     params16, flops16 = fp16_fractions(src, policy, calls)
@@ -285,8 +201,6 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
 def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) -> tuple:
     """(every cell's ranges, the range pass's cells outside what the base keeps already) on
     the search batch; with ``safety`` None, ranges only when ``measure`` asks for them."""
-    from amptool.precision.ranges import measure_ranges, outside_policy, range_candidates
-
     if safety is None and not measure:
         return [], []
     ranges = measure_ranges(net, [[x]])
@@ -296,7 +210,7 @@ def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) ->
     return [r.to_dict() for r in ranges], [r.to_dict() for r in found]
 
 
-def _run_search(trials: Trials, order: list, idle: list) -> list:
+def _search_cells(trials: Trials, order: list, idle: list) -> list:
     """Cells to keep; ``idle`` are leaf cells the forward never called."""
     if trials.evaluate([], "all-fp16"):
         return []
@@ -306,8 +220,6 @@ def _run_search(trials: Trials, order: list, idle: list) -> list:
     units = sub_units(order, "", trials.forced16)
     passes = trials.evaluate(units, "all-fp32")
     if not trials.forced16:  # cells the base forces to low precision stay low in every trial
-        from .judge import check_all_fp32
-
         idle = [p for p in idle if not any(within(p, u) for u in units)]
         check_all_fp32(trials.log[-1].metrics.max_abs, trials.ref, len(order), idle)
     if not passes and trials.forced16:

@@ -1,16 +1,25 @@
-"""``amptool export`` and ``amptool inspect``: options into a config, one library call, print."""
+"""``amptool export`` and ``amptool inspect``: options into a config, one library call, print.
+
+Imports the config and what prints the result; the library is imported when the command
+runs, so ``amptool --help`` stays light.
+"""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from amptool.artefact.keys import ENV_VAR, key_from_env, resolve_key
 from amptool.console import options as opt
 from amptool.errors import CheckFailed
-from amptool.export.api import ExportConfig, ExportReport, check_config, export
+from amptool.export.config import ExportConfig, validate
 from amptool.export.deploy import summary_line
+from amptool.network.usercode import parse_model_args
+
+if TYPE_CHECKING:
+    from amptool.export.api import ExportReport
 
 
 def _value(name: str):
@@ -64,8 +73,6 @@ def export_command(
     as_json: opt.about(opt.JsonOption, "the written artefacts with their manifests") = False,
 ) -> None:
     """Export a trained network to MINDIR/AIR/ONNX in fp32 and true fp16, with manifests."""
-    from amptool.network.models import parse_model_args
-
     cfg = ExportConfig(
         run=str(run) if run else None, ckpt=str(ckpt) if ckpt else None, model=model,
         model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
@@ -74,13 +81,13 @@ def export_command(
         force=force, audit=not no_audit, policy=str(policy) if policy else None,
         amp_level=amp_level.upper() if amp_level else None,
         data=data, val_fraction=val_fraction, device=device)
-    check_config(cfg)
+    validate(cfg)
     key = resolve_key(str(encrypt_key_file) if encrypt_key_file else None, encrypt_key_env)
     if key is not None:
-        import dataclasses
-
         cfg = dataclasses.replace(cfg, encrypt_key=key)
     opt.consent(trust_model)
+    from amptool.export.api import export
+
     _print_report(export(cfg), as_json)
 
 

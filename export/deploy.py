@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.documents.manifest import Deployment
-from amptool.network.ckptstream import build_uninitialized
-from amptool.precision.apply import resolve_fp32_cells
 
 LITE_MODE = "enforce_origin"
 """MindSpore Lite ``[ascend_context] precision_mode``: keep the model's own dtypes."""
@@ -52,16 +50,6 @@ def settings_paths(artefact: str | Path) -> dict:
     artefact = Path(artefact)
     return {"mindspore_lite_config": artefact.with_name(artefact.name + LITE_SUFFIX),
             "atc_options": artefact.with_name(artefact.name + ATC_SUFFIX)}
-
-
-def kept_cells(spec, policy) -> list:
-    """[{path, type}] of the cells an fp16 graph built under ``policy`` keeps in fp32
-    (outermost first; the whole network is path '')."""
-    if policy is None:
-        return []
-    net = build_uninitialized(spec.build)  # the structure alone is read: no weights are made
-    return [{"path": path, "type": type(cell).__name__}
-            for path, cell in resolve_fp32_cells(net, policy).items()]
 
 
 def settings_texts() -> dict:

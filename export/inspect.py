@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from amptool.artefact import reader
 from amptool.artefact.audit import AuditReport, audit_artefact
-from amptool.artefact.provenance import NO_PROVENANCE, read_provenance
 from amptool.artefact.files import check_files, file_facts, locate
+from amptool.artefact.provenance import NO_PROVENANCE, read_provenance
+from amptool.artefact.readers import reader
+from amptool.artefact.runners import artefact_format, infer_precision
 from amptool.documents.door import to_json
 from amptool.documents.manifest import Manifest, manifest_path, read_manifest, summarize_params
 from amptool.errors import UsageError
@@ -25,10 +26,8 @@ from .deploy import summary_line
 
 def inspect_artefact(path, key: bytes | None = None) -> dict:
     """Format, size, sha256, encryption, inputs, outputs and parameters; plus the manifest."""
-    from amptool.artefact.runners import detect_format, infer_precision
-
     path = locate(path)
-    fmt = detect_format(path)
+    fmt = artefact_format(path)
     if not path.is_file():
         raise UsageError(f"{path} does not exist", "check the path")
     if fmt == "AIR":

@@ -10,13 +10,12 @@ replace the run's policy in the export, while the manifests keep the run's own a
 from __future__ import annotations
 
 from amptool.precision.policy import policy_for
+from amptool.runs.trained import from_checkpoint, from_run
 
 
 def load_trained(cfg) -> tuple:
     """(the ``TrainedModel`` an ``ExportConfig`` names, the policy the export is built
     from: the model's own unless ``cfg`` overrides it)."""
-    from amptool.runs.trained import from_checkpoint, from_run
-
     if cfg.run:
         trained = from_run(cfg.run, cfg.which, model=cfg.model, model_args=cfg.model_args,
                            input_spec=cfg.input_spec)

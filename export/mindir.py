@@ -68,7 +68,7 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
                              f"{written.name} with its variables folder",
                              "export another --format, and report it with the model")
     if any(dim is None or dim < 0 for item in inputs for dim in item.shape):
-        check_runs(written, inputs, key)
+        check_executes(written, inputs, key)
     return written, facts
 
 
@@ -146,7 +146,7 @@ def stream_single(graph, target) -> None:
             del piece, stored
 
 
-def check_runs(path, inputs, key: bytes | None = None) -> None:
+def check_executes(path, inputs, key: bytes | None = None) -> None:
     """Run the MindIR at ``path`` once, every dynamic dimension 3 (the eager
     probe at resolve used 2); one line if it cannot."""
     import mindspore as ms

@@ -16,7 +16,7 @@ from amptool.files.protowire import delimited_head, without_tensor_bytes
 from amptool.network.models import flat_outputs
 from amptool.runtime.device import execution_mode, release_compiled
 
-from .onnx_check import (OnnxUnsupported, cast_mixed_inputs, check_runs, drop_noop_casts,
+from .onnx_check import (OnnxUnsupported, cast_mixed_inputs, check_executes, drop_noop_casts,
                          rename_outputs, unpromote_scalars)
 from .onnx_compat import rewrite_for_onnx
 from .onnx_locate import locate_operator
@@ -71,7 +71,7 @@ def write(net, inputs, path, key: bytes | None = None, dynamic_batch: bool = Fal
     except onnx.checker.ValidationError as exc:
         raise OnnxUnsupported(f"the exported ONNX graph fails onnx.checker ({first_line(exc)})",
                               "export MINDIR instead") from None
-    check_runs(path, reference)
+    check_executes(path, reference)
     return path, None
 
 

@@ -6,6 +6,7 @@ output on a seeded random batch.
 """
 from __future__ import annotations
 
+from amptool.artefact.onnx import new_session
 from amptool.errors import UsageError, first_line
 
 # Inputs (by position; None = all) that one type parameter T binds in opset 11.
@@ -218,8 +219,6 @@ def cast_mixed_inputs(model, max_passes: int = 20) -> int:
 
 
 def _session(path):
-    from amptool.artefact.onnx import new_session
-
     try:
         return new_session(path)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
@@ -245,7 +244,7 @@ def _feed(session, batch: int, arrays=None) -> dict:
     return feed
 
 
-def check_runs(path, reference=None) -> None:
+def check_executes(path, reference=None) -> None:
     """onnxruntime loads ``path`` and runs a batch of zeros; with ``reference`` (inputs,
     outputs of the MindSpore network) the ONNX outputs must match it within REL_BOUND."""
     session = _session(path)

@@ -16,6 +16,7 @@ import contextlib
 import os
 
 from amptool.errors import UsageError
+from amptool.files import fileio
 
 SPLIT_ENV = "AMPTOOL_SPLIT_BYTES"
 """Parameter bytes past which an export writes weights apart (unset: MindSpore's own)."""
@@ -109,9 +110,7 @@ def human(n: float) -> str:
 
 def check_free_space(folder, needed: int, what: str) -> None:
     """One line when ``folder``'s file system has less than ``needed`` bytes free."""
-    from amptool.files.fileio import free_bytes
-
-    free = free_bytes(folder)
+    free = fileio.free_bytes(folder)  # read at call time: tests replace it
     if free is not None and free < needed:
         raise UsageError(f"{what} needs about {human(needed)} in {folder}, which has "
                          f"{human(free)} free; nothing was written",

@@ -8,18 +8,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amptool.artefact import reader
 from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
                                     split_mindir)
+from amptool.artefact.audit import AuditPolicy, audit_artefact
+from amptool.artefact.readers import reader
 from amptool.documents.manifest import MANIFEST, Manifest, manifest_path
+from amptool.documents.provenance import PROVENANCE_KEY
 from amptool.errors import AmpToolError, CheckFailed, UsageError, first_line
 from amptool.files.fileio import atomic_path, atomic_set, ms_safe, sha256
+from amptool.network.ckptstream import build_uninitialized
 from amptool.network.trust import model_copy
+from amptool.precision.apply import resolve_fp32_cells
 from amptool.precision.policy import export_policy, make_policy
 from amptool.runtime.device import release_compiled, trim_heap
 
-from .deploy import deployment_section, kept_cells, settings_paths, settings_texts
+from . import air, mindir, onnx
+from .deploy import deployment_section, settings_paths, settings_texts
 from .graph import build_network, example_inputs
+from .manifest import build_manifest, build_provenance
 from .split import check_free_space, estimate_bytes, param_elements
 
 
@@ -44,9 +50,17 @@ class ExportResult:
 
 def format_module(name: str):
     """The writer module of a format: MINDIR, AIR or ONNX."""
-    from . import air, mindir, onnx
-
     return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[name]
+
+
+def kept_cells(spec, policy) -> list:
+    """[{path, type}] of the cells an fp16 graph built under ``policy`` keeps in fp32
+    (outermost first; the whole network is path '')."""
+    if policy is None:
+        return []
+    net = build_uninitialized(spec.build)  # the structure alone is read: no weights are made
+    return [{"path": path, "type": type(cell).__name__}
+            for path, cell in resolve_fp32_cells(net, policy).items()]
 
 
 def write_all(cfg, trained, policy, jobs: list) -> list:
@@ -133,8 +147,6 @@ def _audit(cfg, fmt: str, precision: str, written: Path, kept: list,
     """The precision audit of the staged graph ``written`` against the policy it was built
     under; ``CheckFailed`` (one line naming the node and the cell) when the graph
     contradicts it, which discards the whole staged set. None for AIR or ``--no-audit``."""
-    from amptool.artefact.audit import AuditPolicy, audit_artefact
-
     if fmt == "AIR" or not cfg.audit:
         return None
     io_dtype = cfg.io_dtype if precision == "fp16" else "fp32"
@@ -269,8 +281,6 @@ def _write_format(net, trained, cfg, fmt, precision, tmp: Path, release=None,
 
 def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
               facts: dict | None, kept: dict, seconds: float, deployment: dict) -> Manifest:
-    from .manifest import build_manifest
-
     key = cfg.encrypt_key if fmt == "MINDIR" else None
     if facts is None:  # read back (a writer that has them spares reading the weights)
         facts = reader(fmt).describe(tmp, key) if fmt != "AIR" else _air_facts(trained)
@@ -288,10 +298,6 @@ def _manifest(cfg, trained, fmt, precision, policy, tmp: Path, ckpt_facts: dict,
 
 def _provenance(cfg, trained, fmt, precision, policy, kept: list, ckpt_facts: dict) -> dict:
     """The entries written inside the artefact: its provenance (none for AIR)."""
-    from amptool.documents.provenance import PROVENANCE_KEY
-
-    from .manifest import build_provenance
-
     if fmt == "AIR":
         return {}
     effective = policy if policy is not None else make_policy("O0")

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import typer
 
-from amptool.gate import diff_cli
+from amptool.gate import diff_cli, ledger_cli, verify_cli
 
 
 def register(app: typer.Typer) -> None:
     """Add the release gate's commands to ``app``."""
     diff_cli.register(app)
+    ledger_cli.register(app)
+    verify_cli.register(app)

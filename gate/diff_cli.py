@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from amptool.console import options as opt
-from amptool.errors import CheckFailed
 from amptool.gate.diffconfig import DiffConfig
 
 REPORT_HELP = ("a parity report (parity.json, 'amptool parity --json-out'), or an 'amptool "
@@ -35,21 +34,9 @@ def diff_command(
     when NEW is worse beyond a figure's noise and the budget, or a check that passed fails."""
     html = opt.report_file(report, None)
     cfg = DiffConfig.from_file(config, base, new)
-    from amptool.gate.diff import diff
-    from amptool.gate.difftext import failure_fix, format_diff
+    from amptool.gate.diffcommand import compare
 
-    result = diff(cfg)
-    if html is not None:
-        from amptool.report.diff import write_diff_page
-
-        write_diff_page(html, result)
-    if as_json:
-        opt.print_json(result.to_dict())
-    else:
-        text = format_diff(result)
-        typer.echo(text.splitlines()[-1] if quiet else text)
-    if not result.passed:
-        raise CheckFailed(result.verdict_line(), failure_fix(result))
+    compare(cfg, html, "json" if as_json else "quiet" if quiet else "")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,10 +13,11 @@ from typing import Callable, List, Optional, Union
 
 import numpy as np
 
+from amptool.artefact.files import file_facts
 from amptool.documents.door import from_json, to_json
-from amptool.documents.parity import (PARITY_REPORT_VERSION, CandidateResult, Finding,
-                                      OutputResult, ParityReport, ReportInputs, ReportSide,
-                                      TaskResult)
+from amptool.documents.manifest import FileFacts
+from amptool.documents.parity import (PARITY_REPORT_VERSION, CandidateResult, Finding, OutputResult,
+                                      ParityReport, ReportInputs, ReportSide, TaskResult)
 from amptool.errors import UsageError
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
@@ -26,7 +27,7 @@ from amptool.parity.inputs import InputSet
 from amptool.parity.localize import failing_rows, localize_candidate, localize_failure
 from amptool.parity.sides import Side, fp16_faithful
 from amptool.parity.store import Spool
-from amptool.parity.stream import head_of, rows_of, run_candidate, shape_stub, spans
+from amptool.parity.stream import head_of, rows_of, shape_stub, spans, stream_candidate
 from amptool.parity.task import judge_task_value
 from amptool.stats.counts import resolution_finding
 from amptool.stats.judge import candidate_limits, output_limits, output_role
@@ -142,7 +143,7 @@ def accumulate_candidate(run: Baseline, cand: Side, spool: Path,
     cfg, inputs = run.cfg, run.inputs
     stats = empty_stats(run, cand, spool)
     with cand.opened() as runner:  # let go before the next side opens
-        run_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
+        stream_candidate(runner, inputs, cand.preprocess, cfg.batch_size, run.ref_out, stats, span)
         return stats, fp16_faithful(cand, runner)
 
 
@@ -177,7 +178,7 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
         findings=[*_preprocess_findings(ref, cand, inputs), *run.notes,
                   *resolution_findings(groups), *stats.findings()],
         fp16_faithful=faithful, caveat=None, per_layer=None, weights=None, culprit=None,
-        deployment=None)
+        deployment=None, files=_files(cand))
     if cfg.emulate_settings:
         result = replace(result, deployment=settings_ignored(
             cfg, ref, cand, inputs, run.ref_out, run.probes,
@@ -193,6 +194,14 @@ def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
         result = replace(result, culprit=pick_culprit(result))
     cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
+
+
+def _files(cand: Side) -> Optional[List[FileFacts]]:
+    """The candidate's files with their sha256: as hashed when it opened, else now (None
+    for what is no file)."""
+    found = cand.files if cand.files is not None else (
+        file_facts(cand.path) if Path(cand.path).is_file() else None)
+    return None if found is None else [FileFacts(**f) for f in found]
 
 
 def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:

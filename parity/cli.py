@@ -1,20 +1,19 @@
-"""``amptool parity``: flags into a config, one library call, a report."""
+"""``amptool parity``: flags into a config, then ``parity.command.check`` (imported when the
+command runs, so ``amptool --help`` stays light): the check, its files, the report."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from amptool.console import options as opt
-from amptool.errors import CheckFailed, UsageError
+from amptool.errors import UsageError
+from amptool.network.usercode import parse_model_args
 from amptool.parity.config import ParityConfig
-from amptool.parity.plot import check_plot_available, write_plot
+from amptool.parity.plot import check_plot_available
 from amptool.stats.limits import default_text as limit_default
 from amptool.stats.limits import flag_overrides
-
-if TYPE_CHECKING:
-    from amptool.documents.parity import ParityReport
 
 
 def _default(name: str) -> str:
@@ -135,13 +134,13 @@ def parity_command(
     node_rank: NodeRankOption = None,
     master_addr: MasterAddrOption = None,
     master_port: MasterPortOption = None,
+    ledger: opt.LedgerOption = None,
+    label: opt.LabelOption = None,
     quiet: opt.about(opt.QuietOption, "the verdict line") = False,
     as_json: opt.about(opt.JsonOption, "the full report (as --json-out writes it)") = False,
     limits: Optional[dict] = None,
 ) -> None:
     """Compare FP16/ONNX artefacts with a reference on real inputs; exit 1 on any breach."""
-    from amptool.network.models import parse_model_args
-
     check_outputs(artefacts, as_json, {"--json-out": json_out, "--junit": junit, "--plot": plot,
                                        "--save-outputs": save_outputs})
     html = opt.report_file(report, beside(json_out))
@@ -155,21 +154,15 @@ def parity_command(
                  model_args=parse_model_args(model_arg) or None, input_spec=input_spec,
                  ckpt=_s(ckpt), metric=metric, device=device, emulate_settings=emulate_settings,
                  workers=workers, nodes=nodes, node_rank=node_rank, master_addr=master_addr,
-                 master_port=master_port)
+                 master_port=master_port, ledger=ledger, label=label)
     cfg = ParityConfig.from_file(config, artefacts, key_file=key_file, thresholds=thresholds,
                                  **flags)
     if save_outputs is None and cfg.save_outputs:
         opt.check_output_path(Path(cfg.save_outputs), f"save_outputs (config {config})")
-    from amptool.parity.compare import parity
-
     opt.consent(trust_model)
-    result = parity(cfg)
-    if result is None:  # a host other than node 0: its ranks are done
-        typer.echo(f"node {cfg.node_rank}: its {cfg.workers} rank(s) compared their shards; "
-                   "node 0 merges them into the report")
-        return
-    emit_report(result, json_out, junit, plot,
-                "json" if as_json else "quiet" if quiet else "", html)
+    from amptool.parity.command import check
+
+    check(cfg, json_out, junit, plot, "json" if as_json else "quiet" if quiet else "", html)
 
 
 def check_outputs(artefacts: List[str], as_json: bool, outputs: dict) -> None:
@@ -196,53 +189,6 @@ def beside(json_out: Optional[Path]) -> Optional[Path]:
         return None
     html = Path(json_out).with_suffix(".html")
     return html if html != Path(json_out) else Path(f"{json_out}.html")
-
-
-def emit_report(report: ParityReport, json_out, junit, plot, mode: str = "",
-                html=None) -> None:
-    """Write the requested files (``html``: the HTML report), print the table (only its
-    verdict line with mode "quiet", the report as JSON with mode "json"), then exit 1 if
-    parity failed."""
-    from amptool.parity.report import (failure_fix, failure_line, format_table, resolution_warnings,
-                                       write_junit, report_json, write_report_json)
-
-    if json_out is not None:
-        write_report_json(str(json_out), report)
-    if junit is not None:
-        write_junit(str(junit), report)
-    if plot is not None:
-        write_plot(str(plot), report)
-    if html is not None:
-        from amptool.report.html import ReportPage, write_report
-
-        passed = report.passed
-        write_report(html, ReportPage(
-            "parity", passed, format_table(report).splitlines()[-1] if passed
-            else failure_line(report), None if passed else failure_fix(report), parity=report,
-            seconds={"parity": report.seconds}))
-    if mode == "json":
-        opt.print_json(report_json(report))
-    else:
-        text = format_table(report)
-        typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
-        if mode == "quiet":  # the table's notes are not shown: say it on stderr
-            for line in resolution_warnings(report):
-                typer.echo(f"amptool: {line}", err=True)
-        else:
-            typer.echo(written_line([json_out, html, junit, plot]))
-    if not report.passed:
-        fix = failure_fix(report)
-        kept = json_out if json_out is not None else html
-        raise CheckFailed(failure_line(report), fix + (f"; see {kept}" if kept else ""))
-
-
-def written_line(paths: list) -> str:
-    """Where the result is: the files written (None: not asked for), or how to keep it."""
-    written = [str(p) for p in paths if p is not None]
-    if written:
-        return f"report: {', '.join(written)}"
-    return ("report: none written (--json-out FILE.json writes it, with FILE.html beside it; "
-            "--junit FILE.xml for CI)")
 
 
 def register(app: typer.Typer) -> None:

@@ -12,63 +12,35 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.documents.parity import CandidateResult
-from amptool.errors import UsageError
+from amptool.ledger.url import LedgerError
 from amptool.parity.accumulate import TaskStream
 from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, finish_candidate,
                                       golden_head, output_names, reference_notes, report_of)
-from amptool.parity.config import ParityConfig
+from amptool.parity.config import ParityConfig, validate
 from amptool.parity.inputs import load_golden, make_inputs, save_golden
 from amptool.parity.localize import vet_layer_models
 from amptool.parity.report import ParityReport
+from amptool.parity.shard import compare_sharded
 from amptool.parity.sides import Side, check_compatible, open_side
 from amptool.parity.store import Spool
-from amptool.parity.stream import rows_of, run_reference, spans, stored_spreads, whole_of
+from amptool.parity.stream import rows_of, spans, stored_spreads, stream_reference, whole_of
 from amptool.parity.task import load_metric
 from amptool.runtime.device import execution_mode, resolve_device, set_device
 from amptool.stats.limits import check_output_tables
 
 
-def check_config(cfg: ParityConfig) -> None:
-    if cfg.load_outputs and cfg.save_outputs:
-        raise UsageError("--load-outputs and --save-outputs exclude each other",
-                         "save golden outputs in one run, compare against them in another")
-    if cfg.load_outputs and not cfg.candidates:
-        raise UsageError("--load-outputs needs at least one candidate artefact",
-                         "amptool parity --load-outputs FILE.npz CANDIDATE")
-    if not cfg.load_outputs and not cfg.reference:
-        raise UsageError("no reference given", "amptool parity REFERENCE CANDIDATE")
-    if not cfg.load_outputs and not cfg.candidates and not cfg.save_outputs:
-        raise UsageError("no candidate to compare with the reference",
-                         "amptool parity REFERENCE CANDIDATE [CANDIDATE ...] "
-                         "(or --save-outputs FILE)")
-    if cfg.inputs and cfg.data:
-        raise UsageError("--inputs and --data exclude each other", "give one source of inputs")
-    for name in ("samples", "layer_samples", "batch_size"):
-        value = getattr(cfg, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise UsageError(f"--{name.replace('_', '-')} must be a whole number >= 1 "
-                             f"(got {value!r})", "give a positive count")
-    lmc = cfg.layer_min_cosine
-    if lmc is not None and (isinstance(lmc, bool) or not isinstance(lmc, (int, float))):
-        raise UsageError(f"--layer-min-cosine must be a number (got {lmc!r})", "e.g. 0.99")
-    table = cfg.file_thresholds or {}
-    tables = [cfg.thresholds, table] + [v for v in table.values() if isinstance(v, dict)]
-    budget = any("max_metric_drop" in t for t in tables)
-    if budget and not cfg.metric:
-        raise UsageError("--max-metric-drop needs --metric", "add --metric path/file.py:fn")
-
-
 def parity(cfg: ParityConfig) -> Optional[ParityReport]:
     """Compare every candidate with the reference on real inputs (a breach is a report whose
-    ``passed`` is False, not an exception).
+    ``passed`` is False, not an exception); with ``cfg.ledger``, append one record per
+    candidate to that ledger (a ledger that fails: ``LedgerError``, its ``measured`` the
+    report).
 
     Runs in PyNative mode (per-layer hooks need it) and restores the caller's mode after.
     With ``cfg.sharded`` the samples are split across processes started by msrun and their
     statistics merged into the same report; on a node other than 0 (which writes it) the
     result is None.
     """
-    check_config(cfg)
+    validate(cfg)
     t0 = time.perf_counter()
     device = resolve_device(cfg.device)
     with execution_mode(graph=False):
@@ -76,7 +48,24 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
         report = _compare_all(cfg, device)
     if report is None:
         return None
-    return replace(report, seconds=round(time.perf_counter() - t0, 3))
+    typed = replace(report, seconds=round(time.perf_counter() - t0, 3))
+    if cfg.ledger:
+        record(typed, cfg.ledger, cfg.label)
+    return typed
+
+
+def record(report: ParityReport, ledger: str, label: Optional[str] = None,
+           measured: object = None) -> None:
+    """Append one record per candidate of ``report`` to ``ledger``; a ledger that fails
+    raises ``LedgerError`` carrying ``measured`` (default: the report), so that nothing
+    measured is lost."""
+    from amptool.ledger.store import record_report
+
+    try:
+        record_report(ledger, report, label)
+    except LedgerError as exc:
+        exc.measured = report if measured is None else measured
+        raise
 
 
 def open_all(cfg: ParityConfig) -> Opened:
@@ -102,8 +91,6 @@ def open_all(cfg: ParityConfig) -> Opened:
 
 def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[ParityReport]:
     if cfg.sharded:
-        from amptool.parity.shard import compare_sharded
-
         return compare_sharded(cfg, open_all(cfg), device)
     sides = open_all(cfg)
     ref, cands = sides.ref, sides.cands
@@ -128,7 +115,7 @@ def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
         if cfg.save_outputs:
             fed = Spool(tmp / "reference", inputs.count, prefix="input")
         with ref.opened() as runner:  # let go before a candidate opens
-            spreads = run_reference(runner, inputs, ref.preprocess, cfg.batch_size, outs, fed)
+            spreads = stream_reference(runner, inputs, ref.preprocess, cfg.batch_size, outs, fed)
         stored = outs.close()
         if cfg.save_outputs and fed is not None:
             save_golden(cfg.save_outputs, ref, inputs, fed.close(), stored)

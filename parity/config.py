@@ -1,12 +1,16 @@
-"""The resolved configuration of one parity check (thresholds: ``amptool.stats.metrics``)."""
+"""The resolved configuration of one parity check (thresholds: ``amptool.stats.metrics``) and
+``validate``: every mistake in it at once. Imports neither numpy nor MindSpore: the command
+line builds it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
 from amptool.artefact.keys import key_from_file
-from amptool.errors import UsageError
+from amptool.errors import UsageError, problems_of, raise_problems
 from amptool.files.configfile import build_config, decided_later, layered
+from amptool.ledger.url import ledger_url
+from amptool.network.trust import user_reference
 from amptool.stats.limits import validate_file_thresholds
 from amptool.stats.regression import TABLE as REGRESSION, budget_from_table
 
@@ -78,6 +82,12 @@ class ParityConfig:
     """Address of the host of node rank 0 (msrun's scheduler)."""
     master_port: int = 0
     """Port of msrun's scheduler; 0 picks a free one (one host only)."""
+    ledger: Optional[str] = None
+    """Append one record per candidate to this parity ledger: a path or ``sqlite:///PATH``
+    (an SQLite file, made when missing) or ``postgresql+psycopg://USER@HOST/DB``."""
+    label: Optional[str] = None
+    """A name for the ledger's records (a release, a CI job); the git commit and branch are
+    recorded too when the check runs inside a checkout."""
 
     @property
     def sharded(self) -> bool:
@@ -95,8 +105,6 @@ class ParityConfig:
 
     def user_model(self) -> Optional[dict]:
         """The model the user named (with its arguments), or None."""
-        from amptool.network.models import user_reference
-
         return user_reference(self.model, self.model_args, self.input_spec)
 
 
@@ -119,3 +127,50 @@ def _build(file_values: dict, flags: dict, source: str, artefacts, key_file) -> 
     overrides = {**flags, "reference": ref, "candidates": cands, "key": key,
                  "thresholds": flags.get("thresholds") or {}, "file_thresholds": file_th}
     return build_config(ParityConfig, file_values, overrides, source=source)
+
+
+COUNTS = ("samples", "layer_samples", "batch_size")
+"""The settings that count samples: whole numbers >= 1 (None: their default)."""
+
+
+def validate(cfg: ParityConfig) -> None:
+    """Raise one UsageError naming every mistake of ``cfg`` (each with its fix); nothing
+    when there is none."""
+    problems = _source_problems(cfg)
+    for name in COUNTS:
+        value = getattr(cfg, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            problems.append((f"--{name.replace('_', '-')} must be a whole number >= 1 "
+                             f"(got {value!r})", "give a positive count"))
+    lmc = cfg.layer_min_cosine
+    if lmc is not None and (isinstance(lmc, bool) or not isinstance(lmc, (int, float))):
+        problems.append((f"--layer-min-cosine must be a number (got {lmc!r})", "e.g. 0.99"))
+    table = cfg.file_thresholds or {}
+    tables = [cfg.thresholds, table] + [v for v in table.values() if isinstance(v, dict)]
+    if any("max_metric_drop" in t for t in tables) and not cfg.metric:
+        problems.append(("--max-metric-drop needs --metric", "add --metric path/file.py:fn"))
+    if cfg.ledger is not None:  # a URL amptool cannot take is refused before any work
+        problems += problems_of(ledger_url, cfg.ledger)
+    raise_problems(problems)
+
+
+def _source_problems(cfg: ParityConfig) -> list:
+    """(problem, fix) of what is compared with what: the reference, candidates, golden
+    outputs and inputs."""
+    problems = []
+    if cfg.load_outputs and cfg.save_outputs:
+        problems.append(("--load-outputs and --save-outputs exclude each other",
+                         "save golden outputs in one run, compare against them in another"))
+    if cfg.load_outputs and not cfg.candidates:
+        problems.append(("--load-outputs needs at least one candidate artefact",
+                         "amptool parity --load-outputs FILE.npz CANDIDATE"))
+    if not cfg.load_outputs and not cfg.reference:
+        problems.append(("no reference given", "amptool parity REFERENCE CANDIDATE"))
+    elif not cfg.load_outputs and not cfg.candidates and not cfg.save_outputs:
+        problems.append(("no candidate to compare with the reference",
+                         "amptool parity REFERENCE CANDIDATE [CANDIDATE ...] "
+                         "(or --save-outputs FILE)"))
+    if cfg.inputs and cfg.data:
+        problems.append(("--inputs and --data exclude each other", "give one source of inputs"))
+    return problems

@@ -23,7 +23,7 @@ from amptool.documents.parity import Deployment, Emulation, OutputResult
 from amptool.errors import AmpToolError, first_line
 from amptool.network.ckptstream import build_uninitialized
 from amptool.network.models import flat_outputs, resolve_model
-from amptool.parity.inputs import run_batched
+from amptool.parity.inputs import batched_outputs
 from amptool.parity.layers import load_weights
 from amptool.parity.localize import policy_of, weights_of
 from amptool.parity.report import fmt
@@ -114,7 +114,7 @@ def _emulated_outputs(runner, inputs, preprocess, spool: Optional[str], size: in
     """The emulation's outputs: spooled to a folder of ``spool`` batch by batch
     (``StoredArray`` each), or in memory without one."""
     if spool is None:
-        return run_batched(runner, inputs.for_preprocess(preprocess))
+        return batched_outputs(runner, inputs.for_preprocess(preprocess))
     import tempfile
     from pathlib import Path
 

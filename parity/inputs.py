@@ -222,7 +222,7 @@ def load_npz_inputs(path: str, input_names: list, samples: Optional[int],
     return target_set(inputs, names, ys, classes)
 
 
-def run_batched(runner, arrays: list, chunk: int = 512) -> list:
+def batched_outputs(runner, arrays: list, chunk: int = 512) -> list:
     """Run all samples through a runner, ``chunk`` samples per call.
 
     Runners of fixed-batch artefacts split (and pad) their input themselves.

@@ -22,7 +22,7 @@ from amptool.parity.inputs import InputSet
 from amptool.parity.accumulate import CandidateStats
 from amptool.parity.layers import LayerProbe
 from amptool.parity.sides import Side, side_weights
-from amptool.parity.stream import run_candidate, spans
+from amptool.parity.stream import spans, stream_candidate
 from amptool.parity.weights import compare_weights
 from amptool.precision.policy import make_policy, policy_for, policy_from_dict
 
@@ -109,7 +109,7 @@ def failing_rows(cand: Side, inputs: InputSet, ref_out: list, stats: CandidateSt
     found; ``stats``: its fresh statistics (``keep_failing``)."""
     with cand.opened() as runner:
         for span in spans((0, inputs.count), size):
-            run_candidate(runner, inputs, cand.preprocess, size, ref_out, stats, span)
+            stream_candidate(runner, inputs, cand.preprocess, size, ref_out, stats, span)
             rows = stats.first_failing(count)
             if rows is not None and len(rows) >= count:
                 break

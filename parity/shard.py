@@ -31,7 +31,7 @@ from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, em
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet, make_inputs, save_golden
 from amptool.parity.store import Spool, stored_at
-from amptool.parity.stream import rows_of, run_reference, spans, stored_spreads
+from amptool.parity.stream import rows_of, stream_reference, spans, stored_spreads
 from amptool.runtime.jobwatch import Job
 from amptool.runtime.msjob import (Layout, is_local, job_env, layout_problems, msrun_command,
                                    pick_port, terminate_as_exit)
@@ -101,7 +101,7 @@ def compare_sharded(cfg: ParityConfig, sides: Opened, device: str) -> Optional[P
                                                               world))
     shards = shard_spans(inputs.count, cfg.batch_size, world)
     with _shard_folder(cfg) as folder:
-        _run_job(cfg, folder, shards, device)
+        _launch_job(cfg, folder, shards, device)
         if cfg.node_rank != 0:
             return None
         states = [_read_state(folder, rank, len(shards)) for rank in range(len(shards))]
@@ -124,7 +124,7 @@ def _shard_folder(cfg: ParityConfig) -> Iterator[Path]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_job(cfg: ParityConfig, folder: Path, shards: list, device: str) -> None:
+def _launch_job(cfg: ParityConfig, folder: Path, shards: list, device: str) -> None:
     """The ranks of this host run to their end; a failing rank raises its one line."""
     hosts_scheduler = is_local(cfg.master_addr) and cfg.node_rank == 0
     port = pick_port(cfg.master_addr, cfg.master_port, hosts_scheduler)
@@ -141,7 +141,7 @@ def _run_job(cfg: ParityConfig, folder: Path, shards: list, device: str) -> None
                   layout.local_ranks, layout.world, timeout, hosts_scheduler)
         try:
             with terminate_as_exit():
-                job.run(lambda event: None)
+                job.follow(lambda event: None)
         except AmpToolError:
             job.stop()
             raise  # its line names the rank and its log, which stays
@@ -204,7 +204,7 @@ def _shard_reference(cfg: ParityConfig, sides: Opened, span: tuple, folder: Path
     fed = (Spool(folder / "reference", inputs.count, prefix="input", span=span)
            if cfg.save_outputs else None)
     with sides.ref.opened() as runner:
-        spreads = run_reference(runner, inputs, sides.ref.preprocess, cfg.batch_size, outs,
+        spreads = stream_reference(runner, inputs, sides.ref.preprocess, cfg.batch_size, outs,
                                 fed, span)
     if fed is not None:
         fed.close()

@@ -17,8 +17,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from amptool.artefact import stored_weights
-from amptool.artefact.files import check_files, locate
+from amptool.artefact.files import check_files, file_facts, locate
+from amptool.artefact.readers import stored_weights
 from amptool.artefact.runners import Artefact
 from amptool.documents.door import to_json
 from amptool.documents.manifest import Manifest, manifest_path
@@ -78,6 +78,9 @@ class Side:
     """An encrypted MindIR (its weights cannot be read)."""
     golden: dict = field(default_factory=dict)
     """Stored arrays and io metadata of a golden-outputs file."""
+    files: Optional[list] = None
+    """Its files as opened ([{path, size, sha256}], the main one first), where hashed then
+    (an artefact with a manifest to check them against); else hashed when reported."""
     spec: object = None
     """The model resolved as the side opened (a checkpoint's ``ModelSpec``), else None."""
     cache: dict = field(default_factory=dict)
@@ -214,7 +217,8 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
 def _open_artefact(p: Path, model: Optional[dict], ckpt: Optional[str], key) -> Side:
     art = Artefact(str(p), key)  # its facts: the graph is loaded when it runs
     manifest = art.manifest
-    differs = check_files(p, manifest)
+    files = file_facts(p) if manifest is not None else None  # hashed once: checked, recorded
+    differs = check_files(p, manifest, on_disk=files)
     if differs:
         raise UsageError(f"the manifest {manifest_path(p)} does not describe {p} ("
                          f"{'; '.join(differs[:2])}): its preprocessing and model cannot be "
@@ -242,7 +246,7 @@ def _open_artefact(p: Path, model: Optional[dict], ckpt: Optional[str], key) -> 
                     to_json(mdl), manifest_path(p), p.parent),
                 checkpoint=ckpt or manifest.checkpoint.path, policy=to_json(manifest.policy),
                 data=manifest.data, val_fraction=manifest.val_fraction,
-                encrypted=manifest.encrypted)
+                encrypted=manifest.encrypted, files=files)
 
 
 def _bare_artefact(art, p: Path, model: Optional[dict], ckpt: Optional[str]) -> Side:

@@ -68,7 +68,7 @@ def prefetched(items: Iterable, depth: int = DEPTH) -> Iterator:
 
 def spans(span: tuple, size: int) -> list:
     """[start, stop) of each batch of ``size`` samples in ``span`` (one batch when the span
-    fits, as ``run_batched`` calls)."""
+    fits, as ``batched_outputs`` calls)."""
     start, stop = span
     return [(a, min(a + size, stop)) for a in range(start, stop, max(1, size))]
 
@@ -129,14 +129,14 @@ def padded(fed: list, size: Optional[int]) -> list:
     return [np.concatenate([f, np.repeat(f[-1:], size - n, axis=0)]) for f in fed]
 
 
-def _run(runner, fed: list, pad: Optional[int] = None) -> list:
+def _outputs(runner, fed: list, pad: Optional[int] = None) -> list:
     """``runner``'s outputs on ``fed`` (padded to ``pad`` rows, the padding's rows dropped)."""
     n = len(fed[0]) if fed else 0
     outs = [np.asarray(o) for o in runner.run(padded(fed, pad))]
     return outs if pad is None or n >= pad else [o[:n] for o in outs]
 
 
-def run_reference(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
+def stream_reference(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
                   outputs: Spool, fed_spool: Optional[Spool] = None,
                   span: Optional[tuple] = None) -> list:
     """Run the reference on ``span`` of the inputs (all by default), its outputs written to
@@ -144,7 +144,7 @@ def run_reference(runner, inputs: InputSet, preprocess: Optional[dict], size: in
     spreads: list = []
     pad = pad_size(inputs.count, size)
     for _, _, fed, _ in fed_batches(inputs, preprocess, spans(span or (0, inputs.count), size)):
-        outs = _run(runner, fed, pad)
+        outs = _outputs(runner, fed, pad)
         outputs.append(outs)
         if fed_spool is not None:
             fed_spool.append(fed)
@@ -163,7 +163,7 @@ def stored_spreads(arrays: list, size: int, span: Optional[tuple] = None) -> lis
     return spreads
 
 
-def run_candidate(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
+def stream_candidate(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
                   ref_arrays: list, stats, span: Optional[tuple] = None) -> None:
     """Run a candidate on ``span`` of the inputs, each batch added with the reference's rows
     to ``stats`` (``update(start, stop, refs, cands)``)."""
@@ -173,7 +173,7 @@ def run_candidate(runner, inputs: InputSet, preprocess: Optional[dict], size: in
     batches = spans(span or (0, inputs.count), size)
     pad = pad_size(inputs.count, size)
     for a, b, fed, ref_rows in fed_batches(inputs, preprocess, batches, refs):
-        stats.update(a, b, ref_rows, _run(runner, fed, pad))
+        stats.update(a, b, ref_rows, _outputs(runner, fed, pad))
 
 
 def spool_outputs(runner, inputs: InputSet, preprocess: Optional[dict], size: int,
@@ -183,5 +183,5 @@ def spool_outputs(runner, inputs: InputSet, preprocess: Optional[dict], size: in
     spool = Spool(folder, inputs.count)
     pad = pad_size(inputs.count, size)
     for _, _, fed, _ in fed_batches(inputs, preprocess, spans((0, inputs.count), size)):
-        spool.append(_run(runner, fed, pad))
+        spool.append(_outputs(runner, fed, pad))
     return spool.close()

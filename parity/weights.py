@@ -1,6 +1,6 @@
 """A check that an artefact's stored weights are the reference's weights.
 
-Stored weights are read by the core (``amptool.artefact.stored_weights`` for MindIR and
+Stored weights are read by the core (``amptool.artefact.readers.stored_weights`` for MindIR and
 ONNX, ``amptool.network.checkpoint`` for checkpoints); an encrypted MindIR cannot be read.
 """
 from __future__ import annotations

@@ -43,6 +43,9 @@ CONFIGS = {
     "convert ckpt": (CkptConfig,),
     "convert search": (SearchConfig,),
     "diff": (),
+    "ledger show": (),
+    "ledger trend": (),
+    "verify": (),
 }
 """Each command and the config dataclasses its options fill (the first holding a field wins)."""
 FIELD = {"model_arg": ("model_args",), "fmt": ("formats", "format"),
@@ -134,7 +137,7 @@ def _expected(path: str, name: str) -> Optional[str]:
     """The default text ``name`` should show, from its source; None: it has none."""
     if (path, name) in OTHER:
         return OTHER[(path, name)]
-    if name in LIMITS and path in ("parity", "convert search"):
+    if name in LIMITS and path in ("parity", "convert search", "verify"):
         return limit_default(name, path == "convert search")
     found = _field(name, CONFIGS[path])
     if found is None:

@@ -222,7 +222,7 @@ def threshold_rows() -> List[List[str]]:
 
 
 def config_page() -> str:
-    from amptool import pipeline
+    from amptool import pipelineconfig as pipeline
     from amptool.console.options import JsonOption
     from amptool.parity.config import ParityConfig
     from amptool.stats.limits import OUTPUTS_TABLE, PAIR_TABLES

@@ -3,8 +3,12 @@
 ``step = AmpStep(net, loss="cross-entropy", optimizer="adam", lr=1e-3, level="O2")``, then
 ``out = step(x, y)`` per batch: one forward and backward under the policy, the loss scaled,
 the update applied only when the gradients are finite (``out.applied``), the scale adjusted.
-A training run (``parts.build_step``) builds its step with ``AmpStep.assemble``: the
-same policy application, ``engine.TrainStep`` and compiled ``StepCell`` either way.
+Every step is built one way: ``AmpStep(...)`` stores what ``StepSetup.resolve`` makes of
+its arguments (the level's policy, with ``level='auto'`` the range pass; the loss scale;
+the optimizer; the fp32 copy ``find_overflow`` starts from), and compiles at its first
+batch. A training run (``parts.build_step``) builds its step with ``AmpStep.assemble``,
+through the same constructor with the run's resolved parts: the same policy application,
+``engine.TrainStep`` and compiled ``StepCell`` either way.
 
 ``find_fp32_cells`` (the ``--policy auto`` range pass) and ``find_overflow`` (the
 forensics of a run whose loss stops being finite) take the user's network and batches.
@@ -13,21 +17,22 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from amptool.errors import UsageError
 from amptool.network.losses import FIX, LossSpec, build_loss, probe_loss, resolve_loss
-from amptool.network.models import run_eager
+from amptool.network.models import eager_outputs
 from amptool.precision.apply import apply_policy
 from amptool.precision.policy import LEVELS, Policy, make_policy, policy_from_dict
+from amptool.precision.safety import SAFETY, check_range_safety
 from amptool.runtime.device import execution_mode
 
+from .config import AUTO
 from .engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 from .overflow import overflow_culprit, range_pass
 
-AUTO = "auto"
 LEVEL_FIX = ("pass level='O0'..'O3', 'auto' (with calibration= batches), a Policy or a "
              "policy mapping")
 
@@ -48,9 +53,8 @@ class StepResult:
 class RangePass:
     """What ``find_fp32_cells`` found."""
 
-    policy: object
-    """The base policy with the found cells kept in fp32 (an
-    ``amptool.precision.policy.Policy``)."""
+    policy: Policy
+    """The base policy with the found cells kept in fp32."""
     kept: list = field(default_factory=list)
     """The found cells, as run.json's ``policy_auto.kept`` records them (path, type, ranges,
     ``where`` the cell class is defined)."""
@@ -58,6 +62,52 @@ class RangePass:
     @property
     def paths(self) -> list:
         return [row["path"] for row in self.kept]
+
+
+@dataclass(frozen=True)
+class StepSetup:
+    """What an ``AmpStep`` is built from, resolved (``resolve``)."""
+
+    net: Any
+    """The network (an ``nn.Cell``), trained in place."""
+    policy: Policy
+    """The precision policy the step applies (with the range pass's cells in fp32)."""
+    optimizer: Any
+    """The MindSpore optimizer over the network's trainable parameters."""
+    loss: Any
+    """A ``LossSpec``, a loss cell or function (probed on the first batch), or the loss cell
+    of a run (already probed)."""
+    loss_scale: LossScale
+    """The loss scaling."""
+    inputs: Optional[int] = None
+    """How many lead arguments of a step go to the network (None: all but the last)."""
+    fresh: Any = None
+    """An fp32 copy of the network as given, ``find_overflow``'s structure (None: none)."""
+    found: Optional[RangePass] = None
+    """What the range pass found (``level='auto'``; else None)."""
+
+    @classmethod
+    def resolve(cls, net, loss, optimizer, lr: float, level, loss_scale, calibration,
+                inputs: Optional[int], scale_init: float, scale_factor: int, scale_window: int,
+                safety: float, forensics: bool) -> "StepSetup":
+        """The setup ``AmpStep(...)``'s arguments describe (its defaults are ``AmpStep``'s):
+        the one place the range pass (``level='auto'``, on ``calibration`` batches) and the
+        network's copy (``forensics``) are made. Resolved parts (a ``Policy``, a MindSpore
+        optimizer, a loss cell, a ``LossScale``) are taken as they are."""
+        policy, auto = resolve_level(level)
+        if auto and not calibration:
+            raise UsageError("level 'auto' runs the range pass on calibration batches, and none "
+                             "were given", "pass calibration=[batch, ...] (a few training "
+                             "batches' inputs), or a level such as 'O2'")
+        if loss_scale is not None and not isinstance(loss_scale, (str, LossScale)):
+            raise UsageError(f"loss_scale must be a string (got {loss_scale!r})",
+                             "pass 'dynamic', 'static:VALUE' or 'none'")
+        scaling = loss_scale if isinstance(loss_scale, LossScale) else parse_loss_scale(
+            loss_scale, policy.level, scale_init, scale_factor, scale_window)
+        found = find_fp32_cells(net, calibration, policy, safety) if auto else None
+        return cls(net, found.policy if found else policy, _optimizer(optimizer, net, lr),
+                   _loss_spec(loss, 1) if isinstance(loss, str) else loss,  # a name: checked now
+                   scaling, inputs, copy.deepcopy(net) if forensics else None, found)
 
 
 def resolve_level(level):
@@ -90,7 +140,7 @@ def joined_inputs(batches, what: str) -> list:
     return [np.concatenate([r[i] for r in rows]) for i in range(len(rows[0]))]
 
 
-def find_fp32_cells(net, batches, level="O2", safety: float = 0.5) -> RangePass:
+def find_fp32_cells(net, batches, level="O2", safety: float = SAFETY) -> RangePass:
     """The range pass of ``--policy auto`` on ``net`` (fp32, not yet under a policy) over
     ``batches`` (joined into one eager call, batch normalizations on its statistics): the
     cells whose fp32 outputs fp16 cannot hold or that break computing in fp16."""
@@ -98,9 +148,7 @@ def find_fp32_cells(net, batches, level="O2", safety: float = 0.5) -> RangePass:
     if base.level not in ("O2", "O3"):
         raise UsageError(f"the range pass has nothing to keep in fp32 at {base.level}",
                          "use level O2 or O3 with it")
-    if not 0 < safety <= 1:
-        raise UsageError(f"range safety must be a share in (0, 1] (got {safety})",
-                         "pass safety=0.5 (the default) or another share")
+    check_range_safety(safety, "range safety", "pass safety=0.5 (the default) or another share")
     joined = joined_inputs(batches, "the range pass")
     policy, kept = range_pass(net, joined if base.dtype == "float16" else None, base, safety)
     return RangePass(policy, kept)
@@ -124,7 +172,8 @@ class AmpStep:
     (with ``lr``) or a MindSpore optimizer over ``net``'s parameters. ``level``: 'O0'..'O3',
     a ``Policy`` or a policy mapping, or 'auto' (O2 plus the range pass over ``calibration``
     batches). ``loss_scale``: 'dynamic', 'static:VALUE' or 'none' (None: dynamic for O1/O2,
-    none for O0/O3), starting at ``scale_init``.
+    none for O0/O3), starting at ``scale_init``. ``forensics``: keep an fp32 copy of ``net``
+    as given, which ``find_overflow`` starts from (False saves its memory).
 
     The first call checks the loss on the fp32 network's outputs for the batch's first rows
     (one line if it does not take them), then applies the policy to ``net`` and compiles the
@@ -134,46 +183,48 @@ class AmpStep:
     """
 
     def __init__(self, net, loss="cross-entropy", optimizer="adam", lr: float = 1e-3,
-                 level="O2", loss_scale: Optional[str] = None, calibration=None,
+                 level="O2", loss_scale: Union[str, LossScale, None] = None, calibration=None,
                  inputs: Optional[int] = None, scale_init: float = 2.0 ** 16,
-                 scale_factor: int = 2, scale_window: int = 2000, safety: float = 0.5):
-        policy, auto = resolve_level(level)
-        if auto and not calibration:
-            raise UsageError("level 'auto' runs the range pass on calibration batches, and none "
-                             "were given", "pass calibration=[batch, ...] (a few training "
-                             "batches' inputs), or a level such as 'O2'")
-        if loss_scale is not None and not isinstance(loss_scale, str):
-            raise UsageError(f"loss_scale must be a string (got {loss_scale!r})",
-                             "pass 'dynamic', 'static:VALUE' or 'none'")
-        self.loss_scale_kind = parse_loss_scale(loss_scale, policy.level, scale_init,
-                                                scale_factor, scale_window)
-        self.found = None
-        if auto:
-            self.found = find_fp32_cells(net, calibration, policy, safety)
-            policy = self.found.policy
-        self.policy = policy
-        self.net = net
-        self._fresh = copy.deepcopy(net)  # the structure, fp32, for forensics
-        self.optimizer = _optimizer(optimizer, net, lr)
-        self._loss = _loss_spec(loss, 1) if isinstance(loss, str) else loss  # a name: checked now
-        self._inputs = inputs
+                 scale_factor: int = 2, scale_window: int = 2000, safety: float = SAFETY,
+                 forensics: bool = True):
+        self.setup = StepSetup.resolve(net, loss, optimizer, lr, level, loss_scale, calibration,
+                                       inputs, scale_init, scale_factor, scale_window, safety,
+                                       forensics)
+        """What the step is built from (``StepSetup.resolve`` of the arguments)."""
         self.trainer: Optional[TrainStep] = None
         self.amp_net = None
         self.settle_tries = 0
         """How many tries the last ``settle_scale`` ran (0: none yet)."""
 
     @classmethod
-    def assemble(cls, net, policy, loss_cell, optimizer, loss_scale: LossScale,
+    def assemble(cls, net, policy: Policy, loss_cell, optimizer, loss_scale: LossScale,
                  reducer=None, inputs: Optional[int] = None) -> "AmpStep":
         """The step from resolved parts (``amptool train``'s: its loss cell already probed on
-        the network), built now."""
-        self = cls.__new__(cls)
-        self.net, self.policy, self.optimizer, self.loss_scale_kind = (net, policy, optimizer,
-                                                                      loss_scale)
-        self.found, self._fresh, self._loss, self._inputs = None, None, loss_cell, inputs
-        self.settle_tries = 0
-        self._build(loss_cell, reducer)
-        return self
+        the network; no copy of the network is kept), built now."""
+        step = cls(net, loss_cell, optimizer, level=policy, loss_scale=loss_scale,
+                   inputs=inputs, forensics=False)
+        step._build(loss_cell, reducer)
+        return step
+
+    @property
+    def net(self):
+        """The network, trained in place."""
+        return self.setup.net
+
+    @property
+    def policy(self) -> Policy:
+        """The precision policy the step applies."""
+        return self.setup.policy
+
+    @property
+    def optimizer(self):
+        """The MindSpore optimizer."""
+        return self.setup.optimizer
+
+    @property
+    def found(self) -> Optional[RangePass]:
+        """What the range pass found with ``level='auto'`` (else None)."""
+        return self.setup.found
 
     @property
     def _built(self) -> TrainStep:
@@ -183,14 +234,14 @@ class AmpStep:
 
     def _build(self, loss_cell, reducer=None) -> None:
         self.amp_net = apply_policy(self.net, self.policy)
-        self.trainer = TrainStep(self.amp_net, loss_cell, self.optimizer, self.loss_scale_kind,
-                                 reducer=reducer, inputs=self._inputs)
+        self.trainer = TrainStep(self.amp_net, loss_cell, self.optimizer, self.setup.loss_scale,
+                                 reducer=reducer, inputs=self.setup.inputs)
         # cells start in inference mode: train mode, so BatchNorm updates its statistics
         # and Dropout drops, in the step graph compiled next
         self.trainer.step.set_train(True)
 
     def __call__(self, *args) -> StepResult:
-        loss, finite = self._run(self._tensors(args))
+        loss, finite = self._step_once(self._tensors(args))
         return self._result(loss, finite)
 
     def settle_scale(self, *args, max_tries: int = 50) -> StepResult:
@@ -206,7 +257,7 @@ class AmpStep:
         it is one plain step."""
         tensors = self._tensors(args)
         tried_at = self.loss_scale
-        loss, finite = self._run(tensors)
+        loss, finite = self._step_once(tensors)
         return self._result(*self.retry_overflow(tensors, loss, finite, tried_at, max_tries))
 
     def retry_overflow(self, tensors: list, loss, finite, tried_at: float,
@@ -214,14 +265,14 @@ class AmpStep:
         """(loss, finite) of ``settle_scale`` after the batch's first try (at scale
         ``tried_at``) gave ``loss, finite``: the one settling ``amptool train`` runs too."""
         tries = 1
-        if self.loss_scale_kind.kind == "dynamic":
+        if self.setup.loss_scale.kind == "dynamic":
             first_skipped, first_streak, _ = self._built.counters()
             while (not bool(finite.asnumpy()) and np.isfinite(float(loss.asnumpy()))
                    and tries < max_tries):
                 scale = self._built.scale_value()
                 if scale >= tried_at:  # at its floor of 1: another try would overflow again
                     break
-                loss, finite = self._run(tensors)
+                loss, finite = self._step_once(tensors)
                 tries, tried_at = tries + 1, scale
             if tries > 1:  # the tries are one step: the first try's skip stands for them all
                 overflowed = not bool(finite.asnumpy())
@@ -238,7 +289,7 @@ class AmpStep:
             self._build(self._probe_loss(tensors))
         return tensors
 
-    def _run(self, tensors: list) -> tuple:
+    def _step_once(self, tensors: list) -> tuple:
         import mindspore as ms
 
         if ms.get_context("mode") == ms.GRAPH_MODE:
@@ -253,15 +304,15 @@ class AmpStep:
     def _probe_loss(self, tensors: list):
         """The loss cell, once the loss took the fp32 network's outputs on the first rows of
         the first batch (a mistake is one line before anything compiles)."""
-        split = len(tensors) - 1 if self._inputs is None else self._inputs
+        split = len(tensors) - 1 if self.setup.inputs is None else self.setup.inputs
         if not 0 < split < len(tensors):
             raise UsageError(f"a step takes the network's inputs, then the targets: got "
                              f"{len(tensors)} argument(s) for {split} input(s)",
                              "call step(*inputs, *targets)")
         rows = [t.asnumpy()[:4] for t in tensors]
-        outputs = run_eager(self.net, rows[:split], type(self.net).__name__, ())
+        outputs = eager_outputs(self.net, rows[:split], type(self.net).__name__, ())
         targets = rows[split:]
-        spec = _loss_spec(self._loss, len(targets))
+        spec = _loss_spec(self.setup.loss, len(targets))
         cell = build_loss(spec, len(outputs))
         names = spec.targets if len(spec.targets) == len(targets) else _target_names(targets)
         probe_loss(spec, cell, outputs, targets, names)
@@ -270,8 +321,9 @@ class AmpStep:
     @property
     def loss_scale(self) -> float:
         """The loss scale now (1.0 without scaling)."""
+        scaling = self.setup.loss_scale
         return self.trainer.scale_value() if self.trainer else float(
-            self.loss_scale_kind.init if self.loss_scale_kind.kind != "none" else 1.0)
+            scaling.init if scaling.kind != "none" else 1.0)
 
     @property
     def skipped(self) -> int:
@@ -292,9 +344,10 @@ class AmpStep:
     def find_overflow(self, inputs) -> Optional[dict]:
         """``find_overflow`` on this step's network, its weights as trained so far, under its
         policy, on one batch's ``inputs``."""
-        fresh = self._fresh
+        fresh = self.setup.fresh
         if fresh is None:
-            raise UsageError("this step was assembled without a copy of its network",
+            raise UsageError("this step keeps no copy of its network (forensics=False, or a "
+                             "training run's step)",
                              "call amptool.find_overflow(net, inputs, policy) on a fresh build")
         return overflow_culprit(lambda: copy.deepcopy(fresh), self.net, self.policy,
                                 as_arrays(inputs))

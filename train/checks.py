@@ -4,35 +4,43 @@ The options' values, what they name (the model, its input signature, the data, t
 metric as written: checked without MindSpore and without running the user's code) and the
 output folder (writable, holding the checkpoint a resume needs) are all checked; the
 problems come back in one ``UsageError``. Claiming the folder is no check: the run does it
-with the folder held (``config.claim_out_folder``)."""
+with the folder held (``folder.claim_out_folder``)."""
 from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from amptool.errors import UsageError
+from amptool.data.dataset import parse_augment
+from amptool.data.sources import parse_data_spec
+from amptool.errors import UsageError, raise_problems
 from amptool.files.fileio import check_out_dir
+from amptool.network.checkpoint import FORMATS as CKPT_FORMATS
+from amptool.network.losses import FIX, parse_builtin
+from amptool.network.models import check_reference
+from amptool.network.signature import parse_signature
 from amptool.network.taskmetric import check_metric_spec
+from amptool.precision.policy import LEVELS
+from amptool.precision.safety import check_range_safety
+from amptool.runs.rundir import RunDir
 
 from .config import AUTO, TrainConfig
 from .sink import check_sink_size
 
-LEVELS = ("O0", "O1", "O2", "O3")
-CKPT_FORMATS = ("ckpt", "safetensors")
 VALUE_FIX = "fix the options or config file"
 """The fix of a value out of its range."""
 
 
 def validate(cfg: TrainConfig, folder: bool = True) -> None:
     """Raise one UsageError naming every problem of ``cfg`` (with ``folder``, of its output
-    folder too); nothing when there is none. One problem is raised with its own fix;
-    several as their problems joined by "; ", their fixes likewise (each once)."""
-    problems = (_level_problems(cfg) + [(p, VALUE_FIX) for p in _value_problems(cfg)]
-                + _reference_problems(cfg))
-    if folder:
-        problems += _folder_problems(cfg)
-    if problems:
-        fixes = list(dict.fromkeys(fix for _, fix in problems))
-        raise UsageError("; ".join(problem for problem, _ in problems), "; ".join(fixes))
+    folder too); nothing when there is none (``amptool.errors.raise_problems``)."""
+    raise_problems(problems(cfg, folder))
+
+
+def problems(cfg: TrainConfig, folder: bool = True) -> list:
+    """(problem, fix) of every mistake of ``cfg`` (with ``folder``, of its output folder
+    too): what ``validate`` raises."""
+    found = (_level_problems(cfg) + [(p, VALUE_FIX) for p in _value_problems(cfg)]
+             + _reference_problems(cfg))
+    return found + _folder_problems(cfg) if folder else found
 
 
 def _level_problems(cfg: TrainConfig) -> list:
@@ -49,11 +57,7 @@ def _level_problems(cfg: TrainConfig) -> list:
 
 def _value_problems(cfg: TrainConfig) -> list:
     """The values out of their range, each one problem."""
-    from amptool.data.dataset import parse_augment
-
-    problems = []
-    if not 0 < cfg.range_safety <= 1:
-        problems.append(f"range safety must be a share in (0, 1] (got {cfg.range_safety})")
+    problems = _raised(check_range_safety, cfg.range_safety)
     if cfg.epochs < 1:
         problems.append(f"epochs must be >= 1 (got {cfg.epochs})")
     if cfg.batch_size < 1:
@@ -83,8 +87,6 @@ def _value_problems(cfg: TrainConfig) -> list:
 
 def _task_problems(cfg: TrainConfig) -> list:
     """What is wrong with ``loss`` and ``metric`` as written (their code is not run here)."""
-    from amptool.network.losses import FIX, parse_builtin
-
     problems = []
     if cfg.loss is not None:
         try:
@@ -103,10 +105,6 @@ def _task_problems(cfg: TrainConfig) -> list:
 def _reference_problems(cfg: TrainConfig) -> list:
     """(problem, fix) of what the options name (the model, its signature, the data) as far
     as it can be told without MindSpore, and of the sink size."""
-    from amptool.data.sources import parse_data_spec
-    from amptool.network.models import check_reference
-    from amptool.network.signature import parse_signature
-
     checks: List[Tuple[Callable[[Any], object], Any]] = [(check_sink_size, cfg.sink_size),
                                                          (check_reference, cfg.model)]
     if cfg.input_spec:
@@ -119,8 +117,6 @@ def _reference_problems(cfg: TrainConfig) -> list:
 def _folder_problems(cfg: TrainConfig) -> list:
     """(problem, fix) of the output folder: one the run cannot create or write, or, with
     ``resume``, one without the run's ``last`` checkpoint (in its checkpoint format)."""
-    from amptool.runs.rundir import RunDir
-
     problems = _raised(check_out_dir, cfg.out, fix=True)
     if problems or not cfg.resume or cfg.ckpt_format not in CKPT_FORMATS:
         return problems

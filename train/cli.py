@@ -1,6 +1,8 @@
-"""``amptool train``: flags and config file into a TrainConfig, then ``run_training``."""
+"""``amptool train``: flags and config file into a TrainConfig, then ``run_training``
+(imported when the command runs, so ``amptool --help`` stays light)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
@@ -11,6 +13,7 @@ from amptool.documents.events import (Epoch, Finished, Launch, Overwrite, Step, 
                                       TrainStart, Warned)
 from amptool.errors import CheckFailed
 from amptool.files.configfile import layered
+from amptool.network.usercode import parse_model_args
 from amptool.train.config import LaunchOptions, TrainConfig, build_command_config
 
 if TYPE_CHECKING:
@@ -111,8 +114,6 @@ def train_command(
     """Train a network with AMP and dynamic loss scaling; writes checkpoints and metrics.
 
     A --config file may set every option (snake_case keys); flags override it."""
-    from amptool.network.models import parse_model_args
-
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
@@ -137,8 +138,6 @@ def train_command(
 def _configs(config: Optional[Path], flags: dict, command_flags: dict) -> tuple:
     """(TrainConfig, LaunchOptions (quiet also with JSON output), JSON output, the settings
     given explicitly: in the ``--config`` file or as ``flags``)."""
-    from dataclasses import replace
-
     def build(file_values, given, source):
         return build_command_config(file_values, given, source), set(file_values)
 
@@ -153,7 +152,7 @@ def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optiona
     """Run the training with progress as ``launch`` asks; write the report (a diverged run's
     too) and print the summary. Of several hosts, the one that writes the run (node 0)
     writes the report."""
-    from amptool.train.run import run_training
+    from amptool.train.run import run_training, write_html
 
     html = html if launch.node_rank == 0 else None
     with _Reporter(launch.quiet) as reporter:
@@ -162,20 +161,12 @@ def _train(cfg: TrainConfig, launch: LaunchOptions, explicit: set, html: Optiona
                                    launch=launch)
         except CheckFailed as exc:  # a diverged run: its report shows it up to there
             if html is not None and Path(cfg.out).is_dir():
-                _write_report(html, cfg.out, False, exc.problem, exc.fix)
+                write_html(html, cfg.out, False, exc.problem, exc.fix)
             raise
     if html is not None:
-        _write_report(html, summary.out, True, summary_line(summary),
-                      seconds={"train": summary.seconds})
+        write_html(html, summary.out, True, summary_line(summary),
+                   seconds={"train": summary.seconds})
     _print_summary(summary, as_json)
-
-
-def _write_report(path: Path, out: str, passed: bool, line: str, fix: Optional[str] = None,
-                  seconds: Optional[dict] = None) -> None:
-    from amptool.report.html import ReportPage, write_report
-
-    write_report(path, ReportPage("train", passed, line, fix, run_folder=str(out),
-                                  seconds=seconds or {}))
 
 
 def _print_summary(summary: TrainSummary, as_json: bool) -> None:

@@ -74,7 +74,7 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
         emit(Launch(layout.world, nodes, port, str(logs)))
         try:
             with terminate_as_exit():
-                job.run(lambda line: emit(read_event(line)))  # the lead rank's events
+                job.follow(lambda line: emit(read_event(line)))  # the lead rank's events
         except AmpToolError as exc:
             job.stop()
             _drop_partial_files(out)

@@ -10,7 +10,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
@@ -28,11 +28,12 @@ from amptool.network import checkpoint as ckpt
 from amptool.network.taskmetric import check_metric_spec
 from amptool.network.trust import keep_code_file, keep_model_file
 from amptool.precision.policy import save_policy
-from amptool.precision.ranges import why_kept
+from amptool.precision.safety import why_kept
 from amptool.runs.rundir import RunDir
 
 from .checks import validate
-from .config import TrainConfig, claim_out_folder, replace_run
+from .config import TrainConfig
+from .folder import claim_out_folder, replace_run
 from .metrics_log import loss_at, trim_after
 from .overflow import (
     check_skipped,
@@ -154,7 +155,7 @@ class _TrainingRun:
                      "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
                      "skipped_files": len(data.skipped),
                      "augment": list(parts.augment.kinds) if parts.augment else [],
-                     "preprocess": data.preprocess.to_dict() if data.preprocess else None},
+                     "preprocess": asdict(data.preprocess) if data.preprocess else None},
             "loss": loss, "metric": metric, "policy": parts.policy.to_dict(),
             "loss_scale": parts.loss_scale.to_dict(), "versions": versions(),
             "device": parts.device, "seed": cfg.seed, "workers": self.world}, "run record")

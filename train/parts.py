@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
-from amptool.data.dataset import augmenting, load_model_data
+from amptool.data.dataset import Augment, ModelData, augmenting, load_model_data
 from amptool.data.feed import check_workers
 from amptool.data.rows import target_columns
 from amptool.network import checkpoint as ckpt
-from amptool.network.losses import build_loss, probe_loss, resolve_loss
-from amptool.network.models import resolve_model, run_eager
+from amptool.network.losses import LossSpec, build_loss, probe_loss, resolve_loss
+from amptool.network.models import ModelSpec, eager_outputs, resolve_model
 from amptool.network.taskmetric import evaluate, load_metric
-from amptool.precision.policy import check_dtype_on_device, policy_for
+from amptool.precision.policy import Policy, check_dtype_on_device, policy_for
 from amptool.runtime.device import import_mindspore, resolve_device, set_device
 
 from .ampstep import AmpStep
 from .config import AUTO, TrainConfig
-from .engine import make_optimizer, parse_loss_scale
+from .engine import LossScale, TrainStep, make_optimizer, parse_loss_scale
 from .overflow import auto_policy
 from .sink import resolve_sink_size
 from .summary import Evaluator
+
+if TYPE_CHECKING:
+    from mindspore import nn
 
 
 def _resolve_policy(cfg: TrainConfig):
@@ -39,41 +42,42 @@ class RunParts:
     """The device the run trains on."""
     sink: int
     """Steps per host call with data sinking (0: no sinking)."""
-    policy: Any
+    policy: Policy
     """The precision policy the network trains under."""
     auto: Optional[dict]
     """The range pass's report with ``--policy auto`` (else None)."""
-    loss_scale: Any
-    """The loss scaling (``engine.LossScale``)."""
-    spec: Any
-    """The model reference (``models.ModelSpec``)."""
-    data: Any
-    """The training and held-out data (``data.ModelData``), its loss with it."""
-    augment: Any
+    loss_scale: LossScale
+    """The loss scaling."""
+    spec: ModelSpec
+    """The model reference."""
+    data: ModelData
+    """The training and held-out data, its loss with it."""
+    augment: Optional[Augment]
     """The training-only augmentation (None: none)."""
-    net: Any
+    net: nn.Cell
     """The network, cast by the policy."""
-    metric: Any
+    metric: Optional[Callable]
     """The loaded ``--metric`` (None: none)."""
-    loss_cell: Any
+    loss_cell: nn.Cell
     """The loss cell the step computes."""
-    optimizer: Any
+    optimizer: nn.Optimizer
     """The optimizer over the network's trainable parameters."""
-    amp: Any
-    """The loss-scaled step (``ampstep.AmpStep``)."""
+    amp: AmpStep
+    """The loss-scaled step."""
     items: list
     """The state a checkpoint holds: weights, optimizer, scaler."""
     evaluator: Evaluator
     """The held-out evaluation after each epoch."""
 
     @property
-    def loss(self):
-        """The run's loss (``losses.LossSpec``)."""
+    def loss(self) -> LossSpec:
+        """The run's loss."""
         return self.data.loss
 
     @property
-    def trainer(self):
-        """The step's trainer (``engine.TrainStep``)."""
+    def trainer(self) -> TrainStep:
+        """The step's trainer (``assemble`` built it)."""
+        assert self.amp.trainer is not None, "a run's step is assembled built"
         return self.amp.trainer
 
 
@@ -124,12 +128,12 @@ def check_task(cfg: TrainConfig, spec, data, net, metric):
     rows and the metric (if any) took its outputs on a few held-out rows: a mistake in
     either is one line before anything is written."""
     inputs, targets = next(iter(data.train_batches([np.arange(min(4, len(data.train_idx)))])))
-    outputs = run_eager(net, inputs, spec.name, spec.inputs)
+    outputs = eager_outputs(net, inputs, spec.name, spec.inputs)
     cell = build_loss(data.loss, len(outputs))
     probe_loss(data.loss, cell, outputs, target_columns(targets), data.target_names)
     if metric is not None:
         val_in, val_y = data.val_inputs(4)
-        evaluate(metric, cfg.metric, run_eager(net, val_in, spec.name, spec.inputs), val_y,
+        evaluate(metric, cfg.metric, eager_outputs(net, val_in, spec.name, spec.inputs), val_y,
                  "held-out split")
     return cell
 

@@ -1,17 +1,21 @@
 """``run_training``: the one entry to training, in one process or across msrun workers.
 
 The CLI, the Python API and the pipeline all come through here, so a resumed run merges
-the previous run's settings the same way from each.
+the previous run's settings the same way from each. ``write_html``: a run's report.html, as
+``amptool train`` writes it.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from amptool.documents.events import TrainEvent
 from amptool.files.fileio import output_dir
+from amptool.report.html import ReportPage, write_report
 
 from .checks import validate
-from .config import LaunchOptions, TrainConfig, claim_out_folder, merge_previous, replace_run
+from .config import LaunchOptions, TrainConfig
+from .folder import claim_out_folder, merge_previous, replace_run
 from .launch import launch_workers
 from .loop import train_model
 from .summary import TrainSummary
@@ -36,3 +40,11 @@ def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable
                                      on_event=on_event, start_timeout=launch.start_timeout)
         return TrainSummary.from_dict(summary)
     return train_model(cfg, on_event=on_event)
+
+
+def write_html(path: Path, out: str, passed: bool, line: str, fix: Optional[str] = None,
+               seconds: Optional[dict] = None) -> None:
+    """report.html at ``path`` of the training run in ``out`` (a diverged one's too):
+    ``line`` sums it up, ``fix`` says what to do when it did not pass."""
+    write_report(path, ReportPage("train", passed, line, fix, run_folder=str(out),
+                                  seconds=seconds or {}))

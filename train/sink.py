@@ -9,9 +9,12 @@ update and the skip counters all live on the device, and each host call is one r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from amptool.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SINK_DEVICES = ("Ascend", "GPU")
 
@@ -58,7 +61,7 @@ class SinkCall:
     """The last step's loss (a device tensor)."""
     finite: object
     """Whether the last step's gradients were finite (a device tensor)."""
-    first: object
+    first: np.ndarray
     """Positions of the call's first batch in the training split (for forensics)."""
 
 

@@ -2,10 +2,10 @@
 returning a typed result: frozen dataclasses read by attribute, with ``to_dict()`` (the JSON
 its command prints with ``--json``; ``amptool.documents.door`` writes and reads them all).
 
-``from amptool import train, export, parity, search, convert_checkpoint, run, diff`` (the
-first three are the stage packages themselves, callable). Each name is the stage's one entry,
-the function its command calls too; ``convert_checkpoint(cfg: CkptConfig) -> CkptReport``
-is ``amptool.convert.ckpt.convert_checkpoint``. The calls never print or exit: failures raise
+``from amptool import train, export, parity, search, convert_checkpoint, run, diff,
+verify``: each name is the stage's one entry, the function its command calls too (``train``
+is ``amptool.train.run.run_training``, ``convert_checkpoint(cfg: CkptConfig) -> CkptReport``
+is ``amptool.convert.ckpt.convert_checkpoint``). The calls never print or exit: failures raise
 ``amptool.errors.AmpToolError`` (``CheckFailed`` for a diverged run); a parity breach is a
 report whose ``passed`` is False.
 
@@ -15,29 +15,33 @@ pass over one's batches) and ``find_overflow`` (forward-overflow forensics on on
 """
 from __future__ import annotations
 
-import amptool.export
-import amptool.parity
-import amptool.train
-from amptool.convert.ckpt import CkptConfig, CkptReport, convert_checkpoint
+from amptool.convert.ckpt import CkptReport, convert_checkpoint
+from amptool.convert.config import CkptConfig, SearchConfig
 from amptool.convert.result import SearchResult
-from amptool.convert.search import SearchConfig, search_policy
+from amptool.convert.search import search_policy
 from amptool.documents.parity import ParityReport
 from amptool.documents.training import TrainSummary
 from amptool.documents.diff import DiffReport
-from amptool.export.api import ExportConfig, ExportReport, ExportResult
+from amptool.export.api import ExportReport, ExportResult
+from amptool.export.api import export as export_artefacts
+from amptool.export.config import ExportConfig
 from amptool.gate.diff import diff
 from amptool.gate.diffconfig import DiffConfig
+from amptool.gate.verify import Verification, verify
+from amptool.parity.compare import parity as check_parity
 from amptool.parity.config import ParityConfig
-from amptool.pipeline import PipelineConfig, PipelineResult, run_pipeline
+from amptool.pipeline import PipelineResult, run_pipeline
+from amptool.pipelineconfig import PipelineConfig
 from amptool.train.ampstep import AmpStep, RangePass, StepResult, find_fp32_cells, find_overflow
 from amptool.train.config import LaunchOptions, TrainConfig
+from amptool.train.run import run_training
 
-train = amptool.train
+train = run_training
 """``train(cfg: TrainConfig, on_event=None, explicit=(), launch=None) -> TrainSummary``
 (``amptool.train.run.run_training``)."""
-export = amptool.export
+export = export_artefacts
 """``export(cfg: ExportConfig) -> ExportReport`` (``amptool.export.api.export``)."""
-parity = amptool.parity
+parity = check_parity
 """``parity(cfg: ParityConfig) -> ParityReport`` (``amptool.parity.compare.parity``)."""
 search = search_policy
 """``search(cfg: SearchConfig, on_event=None) -> SearchResult``: find the cells that must
@@ -46,11 +50,12 @@ run = run_pipeline
 """``run(cfg: PipelineConfig, on_event=None) -> PipelineResult``: train, export fp32/fp16
 MINDIR (+ ONNX), check parity."""
 # ``diff(cfg: DiffConfig) -> DiffReport`` (``amptool.gate.diff.diff``): two parity reports
-# compared; a regression is a report whose ``passed`` is False.
+# compared; a regression is a report whose ``passed`` is False. ``verify(artefact, ledger=,
+# report=) -> Verification`` (``amptool.gate.verify.verify``): whether those bytes passed.
 
 __all__ = ["AmpStep", "CkptConfig", "CkptReport", "DiffConfig", "DiffReport", "ExportConfig",
            "ExportReport", "ExportResult",
            "LaunchOptions", "ParityConfig", "ParityReport", "PipelineConfig", "PipelineResult",
            "RangePass", "SearchConfig", "SearchResult", "StepResult", "TrainConfig", "TrainSummary",
-           "convert_checkpoint", "diff", "export", "find_fp32_cells", "find_overflow", "parity",
-           "run", "search", "train"]
+           "Verification", "convert_checkpoint", "diff", "export", "find_fp32_cells",
+           "find_overflow", "parity", "run", "search", "train", "verify"]

@@ -1,6 +1,7 @@
 """The ``amptool`` command line: the root app, ``info``, ``run`` and each stage's commands.
 
-Heavy imports (MindSpore, onnx) happen inside commands, so ``amptool --help`` is fast.
+The commands import configs; each imports the library it calls when it runs (one import a
+command), so ``amptool --help`` imports neither numpy nor MindSpore.
 """
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from amptool.console import options as opt
 from amptool.console.hostinfo import host_info
 from amptool.convert import cli as convert_cli
 from amptool.documents.events import Epoch, Overwrite, PipelineEvent, Stage, Warned
-from amptool.errors import CheckFailed
 from amptool.export import cli as export_cli
 from amptool.gate import cli as gate_cli
+from amptool.network.usercode import parse_model_args
+from amptool.ledger.url import ledger_url, shown
 from amptool.parity import cli as parity_cli
-from amptool.pipeline import PipelineConfig, format_summary, run_pipeline
+from amptool.pipelineconfig import PipelineConfig
 from amptool.runtime.device import own_process
 from amptool.runtime.interrupts import stop_on_signals
 from amptool.train import cli as train_cli
@@ -46,7 +48,7 @@ def info(as_json: opt.JsonOption = False) -> None:
         typer.echo(f"export {fmt:<7} {'yes' if ok else 'no '}  {why}")
 
 
-def run_command(
+def pipeline_command(
     model: opt.defaulted(opt.ModelOption, TrainConfig, "model") = None,
     model_arg: opt.ModelArgOption = None,
     input_spec: opt.InputSpecOption = None,
@@ -79,12 +81,12 @@ def run_command(
                            PipelineConfig, "workers") = None,
     config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
+    ledger: opt.LedgerOption = None,
+    label: opt.LabelOption = None,
     as_json: opt.JsonOption = False,
     quiet: opt.about(opt.QuietOption, "the summary table") = False,
 ) -> None:
     """Train, export MINDIR (+ ONNX) fp32 and fp16, check parity; exit 1 if parity fails."""
-    from amptool.network.models import parse_model_args
-
     flags = dict(model=model, model_args=parse_model_args(model_arg) or None,
                  input_spec=input_spec, data=data, loss=loss, metric=metric,
                  amp_level=amp_level.upper() if amp_level else None,
@@ -92,13 +94,16 @@ def run_command(
                  batch_size=batch_size, seed=seed,
                  device=device, out=_s(out), onnx=onnx.lower() if onnx else None,
                  samples=samples, per_layer=per_layer or None, localize=localize,
-                 overwrite=overwrite or None,
-                 workers=workers)
+                 overwrite=overwrite or None, workers=workers, ledger=ledger, label=label)
     cfg = PipelineConfig.from_file(config, **flags)
     html = opt.report_file(report, Path(cfg.out) / "report.html", Path(cfg.out))
-    result = run_pipeline(cfg, on_event=None if (quiet or as_json) else _stage_printer)
+    from amptool.pipeline import (format_summary, measured_pipeline, raise_if_failed,
+                                  write_html)
+
+    result, unrecorded = measured_pipeline(
+        cfg, on_event=None if (quiet or as_json) else _stage_printer)
     if html is not None:
-        _write_report(html, result, cfg)
+        write_html(html, result, cfg)
     if quiet or as_json:  # progress lines were off: still say what was skipped
         for message in result.warnings:
             _stage_printer(Warned(message))
@@ -106,24 +111,12 @@ def run_command(
         opt.print_json(result.document())
     else:
         typer.echo(format_summary(result))
-    if not result.passed:
-        from amptool.parity.report import failure_fix, failure_line
-
-        report = result.parity
-        raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
-                          f"{Path(cfg.out) / 'parity.json'}")
-
-
-def _write_report(path: Path, result, cfg: PipelineConfig) -> None:
-    """``amptool run``'s HTML report: the parity verdict, the training run, every stage."""
-    from amptool.parity.report import failure_fix, failure_line
-    from amptool.report.html import ReportPage, write_report
-
-    report, passed = result.parity, result.passed
-    line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
-    seconds = {**result.summary.seconds_by_stage, "total": result.summary.seconds}
-    write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
-                                  str(Path(cfg.out) / "train"), report, seconds))
+        if cfg.ledger and unrecorded is None:
+            typer.echo(f"ledger: {len(result.summary.artefacts) - 1} record(s) appended to "
+                       f"{shown(ledger_url(cfg.ledger))}")
+    if unrecorded is not None:  # the ledger's failure decides the exit code: 2
+        raise unrecorded
+    raise_if_failed(result, cfg)
 
 
 def _s(path) -> Optional[str]:
@@ -150,7 +143,7 @@ def _stage_printer(event: PipelineEvent) -> None:
 def _register_subcommands() -> None:
     for module in (train_cli, export_cli, parity_cli, convert_cli, gate_cli):
         module.register(app)
-    app.command("run")(opt.handle_errors(run_command))
+    app.command("run")(opt.handle_errors(pipeline_command))
 
 
 _register_subcommands()

@@ -42,6 +42,26 @@ class WorkerFailed(CheckFailed):
     """A distributed worker failed or never started."""
 
 
+def raise_problems(problems) -> None:
+    """Raise one UsageError naming every ``(problem, fix)`` of ``problems``; nothing when
+    there is none. One problem is raised with its own fix; several as their problems joined
+    by "; ", their fixes likewise (each once). Every config's ``validate`` reports so."""
+    problems = list(problems)
+    if problems:
+        fixes = list(dict.fromkeys(fix for _, fix in problems if fix))
+        raise UsageError("; ".join(problem for problem, _ in problems), "; ".join(fixes))
+
+
+def problems_of(check, *args) -> list:
+    """``[(problem, fix)]`` of the UsageError ``check(*args)`` raises; empty when it raises
+    none (the checks a ``validate`` gathers)."""
+    try:
+        check(*args)
+    except UsageError as exc:
+        return [(exc.problem, exc.fix)]
+    return []
+
+
 DEBUG_ENV = "AMPTOOL_DEBUG"
 """Set to 1 for tracebacks instead of one-line summaries, and to keep MindSpore's dumps."""
 

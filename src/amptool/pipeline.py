@@ -13,69 +13,31 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from amptool.artefact import onnx_installed
 from amptool.artefact.files import total_size
 from amptool.documents.events import Overwrite, PipelineEvent, Stage, TrainEvent, Warned
-from amptool.errors import UsageError
-from amptool.export.api import ExportConfig, export
 from amptool.documents.summary import (SUMMARY, SUMMARY_VERSION, ArtefactRow, DeploymentRow,
-                                      OutputRow, ParityFigures, PipelineSummary, TrainFigures)
-from amptool.files.configfile import build_config, decided_later, layered
+                                       OutputRow, ParityFigures, PipelineSummary, TrainFigures)
+from amptool.errors import CheckFailed, UsageError, problems_of, raise_problems
+from amptool.export.api import ExportConfig, export
+from amptool.export.onnx import OnnxUnsupported
 from amptool.files.fileio import output_dir, write_json
+from amptool.ledger.url import LedgerError, ledger_url
+from amptool.parity.compare import parity, record
 from amptool.parity.config import ParityConfig
-from amptool.train.checks import validate
-from amptool.train.config import TrainConfig
+from amptool.parity.report import (ParityReport, breaches, failure_fix, failure_line, fmt,
+                                   write_junit, write_report_json)
+from amptool.pipelineconfig import PIPELINE_KEYS, PipelineConfig, build_pipeline_config
+from amptool.report.html import ReportPage, write_report
+from amptool.runs.rundir import RunDir
+from amptool.train.checks import problems as train_problems
+from amptool.train.run import run_training
 
-if TYPE_CHECKING:
-    from amptool.parity.report import ParityReport
-    from amptool.train.config import TrainConfig
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Everything ``amptool run`` needs; the defaults are the bundled quick pipeline."""
-
-    train: Optional["TrainConfig"] = None
-    """The training run (its ``out`` is replaced by ``<out>/train``); None: the defaults."""
-    out: str = "runs/pipeline"
-    """Output folder (train/, export/, parity.json, parity.xml, summary.json)."""
-    onnx: str = "auto"
-    """ONNX artefacts too: auto (when the onnx extra is installed; skipped with one warning
-    when the network cannot be written as ONNX), on (such a failure fails the run) or off."""
-    samples: Optional[int] = decided_later("all")
-    """Held-out samples in the parity check (all when None)."""
-    per_layer: bool = False
-    """Add per-layer localization of every artefact to the parity report."""
-    localize: bool = True
-    """Localize each artefact that fails parity by itself (per-layer, on its failing
-    samples); a passing run costs nothing more."""
-    overwrite: bool = False
-    """Replace the pipeline run ``out`` holds (its trained run, artefacts and reports);
-    without it such a folder is refused."""
-    workers: int = 1
-    """Processes (msrun, on this host) that each compare a contiguous shard of the parity
-    check's samples; their statistics merge into the report one process makes. Training
-    runs in one process."""
-
-    @classmethod
-    def from_file(cls, path=None, **flags) -> "PipelineConfig":
-        """A pipeline as ``amptool run`` builds it: the config file at ``path`` (the
-        pipeline's keys and any training setting but out, resume and workers), then
-        ``flags`` (None: not given)."""
-        return layered(build_pipeline_config, path, flags)
-
-    def to_dict(self) -> dict:
-        train = self.train_config()
-        return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
-                "samples": self.samples, "per_layer": self.per_layer,
-                "localize": self.localize, "overwrite": self.overwrite}
-
-    def train_config(self):
-        base = self.train if self.train is not None else TrainConfig()
-        return dataclasses.replace(base, out=str(Path(self.out) / "train"), resume=False,
-                                   overwrite=self.overwrite, workers=1)
+__all__ = ["PIPELINE_KEYS", "PipelineConfig", "PipelineResult", "build_pipeline_config",
+           "format_summary", "measured_pipeline", "raise_if_failed", "run_pipeline", "validate",
+           "write_html"]
 
 
 @dataclass(frozen=True)
@@ -84,9 +46,9 @@ class PipelineResult:
 
     passed: bool
     """The parity verdict."""
-    summary: "PipelineSummary" = field(repr=False)
+    summary: PipelineSummary = field(repr=False)
     """summary.json's content."""
-    parity: Optional["ParityReport"] = field(repr=False, default=None)
+    parity: Optional[ParityReport] = field(repr=False, default=None)
     """The parity stage's report (parity.json's content as ``to_dict()``)."""
 
     @property
@@ -101,42 +63,30 @@ class PipelineResult:
         """summary.json's content, as written and as ``amptool run --json`` prints it."""
         return SUMMARY.json(self.summary)
 
-
-PIPELINE_KEYS = ("out", "onnx", "samples", "per_layer", "localize", "overwrite", "workers")
-_NOT_IN_PIPELINE = ("out", "resume", "workers", "overwrite")
-
-
-def build_pipeline_config(file_values: dict, flags: dict, source: str) -> PipelineConfig:
-    """Flat keys (a config file, then flags) into a PipelineConfig: the pipeline's own keys
-    plus any training setting except out, resume and workers."""
-    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - set(_NOT_IN_PIPELINE)
-    norm = {k.replace("-", "_"): v for k, v in file_values.items()}
-    unknown = sorted(k for k in norm if k not in train_keys and k not in PIPELINE_KEYS)
-    if unknown:
-        raise UsageError(f"{source}: unknown key(s) {', '.join(unknown)}",
-                         f"known keys: {', '.join(sorted(train_keys | set(PIPELINE_KEYS)))}")
-    split = lambda values, keys: {k: v for k, v in values.items() if k in keys}  # noqa: E731
-    train = build_config(TrainConfig, split(norm, train_keys), split(flags, train_keys), source)
-    own = build_config(PipelineConfig, split(norm, PIPELINE_KEYS), split(flags, PIPELINE_KEYS),
-                       source)
-    return dataclasses.replace(own, train=train)
-
-
-def check_config(cfg: PipelineConfig) -> tuple:
-    """Validate before any work; return the export formats."""
+def validate(cfg: PipelineConfig) -> None:
+    """Raise one UsageError naming every mistake of ``cfg`` (its training run's too, but for
+    its folder, which the pipeline makes); nothing when there is none."""
+    problems = []
     if cfg.onnx not in ("auto", "on", "off"):
-        raise UsageError(f"unknown --onnx '{cfg.onnx}'", "use auto, on or off")
+        problems.append((f"unknown --onnx '{cfg.onnx}'", "use auto, on or off"))
     if cfg.onnx == "on" and not onnx_installed():
-        raise UsageError("--onnx on needs onnx and onnxruntime, which are not installed",
-                         "pip install 'amptool[onnx]', or pass --onnx off")
-    validate(cfg.train_config(), folder=False)
+        problems.append(("--onnx on needs onnx and onnxruntime, which are not installed",
+                         "pip install 'amptool[onnx]', or pass --onnx off"))
+    problems += train_problems(cfg.train_config(), folder=False)
     if cfg.samples is not None and (isinstance(cfg.samples, bool)
                                     or not isinstance(cfg.samples, int) or cfg.samples < 1):
-        raise UsageError(f"samples must be a whole number >= 1 (got {cfg.samples!r})",
-                         "give a positive --samples")
+        problems.append((f"samples must be a whole number >= 1 (got {cfg.samples!r})",
+                         "give a positive --samples"))
     if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 1:
-        raise UsageError(f"workers must be a whole number >= 1 (got {cfg.workers!r})",
-                         "give a positive --workers")
+        problems.append((f"workers must be a whole number >= 1 (got {cfg.workers!r})",
+                         "give a positive --workers"))
+    if cfg.ledger is not None:  # a URL amptool cannot take is refused before any work
+        problems += problems_of(ledger_url, cfg.ledger)
+    raise_problems(problems)
+
+
+def export_formats(cfg: PipelineConfig) -> tuple:
+    """The formats the pipeline exports: MINDIR, and ONNX when ``cfg.onnx`` asks for it."""
     with_onnx = cfg.onnx == "on" or (cfg.onnx == "auto" and onnx_installed())
     return ("MINDIR", "ONNX") if with_onnx else ("MINDIR",)
 
@@ -144,21 +94,21 @@ def check_config(cfg: PipelineConfig) -> tuple:
 def run_pipeline(cfg: PipelineConfig,
                  on_event: Optional[Callable[[PipelineEvent], None]] = None) -> PipelineResult:
     """Run every stage, with ``cfg.out`` held by this process; return the result
-    (``passed`` is the parity verdict); ``on_event`` is handed each ``PipelineEvent``
+    (``passed`` is the parity verdict; a ``cfg.ledger`` that fails: ``LedgerError``,
+    ``measured`` it); ``on_event`` is handed each ``PipelineEvent``
     (``amptool.documents.events``): the stages, warnings and training's events."""
     emit = on_event or (lambda event: None)
-    formats = check_config(cfg)
+    validate(cfg)
+    formats = export_formats(cfg)
     with output_dir(cfg.out) as out:
         claim_out_folder(cfg, out, emit)
-        return _run_stages(cfg, out, formats, emit, on_event)
+        return _through_stages(cfg, out, formats, emit, on_event)
 
 
 def claim_out_folder(cfg: PipelineConfig, out: Path,
                      emit: Callable[[PipelineEvent], None]) -> None:
     """Refuse a folder that holds a pipeline run (a trained run in train/, or summary.json)
     unless ``cfg.overwrite``; with it, say in one ``overwrite`` event what is replaced."""
-    from amptool.runs.rundir import RunDir
-
     found = [p.relative_to(out) for p in RunDir(out / "train").trained_files()]
     found += [Path(n) for n in ("summary.json", "parity.json") if (out / n).is_file()]
     if not found:
@@ -170,13 +120,9 @@ def claim_out_folder(cfg: PipelineConfig, out: Path,
     emit(Overwrite(str(cfg.out), [str(p) for p in found]))
 
 
-def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple,
-                emit: Callable[[PipelineEvent], None],
-                on_event: Optional[Callable[[PipelineEvent], None]]) -> PipelineResult:
-    from amptool.parity.compare import parity
-    from amptool.parity.report import write_junit, write_report_json
-    from amptool.train.run import run_training
-
+def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple,
+                    emit: Callable[[PipelineEvent], None],
+                    on_event: Optional[Callable[[PipelineEvent], None]]) -> PipelineResult:
     times = {}
     t0 = time.perf_counter()
     emit(Stage("train"))
@@ -196,9 +142,8 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple,
     emit(Stage("parity"))
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
-                                 samples=cfg.samples, per_layer=cfg.per_layer,
-                                 localize=cfg.localize, device=train_cfg.device,
-                                 workers=cfg.workers))
+                                 samples=cfg.samples, per_layer=cfg.per_layer, workers=cfg.workers,
+                                 localize=cfg.localize, device=train_cfg.device))
     assert report is not None, "one host: parity returns its report"
     times["parity"] = time.perf_counter() - t2
     write_report_json(str(out / "parity.json"), report)
@@ -206,7 +151,42 @@ def _run_stages(cfg: PipelineConfig, out: Path, formats: tuple,
     summary = summarize(cfg, train, ref, cands, report, times, warnings,
                         round(time.perf_counter() - t0, 2))
     write_summary(out / "summary.json", summary)
-    return PipelineResult(report.passed, summary, report)
+    result = PipelineResult(report.passed, summary, report)
+    if cfg.ledger:  # once every file is written; a ledger that fails hands back the result
+        record(report, cfg.ledger, cfg.label, measured=result)
+    return result
+
+
+def write_html(path: Path, result: PipelineResult, cfg: PipelineConfig) -> None:
+    """``amptool run``'s report.html at ``path``: the parity verdict, the training run,
+    every stage."""
+    report, passed = result.parity, result.passed
+    assert report is not None, "a pipeline's result holds its parity report"
+    line = format_summary(result).splitlines()[-1] if passed else failure_line(report)
+    seconds = {**result.summary.seconds_by_stage, "total": result.summary.seconds}
+    write_report(path, ReportPage("run", passed, line, None if passed else failure_fix(report),
+                                  str(Path(cfg.out) / "train"), report, seconds))
+
+
+def measured_pipeline(cfg: PipelineConfig,
+                      on_event: Optional[Callable[[PipelineEvent], None]] = None) -> tuple:
+    """(the result of ``run_pipeline(cfg)``, None; or, where ``cfg.ledger`` could not take
+    it, the result and the ``LedgerError``): what was measured is never lost."""
+    try:
+        return run_pipeline(cfg, on_event), None
+    except LedgerError as exc:  # measured, not recorded: the reports are still written
+        if exc.measured is None:
+            raise
+        return exc.measured, exc
+
+
+def raise_if_failed(result: PipelineResult, cfg: PipelineConfig) -> None:
+    """CheckFailed naming what failed parity and where its report is, when it failed."""
+    if not result.passed:
+        report = result.parity
+        assert report is not None, "a pipeline's result holds its parity report"
+        raise CheckFailed(failure_line(report), f"{failure_fix(report)}; see "
+                          f"{Path(cfg.out) / 'parity.json'}")
 
 
 def write_summary(path, summary: PipelineSummary) -> None:
@@ -221,8 +201,6 @@ def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple
     ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning;
     with ``--onnx on`` every format is one export, all or nothing: such a failure writes
     none of them."""
-    from amptool.export.onnx import OnnxUnsupported
-
     common: Dict[str, Any] = {"run": str(out / "train"), "precision": "both",
                               "out": str(out / "export"), "force": True, "device": device,
                               "dynamic_batch": True}
@@ -249,10 +227,9 @@ def order_artefacts(results: list) -> tuple:
 
 
 def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
-              seconds: float) -> "PipelineSummary":
+              seconds: float) -> PipelineSummary:
     """summary.json: the training (a ``TrainSummary``), one row per artefact (``ExportResult``)
     with its verdict in ``report`` (a ``ParityReport``), the verdict and each stage's time."""
-
     sizes = {(r.format, r.precision): total_size(r.path) for r in [ref] + cands}
     rows = [_row(ref, None, None, report.reference_accuracy)]
     for cand in cands:
@@ -268,7 +245,6 @@ def summarize(cfg, train, ref, cands: list, report, times: dict, warnings: list,
 
 def train_figures(train):
     """The training's figures in the summary (``train``: a ``TrainSummary``)."""
-
     return TrainFigures(val_acc=train.val_acc, best_acc=train.best_acc, loss=train.loss,
                         steps=train.steps, overflow_steps=train.overflow_steps,
                         loss_scale=train.loss_scale, policy=train.policy, device=train.device,
@@ -280,7 +256,6 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
     """One artefact's row: an ``ExportResult`` and its ``CandidateVerdict`` (None: the
     reference). ``cosine`` is the lowest and ``max_abs`` the largest over every output;
     ``outputs`` has each one's verdict."""
-
     size = total_size(result.path)
     row = ArtefactRow(format=result.format, precision=result.precision, path=result.path,
                       size=size, size_ratio=round(size / fp32_size, 4) if fp32_size else None,
@@ -298,7 +273,6 @@ def _row(result, verdict, fp32_size: Optional[int], accuracy: Optional[float]):
 def deployment_row(result, verdict):
     """The artefact's deployment settings from its manifest and, with ``--emulate-settings``,
     what ignoring them does (None: its manifest records none)."""
-
     section = result.manifest.deployment
     if section is None:
         return None
@@ -312,8 +286,6 @@ def deployment_row(result, verdict):
 def output_rows(verdict) -> list:
     """Each output of a candidate (a ``CandidateVerdict``) as judged: name, passed, cosine,
     scaled error and breaches."""
-    from amptool.parity.report import breaches
-
     return [OutputRow(o.name, o.passed, o.metrics.cosine, o.metrics.max_abs_scaled,
                       breaches(o)) for o in verdict.outputs]
 
@@ -394,6 +366,4 @@ def _fixed(value, digits: int = 4) -> str:
     """Fixed decimals for a summary column; '-' when absent."""
     if isinstance(value, float) and math.isfinite(value):
         return f"{value:.{digits}f}"
-    from amptool.parity.report import fmt
-
     return fmt(value)

@@ -128,15 +128,7 @@ def test_o2_equals_o3_with_its_black_list_as_types():
     np.testing.assert_array_equal(out_o2, out_types)
 
 
-def test_thresholds_from_file_and_flags(tmp_path):
-    from amptool.convert.cli import _thresholds
-
-    path = tmp_path / "parity.toml"
-    path.write_text('[thresholds]\nmin_cosine = 0.9\nmax_acc_drop = "off"\n'
-                    '[thresholds.fp16_vs_fp32]\nmax_abs = 0.1\n')
-    th = _thresholds(path, {"min_top1": "off", "max_rel": "0.5"})
-    assert (th.min_cosine, th.max_acc_drop, th.max_abs, th.min_top1, th.max_rel) == (
-        0.9, None, 0.1, None, 0.5)
+def test_a_limit_that_is_no_number_is_one_line():
     line = _one_line_error(runner.invoke(app, ["convert", "search", "--min-cosine", "high"]))
     assert "--min-cosine takes a number" in line
 

@@ -5,7 +5,7 @@ import pytest
 
 from amptool.artefact.keys import (ENV_VAR, coerce_key, key_from_env, key_from_file, parse_key,
                                    resolve_key)
-from amptool.artefact.runners import detect_format, infer_precision
+from amptool.artefact.runners import artefact_format, infer_precision
 from amptool.documents.manifest import manifest_path, read_manifest, summarize_params
 from amptool.errors import UsageError
 
@@ -97,15 +97,15 @@ def test_summarize_params():
     assert summarize_params({}) == {"count": 0, "bytes": 0, "tensors": 0, "dtypes": {}}
 
 
-def test_runner_detect_format():
-    assert detect_format("a/model.mindir") == "MINDIR"
-    assert detect_format("MODEL.ONNX") == "ONNX"
-    assert detect_format("m.air") == "AIR"
+def test_artefact_format_by_suffix():
+    assert artefact_format("a/model.mindir") == "MINDIR"
+    assert artefact_format("MODEL.ONNX") == "ONNX"
+    assert artefact_format("m.air") == "AIR"
     with pytest.raises(UsageError) as err:
-        detect_format("model.pb")
+        artefact_format("model.pb")
     assert "unknown artefact type '.pb'" in str(err.value)
     with pytest.raises(UsageError, match="unknown artefact type ''"):
-        detect_format("model")
+        artefact_format("model")
 
 
 def test_infer_precision():

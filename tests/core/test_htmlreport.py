@@ -28,7 +28,8 @@ def passing(doc_run):
 
 @pytest.fixture(scope="module")
 def failing(shared):
-    """(the planted-fault pipeline's folder, its output): ``--per-layer``, exit 1."""
+    """(the planted-fault pipeline's folder, its output): exit 1, the failing candidates
+    localized by themselves (no ``--per-layer``)."""
     from docruns import DOC_RUNS, cli_run
 
     run = cli_run(shared, DOC_RUNS["trap"])
@@ -70,7 +71,8 @@ def test_per_layer_charts_come_with_per_layer_data_only(passing, failing):
     html = (folder / "report.html").read_text(encoding="utf-8")
     report = json.loads((folder / "parity.json").read_text())
     layered = [c for c in report["candidates"] if c.get("per_layer")]
-    assert len(layered) == len(report["candidates"]) > 1
+    failed = [c for c in report["candidates"] if not c["passed"]]
+    assert layered and [c["path"] for c in layered] == [c["path"] for c in failed]
     assert sum(c.startswith("per-layer ") for c in charts_of(html)) == len(layered)
     assert "culprit: norm (born)" in html  # the first diverging cell marked on its chart
     assert "born here" in html and "inherited" in html

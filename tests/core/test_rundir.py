@@ -7,7 +7,8 @@ from amptool.documents.door import from_json
 from amptool.documents.records import RUN, RunRecord
 from amptool.errors import UsageError
 from amptool.runs.rundir import RunDir, is_checkpoint_file
-from amptool.train.config import TrainConfig, merge_previous
+from amptool.train.config import TrainConfig
+from amptool.train.folder import merge_previous
 
 PREPROCESS = {"height": 8, "width": 8, "channels": 1, "mean": 0.1, "std": 0.3}
 POLICY = {"level": "O2", "dtype": "float16", "fp32_types": [], "fp32_cells": [],
@@ -236,7 +237,7 @@ def test_a_run_json_without_a_checkpoint_is_no_trained_run(tmp_path):
     """run.json alone (a run killed before its first checkpoint) holds nothing trained: a
     new run replaces it without a flag (``claim_out_folder``); with a checkpoint beside it,
     the folder is a trained run that only --resume or --overwrite may touch."""
-    from amptool.train.config import claim_out_folder
+    from amptool.train.folder import claim_out_folder
 
     run = RunDir(tmp_path)
     assert run.trained_files() == [] and run.unfinished_files() == []

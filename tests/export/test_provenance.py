@@ -3,7 +3,6 @@ amptool writes says where it came from, the file alone (renamed, copied without 
 still says it, ``inspect`` shows it, and a foreign artefact is labelled as such."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -64,17 +63,16 @@ def test_every_artefact_carries_its_provenance_through_a_copy(exports, runs, tmp
         assert read_provenance(copy) == found
         assert (found.format, found.precision, found.io_dtype) == (fmt, precision, "fp32")
         assert found.amptool_version == amptool.__version__
-        assert found.mindspore_version == m["mindspore_version"]
+        assert found.mindspore_version == m.mindspore_version
         assert found.run is not None and found.run.path == str(run.resolve())
         assert found.run.sha256 == sha256(run / "run.json")
-        assert found.checkpoint.sha256 == m["checkpoint"]["sha256"] == sha256(
-            m["checkpoint"]["path"])
-        assert found.checkpoint.name == Path(m["checkpoint"]["path"]).name
-        assert dataclasses.asdict(found.policy) == m["policy"]
-        assert [dataclasses.asdict(c) for c in found.kept_fp32] == m["deployment"]["kept_fp32"]
+        assert found.checkpoint.sha256 == m.checkpoint.sha256 == sha256(m.checkpoint.path)
+        assert found.checkpoint.name == Path(m.checkpoint.path).name
+        assert found.policy == m.policy
+        assert m.deployment is not None and found.kept_fp32 == m.deployment.kept_fp32
         assert found.kept_paths() == (["norm"] if precision == "fp16" else [])
-        assert dataclasses.asdict(found.preprocess) == m["preprocess"]
-        assert found.model == m["model"]["spec"] and found.data == m["data"]
+        assert found.preprocess == m.preprocess
+        assert found.model == m.model.spec and found.data == m.data
         # alone, the copy is audited against the policy its provenance declares
         report = audit_artefact(copy)
         assert report.source == "provenance" and report.findings == [], report.findings

@@ -120,7 +120,8 @@ def test_a_mindir_with_cut_parameter_data_is_one_usage_error(exports, tmp_path):
     the weights are simply unreadable where parity only wants them for localization."""
     from mindspore.train import mind_ir_pb2
 
-    from amptool.artefact import mindir, stored_weights
+    from amptool.artefact import mindir
+    from amptool.artefact.readers import stored_weights
 
     model = mind_ir_pb2.ModelProto()
     with open(exports.get(MODELS[0])[("MINDIR", "fp32")].path, "rb") as fh:

@@ -49,9 +49,9 @@ def test_table_json_and_junit_of_a_failure(simplecnn, corrupted_fp16, tmp_path):
 REPORT_KEYS = {"candidates", "device", "golden_saved", "inputs", "passed", "reference",
                "schema_version", "seconds"}
 """The parity report's keys as the dict-built report wrote them (so the sets below)."""
-CANDIDATE_KEYS = {"caveat", "culprit", "deployment", "findings", "format", "fp16_faithful",
-                  "kind", "outputs", "passed", "path", "per_layer", "precision", "task",
-                  "thresholds", "weights"}
+CANDIDATE_KEYS = {"caveat", "culprit", "deployment", "files", "findings", "format",
+                  "fp16_faithful", "kind", "outputs", "passed", "path", "per_layer", "precision",
+                  "task", "thresholds", "weights"}
 OUTPUT_KEYS = {"checks", "metrics", "name", "passed", "thresholds"}
 LOGITS_METRICS = {"acc_drop", "acc_drop_ci", "acc_drop_clear", "acc_drop_clear_ci", "cand_acc",
                   "cosine", "counted", "max_abs", "max_abs_scaled", "max_rel", "mean_abs",
@@ -90,6 +90,12 @@ def test_the_typed_report_reads_back_from_its_json_exactly(simplecnn, corrupted_
     assert isinstance(corrupted.weights, WeightsCheck) and corrupted.weights.mismatched
     assert all(isinstance(f, Finding) for c in report.candidates for f in c.findings)
     from schemas import assert_fits
+
+    from amptool.artefact.files import file_facts
+
+    # the bytes each verdict is about: every file of the candidate as it was checked
+    assert [[f.sha256 for f in c.files] for c in report.candidates] == [
+        [f["sha256"] for f in file_facts(c.path)] for c in report.candidates]
 
     assert_fits(raw, "parity-report")  # the published schema agrees
     metrics = raw["candidates"][0]["outputs"][0]["metrics"]

@@ -2,9 +2,11 @@
 dies fails the gate in one line with nothing half-written, mistakes refused before launch."""
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from typer.testing import CliRunner
@@ -78,6 +80,17 @@ def _ours() -> set:
     return set(tmp.glob("amptool-parity-shards-*")) | set(tmp.glob("amptool-parity-logs-*"))
 
 
+@contextlib.contextmanager
+def private_temp(folder: Path) -> Iterator[Path]:
+    """This process's temporary folder (and its msrun workers') set to ``folder``, so the
+    shard and log folders counted are this test's alone, whatever other tests run beside."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", str(folder))
+        yield folder
+
+
 slow = pytest.mark.slow
 
 
@@ -86,14 +99,15 @@ def one_and_two(simplecnn, metric, tmp_path_factory) -> Path:
     """A folder holding the one-process and the 2-worker parity of the same inputs: each
     one's report (one.json, two.json) and stored reference outputs (one.npz, two.npz)."""
     folder = tmp_path_factory.mktemp("sharded")
-    before = _ours()
-    code_one, _ = _parity(simplecnn, metric, "--json-out", str(folder / "one.json"),
-                          "--save-outputs", str(folder / "one.npz"))
-    code_two, err = _parity(simplecnn, metric, "--workers", "2",
-                            "--json-out", str(folder / "two.json"),
-                            "--save-outputs", str(folder / "two.npz"))
-    assert code_one == code_two and code_two in (0, 1), err
-    assert _ours() == before  # the shards' states and the logs removed
+    with private_temp(folder / "tmp"):
+        before = _ours()
+        code_one, _ = _parity(simplecnn, metric, "--json-out", str(folder / "one.json"),
+                              "--save-outputs", str(folder / "one.npz"))
+        code_two, err = _parity(simplecnn, metric, "--workers", "2",
+                                "--json-out", str(folder / "two.json"),
+                                "--save-outputs", str(folder / "two.npz"))
+        assert code_one == code_two and code_two in (0, 1), err
+        assert _ours() == before  # the shards' states and the logs removed
     return folder
 
 
@@ -140,13 +154,14 @@ def test_a_rank_that_dies_fails_the_gate_in_one_line(simplecnn, metric, tmp_path
     import psutil
 
     monkeypatch.setenv("AMPTOOL_TEST_DIE_ON_RANK", "1")
-    before = set(Path(tempfile.gettempdir()).glob("amptool-parity-shards-*"))
-    code, err = _parity(simplecnn, metric, "--workers", "2",
-                        "--json-out", str(tmp_path / "r.json"))
-    assert code == 1 and "\n" not in err and "Traceback" not in err, err
-    assert "rank 1 of 2 exited with code 7" in err and "worker_1.log" in err
-    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.html").exists()
-    assert set(Path(tempfile.gettempdir()).glob("amptool-parity-shards-*")) == before
+    with private_temp(tmp_path / "tmp") as tmp:
+        before = set(tmp.glob("amptool-parity-shards-*"))
+        code, err = _parity(simplecnn, metric, "--workers", "2",
+                            "--json-out", str(tmp_path / "r.json"))
+        assert code == 1 and "\n" not in err and "Traceback" not in err, err
+        assert "rank 1 of 2 exited with code 7" in err and "worker_1.log" in err
+        assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.html").exists()
+        assert set(tmp.glob("amptool-parity-shards-*")) == before
     logs = Path(err.split("(log: ")[1].split(")")[0]).parent
     pids = json.loads((logs / "launch.json").read_text())["pids"]
     assert not [p for p in pids if psutil.pid_exists(p)
@@ -173,16 +188,15 @@ def test_run_hands_its_workers_to_the_parity_step(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
     from amptool import pipeline
-    from amptool.parity import compare
 
     def parity(cfg):
         raise _Handed(cfg)
 
-    monkeypatch.setattr("amptool.train.run.run_training", lambda cfg, on_event=None: None)
+    monkeypatch.setattr(pipeline, "run_training", lambda cfg, on_event=None: None)
     monkeypatch.setattr(pipeline, "export_artefacts", lambda *args: ([], []))
     monkeypatch.setattr(pipeline, "order_artefacts", lambda results: (
         SimpleNamespace(path="ref.mindir"), [SimpleNamespace(path="cand.mindir")]))
-    monkeypatch.setattr(compare, "parity", parity)
+    monkeypatch.setattr(pipeline, "parity", parity)
     cfg = pipeline.PipelineConfig.from_file(None, workers=2, out=str(tmp_path / "p"))
     with pytest.raises(_Handed) as handed:
         pipeline.run_pipeline(cfg)

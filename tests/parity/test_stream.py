@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from amptool.errors import UsageError
-from amptool.network.taskmetric import metric_mode, require_declared
+from amptool.network.taskmetric import metric_mode
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.store import Spool, StoredArray, stored_npz, write_npz
 from amptool.parity.stream import prefetched, spans
@@ -157,11 +157,8 @@ def test_metric_modes_and_the_declaration_a_stream_needs(tmp_path):
         return float(np.mean(outputs[0]))
 
     assert metric_mode(_Mean()) == "stream" and metric_mode(whole) == "undeclared"
-    with pytest.raises(UsageError, match="declares no way"):
-        require_declared(whole, "m.py:whole", "on shards")
     whole.needs_all = True
     assert metric_mode(whole) == "whole"
-    require_declared(whole, "m.py:whole", "on shards")
     out = RNG.rand(40, 3)
     streamed = TaskStream(_Mean(), "m.py:mean", None, "candidate")
     spooled = TaskStream(whole, "m.py:whole", None, "candidate", Spool(tmp_path, 40))

@@ -12,8 +12,7 @@ import pytest
 from amptool.documents.door import to_json
 from amptool.errors import UsageError
 from amptool.parity.candidate import label_fp16_fidelity, reference_notes
-from amptool.parity.compare import check_config
-from amptool.parity.config import ParityConfig
+from amptool.parity.config import ParityConfig, validate
 from amptool.parity.report import failure_line, format_table, junit_xml
 from amptool.parity.task import evaluate, judge_task, load_metric
 from amptool.stats.limits import FP16_VS_FP32
@@ -105,10 +104,10 @@ def test_task_metric_call_errors(metric_file, name, side, needle):
 def test_metric_budget_needs_a_metric():
     base = dict(reference="a.mindir", candidates=("b.mindir",))
     with pytest.raises(UsageError, match="--max-metric-drop needs --metric"):
-        check_config(ParityConfig(**base, thresholds={"max_metric_drop": 0.1}))
+        validate(ParityConfig(**base, thresholds={"max_metric_drop": 0.1}))
     with pytest.raises(UsageError, match="--max-metric-drop needs --metric"):
-        check_config(ParityConfig(**base, file_thresholds={"fp16_vs_fp32": {"max_metric_drop": 0}}))
-    check_config(ParityConfig(**base, metric="m.py:f", thresholds={"max_metric_drop": 0.1}))
+        validate(ParityConfig(**base, file_thresholds={"fp16_vs_fp32": {"max_metric_drop": 0}}))
+    validate(ParityConfig(**base, metric="m.py:f", thresholds={"max_metric_drop": 0.1}))
 
 
 # ---------------------------------------------------------------- reports
@@ -236,7 +235,7 @@ def test_the_weight_check_counts_each_wrong_element_whatever_the_chunk(chunk, mo
     """An exact fp16 cast compares equal; three planted elements (one NaN) are counted and the
     largest finite error is the largest over the whole weight, chunk by chunk or at once; a
     shape that differs is listed as such."""
-    import amptool.parity.weights as weights
+    from amptool.parity import weights
 
     monkeypatch.setattr(weights, "CHUNK", chunk)
     rng = np.random.default_rng(0)

@@ -184,6 +184,9 @@ def test_mistakes_are_one_line(ms):
         step(x, np.zeros(4, np.int32))
     assert _one_line(exc).startswith("loss three takes 3 argument(s), but the network gives "
                                      "1 output(s) and the loss 1 target(s)")
+    with pytest.raises(UsageError) as exc:  # no copy of the network kept: no forensics
+        amptool.AmpStep(net, forensics=False).find_overflow(x)
+    assert _one_line(exc).startswith("this step keeps no copy of its network")
 
 
 @pytest.mark.slow  # trains simplecnn three times, 3 steps each

@@ -1,4 +1,5 @@
 """Every data source loads real files through MindSpore's readers and fits the model's input."""
+import dataclasses
 import struct
 from pathlib import Path
 
@@ -71,10 +72,10 @@ def test_npz_and_synthetic(tmp_path):
 
 def test_eval_split_matches_training_split():
     data = load_dataset("digits", (1, 28, 28), 10)
-    x, y = load_eval_split("digits", data.preprocess.to_dict(), 10)
+    x, y = load_eval_split("digits", dataclasses.asdict(data.preprocess), 10)
     np.testing.assert_array_equal(x, data.val_x)
     np.testing.assert_array_equal(y, data.val_y)
-    x5, _ = load_eval_split("digits", data.preprocess.to_dict(), 10, samples=5)
+    x5, _ = load_eval_split("digits", dataclasses.asdict(data.preprocess), 10, samples=5)
     np.testing.assert_array_equal(x5, data.val_x[:5])
 
 

@@ -192,3 +192,32 @@ def test_precision_audit_finds_nothing_and_catches_a_planted_demotion(name, zoo_
     first = report.errors[0]
     assert first.kind == "demoted" and first.node == demotion.label.split()[2], first
     assert first.cell in kept and "(kept in fp32) computes in float16" in first.text
+
+
+def test_the_ledger_records_the_fp16_check_and_verify_answers_for_those_bytes(
+        name, zoo_flows, tmp_path):
+    """The fp16 MindIR's check recorded in a ledger and the artefact verified against it
+    (the Python API and the command line): those exact bytes pass where the check passed; a
+    copy with one byte changed was never tested."""
+    from typer.testing import CliRunner
+
+    import amptool
+    from amptool.cli import app
+    from amptool.ledger.store import record_report
+
+    flow = zoo_flows(name)
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    (rec,) = record_report(ledger, flow.fp16, label="zoo")
+    artefact = flow.artefacts[("MINDIR", "fp16")].path
+    assert rec.sha256 == flow.fp16.candidates[0].files[0].sha256
+    found = amptool.verify(artefact, ledger=ledger)
+    expected = "passed" if flow.fp16.passed else "failed"
+    assert (found.passed, found.reason) == (flow.fp16.passed, expected), found.line
+    result = CliRunner().invoke(app, ["verify", artefact, "--ledger", ledger])
+    assert result.exit_code == (0 if flow.fp16.passed else 1), result.output
+    copy = tmp_path / Path(artefact).name
+    data = bytearray(Path(artefact).read_bytes())
+    data[-1] ^= 1
+    copy.write_bytes(bytes(data))
+    changed = amptool.verify(str(copy), ledger=ledger)
+    assert (changed.passed, changed.reason) == (False, "never tested"), changed.line

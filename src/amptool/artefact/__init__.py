@@ -3,21 +3,22 @@ runners. May import ``amptool.network`` (a runner rebuilds a model), ``amptool.r
 ``amptool.documents`` (the manifest), ``amptool.files`` and ``amptool.errors``.
 
 ``FORMATS`` names every format and ``availability(fmt)`` says whether this host can write
-it and why (``amptool info``, export and the pipeline ask here); ``reader(fmt)`` gives the
-module that reads one format (``mindir``, ``onnx``, ``air``), each with ``is_encrypted``,
-``describe`` and ``read_weights``. ``load_runner(path)`` runs any artefact through one
-interface, ``run(inputs) -> outputs``.
+it and why (``amptool info``, export and the pipeline ask here); this module imports no
+numpy, so the command line reads it. ``readers.reader(fmt)`` gives the module that reads one
+format (``mindir``, ``onnx``, ``air``), each with ``is_encrypted``, ``describe`` and
+``read_weights``. ``load_runner(path)`` runs any artefact through one interface,
+``run(inputs) -> outputs``.
 """
 from __future__ import annotations
 
 import importlib.util
-from typing import Optional
 
-from amptool.errors import AmpToolError
 from amptool.runtime.device import available_devices
 
 FORMATS = ("MINDIR", "AIR", "ONNX")
 """Every artefact format, in the order they are listed."""
+INSTALL_HINT = "install the onnx extra: pip install 'amptool[onnx]'"
+"""The fix where ONNX is asked for and the onnx extra is not installed."""
 
 
 def onnx_installed() -> bool:
@@ -39,25 +40,5 @@ def availability(fmt: str) -> tuple:
     if fmt == "ONNX":
         if onnx_installed():
             return True, "onnx and onnxruntime installed", ""
-        from amptool.artefact.onnx import INSTALL_HINT
-
         return False, "needs onnx and onnxruntime, which are not installed", INSTALL_HINT
     raise KeyError(fmt)
-
-
-def reader(fmt: str):
-    """The reader module of ``fmt`` (MINDIR, AIR or ONNX)."""
-    from amptool.artefact import air, mindir, onnx
-
-    return {"MINDIR": mindir, "AIR": air, "ONNX": onnx}[fmt]
-
-
-def stored_weights(path, fmt: str, encrypted: bool = False) -> Optional[dict]:
-    """name -> array of the floating-point weights an artefact stores, or None where they
-    cannot be read here (encrypted MindIR, AIR, onnx not installed, unreadable file)."""
-    if encrypted or fmt not in ("MINDIR", "ONNX"):
-        return None
-    try:
-        return reader(fmt).read_weights(path) or None
-    except AmpToolError:
-        return None

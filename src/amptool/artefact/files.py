@@ -93,10 +93,6 @@ def artefact_files(path: str | os.PathLike) -> list:
     return [Path(path), *companions(path)]
 
 
-def is_split(path: str | os.PathLike) -> bool:
-    return bool(companions(path))
-
-
 def file_facts(path: str | os.PathLike) -> list:
     """[{path (relative to the artefact's folder), size, sha256}] of every file of the set."""
     path = Path(path)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from amptool.artefact import INSTALL_HINT
 from amptool.artefact.common import PROTO_DTYPES, io_entry, is_weight, require_graph_io, unreadable
 from amptool.errors import UsageError, first_line
 
 FORMAT = "ONNX"
 SUFFIX = ".onnx"
-INSTALL_HINT = "install the onnx extra: pip install 'amptool[onnx]'"
 
 
 def require_onnx():

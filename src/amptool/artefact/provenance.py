@@ -16,6 +16,7 @@ from typing import Optional
 
 from amptool.artefact.common import unreadable
 from amptool.artefact.files import locate
+from amptool.artefact.mindir import decrypted_bytes, is_encrypted
 from amptool.documents.provenance import PROVENANCE_KEY, Provenance, parse_provenance
 from amptool.errors import UsageError
 from amptool.files.protowire import WireError, fields
@@ -46,8 +47,6 @@ def read_provenance(path, key: Optional[bytes] = None) -> Optional[Provenance]:
     if text is None:  # not a plain model: an encrypted MindIR, or no model at all
         if fmt != "MindIR" or not _encrypted(path):
             raise unreadable(path, fmt, "not a protobuf model")
-        from amptool.artefact.mindir import decrypted_bytes
-
         text = _entries(decrypted_bytes(path, key), path, fmt)
     value = text.get(PROVENANCE_KEY)
     return None if value is None else parse_provenance(value, f"in {path}")
@@ -96,8 +95,6 @@ def _walk(data) -> Optional[dict]:
 
 
 def _encrypted(path: Path) -> bool:
-    from amptool.artefact.mindir import is_encrypted
-
     try:
         return is_encrypted(path)
     except (ImportError, RuntimeError):

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from amptool.artefact import mindir, reader
+from amptool.artefact import mindir
 from amptool.artefact import onnx as onnx_format
 from amptool.artefact.files import locate, total_size
 from amptool.artefact.keys import ENV_VAR, coerce_key, key_from_env
+from amptool.artefact.readers import reader
 from amptool.documents.manifest import Manifest, read_manifest
 from amptool.errors import UsageError, first_line
 from amptool.network.models import flat_outputs
@@ -27,7 +28,8 @@ from amptool.runtime import device
 from amptool.runtime.device import import_mindspore
 
 
-def detect_format(path) -> str:
+def artefact_format(path) -> str:
+    """The format of the artefact at ``path``, by its suffix (MINDIR, ONNX or AIR)."""
     suffix = Path(path).suffix.lower()
     formats = {reader(f).SUFFIX: f for f in ("MINDIR", "ONNX", "AIR")}
     if suffix not in formats:
@@ -55,7 +57,7 @@ class Runner:
         self.manifest = manifest
         self.precision = manifest.precision if manifest else infer_precision(facts)
 
-    def _run_batch(self, arrays: list) -> list:
+    def _batch_outputs(self, arrays: list) -> list:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -78,8 +80,8 @@ class Runner:
         batch = self.inputs[0]["shape"][0] if self.inputs[0]["shape"] else -1
         n = arrays[0].shape[0] if arrays[0].ndim else 1
         if batch in (-1, n):
-            return self._run_batch(arrays)
-        return self._run_chunked(arrays, batch, n)
+            return self._batch_outputs(arrays)
+        return self._chunked_outputs(arrays, batch, n)
 
     def _cast(self, array: np.ndarray, spec: dict) -> np.ndarray:
         want = spec["shape"][1:]
@@ -90,7 +92,7 @@ class Runner:
                              "pass arrays of the artefact's input shape")
         return np.ascontiguousarray(array.astype(np.dtype(spec["dtype"]), copy=False))
 
-    def _run_chunked(self, arrays: list, batch: int, n: int) -> list:
+    def _chunked_outputs(self, arrays: list, batch: int, n: int) -> list:
         pieces = []
         for start in range(0, n, batch):
             chunk = [a[start:start + batch] for a in arrays]
@@ -98,7 +100,7 @@ class Runner:
             if real < batch:
                 chunk = [np.concatenate([c, np.zeros((batch - real, *c.shape[1:]), c.dtype)])
                          for c in chunk]
-            pieces.append([o[:real] for o in self._run_batch(chunk)])
+            pieces.append([o[:real] for o in self._batch_outputs(chunk)])
         return [np.concatenate([p[i] for p in pieces]) for i in range(len(pieces[0]))]
 
 
@@ -111,12 +113,10 @@ class MindIRRunner(Runner):
 
     def close(self) -> None:
         if self.cell is not None:
-            from amptool.runtime.device import release_compiled
-
             self.cell = None
-            release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)
+            device.release_compiled(graph=total_size(self.path) >= RELEASE_GRAPH_BYTES)
 
-    def _run_batch(self, arrays: list) -> list:
+    def _batch_outputs(self, arrays: list) -> list:
         import mindspore as ms
 
         if self.cell is None:
@@ -142,7 +142,7 @@ class ONNXRunner(Runner):
     def close(self) -> None:
         self.session = None
 
-    def _run_batch(self, arrays: list) -> list:
+    def _batch_outputs(self, arrays: list) -> list:
         if self.session is None:
             raise RuntimeError(f"{Path(self.path).name}: its runner was closed")
         feed = {spec["name"]: a for spec, a in zip(self.inputs, arrays)}
@@ -175,7 +175,7 @@ class Artefact:
 
     def __init__(self, path, key=None):
         path = locate(path)  # x.mindir given, x_graph.mindir there: MindSpore split it
-        fmt = detect_format(path)
+        fmt = artefact_format(path)
         if not path.is_file():
             raise UsageError(f"artefact {path} does not exist",
                              "check the path or export it first")

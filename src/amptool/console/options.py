@@ -148,6 +148,14 @@ ShardWorkersOption = Annotated[Optional[int], typer.Option(
     "--workers", help="Processes on this host (msrun, at most its cores) that each compare a "
                       "contiguous shard of the samples; their statistics merge into the "
                       "report one process makes.")]
+LedgerOption = Annotated[Optional[str], typer.Option(
+    "--ledger", metavar="URL", help="Append one record per candidate (its files' sha256, "
+    "figures, limits, verdict, versions, git commit and branch) to this parity ledger: a path "
+    "or sqlite:///PATH (an SQLite file, made when missing) or "
+    "postgresql+psycopg://USER@HOST/DB.")]
+LabelOption = Annotated[Optional[str], typer.Option(
+    "--label", help="A name for the ledger's records (a release, a CI job); the git commit and "
+    "branch are recorded too inside a checkout.")]
 ReportOption = Annotated[Optional[str], typer.Option(
     "--report", metavar="PATH|off", help="Write the HTML report to PATH: one self-contained "
     "file, readable offline (verdict, charts, tables); 'off' writes none.")]

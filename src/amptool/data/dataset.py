@@ -8,7 +8,6 @@ sees the same validation/test rows.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -18,6 +17,7 @@ from amptool.data.feed import ImageFiles, Stream, at_epochs, batches, pipeline
 from amptool.data.rows import Targets
 from amptool.data.sources import (SEQUENCE_KINDS, check_rows, class_labels, open_arrays,
                                   open_images, parse_data_spec)
+from amptool.documents.manifest import Preprocess
 from amptool.errors import UsageError
 from amptool.network.losses import default_loss
 
@@ -25,20 +25,6 @@ SPLIT_SEED = 0
 STATS_SAMPLES = 10_000
 """Training images the standardization statistics are taken from (the first of the split)."""
 STATS_BATCH = 256
-
-
-@dataclass(frozen=True)
-class Preprocess:
-    """How raw images become model inputs; stored in run.json and every manifest."""
-
-    height: int
-    width: int
-    channels: int
-    mean: float
-    std: float
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def _fit_channels(x: np.ndarray, channels: int, source: str) -> np.ndarray:

@@ -19,7 +19,7 @@ from amptool.documents.door import (ADDED_FIELD, Document, Door, Real, from_json
                                     to_json)
 from amptool.documents.layers import LayerReport, WeightsCheck
 from amptool.documents.manifest import Deployment as DeploymentSettings
-from amptool.documents.manifest import KeptCell
+from amptool.documents.manifest import FileFacts, KeptCell
 from amptool.stats.limits import Thresholds
 
 PARITY_REPORT_VERSION = 1
@@ -191,6 +191,9 @@ class CandidateResult(Document):
     """For a failed candidate: the most specific explanation, or None."""
     deployment: Optional[Deployment]
     """With ``--emulate-settings``, for an fp16 artefact."""
+    files: Optional[List[FileFacts]] = optional_key()
+    """Every file of the candidate as checked (path, size, sha256), the main file first:
+    the bytes the verdict is about (absent from reports written before it was recorded)."""
 
     def checked_groups(self) -> list:
         """The outputs, then the task metric (each with name, metrics and checks)."""

@@ -267,8 +267,3 @@ def restore_state(net, optimizer, scaler_params, params: dict, source: str) -> d
         if key in params:
             param.set_data(params[key])
     return meta_of(params)
-
-
-def numpy_weights(params: dict) -> dict:
-    """name -> numpy array of every tensor entry (string metadata left out)."""
-    return {name: value.asnumpy() for name, value in params.items() if hasattr(value, "asnumpy")}

@@ -27,6 +27,7 @@ import mmap
 from pathlib import Path
 
 from amptool.files.protowire import delimited_head, fields, read_varint, varint_bytes
+from amptool.network import checkpoint
 from amptool.network.checkpoint import is_float, misfit_error
 
 CRC_TRAILER = 17
@@ -188,12 +189,10 @@ def iter_checkpoint(path, wanted=None):
     """(name, MindSpore tensor or text) of every entry of a checkpoint, one at a time;
     ``wanted(name)`` False skips an entry without reading its bytes. Errors as
     ``read_checkpoint`` gives them."""
-    from amptool.network.checkpoint import _decode_text, detect_format, read_checkpoint
-
     path = Path(path)
     wanted = wanted or (lambda name: True)
     done: set = set()
-    if path.is_file() and path.stat().st_size and detect_format(path) == "ckpt":
+    if path.is_file() and path.stat().st_size and checkpoint.detect_format(path) == "ckpt":
         try:
             for name, value in _stream_ckpt(path, wanted):
                 done.add(name)
@@ -201,16 +200,16 @@ def iter_checkpoint(path, wanted=None):
             return
         except (_Unstreamable, UnicodeDecodeError, KeyError, ValueError, TypeError):
             pass  # a file of another layout: the whole-file reader takes it or says why
-    params = read_checkpoint(path)
+    params = checkpoint.read_checkpoint(path)  # read at call time: tests replace it
     for name in list(params):
         value = params.pop(name)
         if wanted(name) and name not in done:
-            yield from _decode_text({name: value}).items()
+            yield from checkpoint._decode_text({name: value}).items()
 
 
 def checkpoint_arrays(path) -> dict:
     """name -> numpy array of every tensor entry of a checkpoint (texts left out), read one
-    entry at a time: what ``numpy_weights(read_checkpoint(path))`` gives, without the whole
+    entry at a time: what ``read_checkpoint(path)``'s tensors give as arrays, without the whole
     file's tensors alive beside the arrays."""
     return {name: value.asnumpy() for name, value in iter_checkpoint(path)
             if not isinstance(value, str)}

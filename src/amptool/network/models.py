@@ -19,8 +19,8 @@ from typing import Callable, Optional
 
 from amptool.errors import UsageError, first_line
 from amptool.network.signature import InputSpec, format_signature, image_signature, parse_signature
-from amptool.network.trust import trust_file, vet_recorded
-from amptool.network.usercode import call_factory, import_module, import_user_file
+from amptool.network.trust import trust_file, user_reference, vet_recorded
+from amptool.network.usercode import call_factory, import_module, import_user_file, parse_model_args
 from amptool.runtime.device import execution_mode, import_mindspore
 from amptool.samples import NAMES
 
@@ -156,7 +156,7 @@ def probed(spec: ModelSpec, net) -> tuple:
     read from the class logits' width (or checked against it when declared). ``net`` is a
     network of ``spec``: the one ``resolve_model(probe=False)`` built, or one holding a
     checkpoint's weights."""
-    outs = run_eager(net, [item.example(2) for item in spec.inputs], spec.name, spec.inputs)
+    outs = eager_outputs(net, [item.example(2) for item in spec.inputs], spec.name, spec.inputs)
     logits = _class_logits(spec.class_logits, len(outs), spec.name)
     if spec.named_by:
         _check_names(net, spec.inputs, spec.name, spec.named_by)
@@ -269,7 +269,7 @@ def _class_logits(declared, outputs: int, name: str) -> Optional[tuple]:
     return tuple(declared)
 
 
-def run_eager(net, arrays: list, name: str, inputs: tuple) -> list:
+def eager_outputs(net, arrays: list, name: str, inputs: tuple) -> list:
     """``net`` on numpy arrays in PyNative mode; a network that does not accept the
     signature becomes one error naming what it expected."""
     import mindspore as ms
@@ -328,42 +328,5 @@ def _construct_params(net) -> str:
     return "construct(" + ", ".join(params) + ")"
 
 
-def user_reference(model: Optional[str], args: Optional[dict] = None,
-                   input_spec: Optional[str] = None) -> Optional[dict]:
-    """The reference a user gave with ``--model``/``--model-arg``/``--input-spec`` (it runs
-    as given, unvetted: the user chose it), or None without ``--model``."""
-    if not model:
-        if args or input_spec:
-            raise UsageError(f"{'--model-arg' if args else '--input-spec'} is given without "
-                             "--model", "name the model it is for with --model")
-        return None
-    return {"model": model, "model_args": dict(args) if args else None, "input_spec": input_spec}
-
-
-def parse_model_args(items) -> dict:
-    """``KEY=VALUE`` strings into a dict; values parsed as int, float, bool or str."""
-    out = {}
-    for item in items or ():
-        key, sep, value = str(item).partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise UsageError(f"bad --model-arg '{item}'", "write KEY=VALUE, e.g. num_classes=10")
-        out[key.strip()] = _parse_value(value.strip())
-    return out
-
-
-def _parse_value(text: str):
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 __all__ = ["InputSpec", "ModelSpec", "model_names", "parse_model_args", "resolve_model",
-           "run_eager", "sample_spec"]
+           "eager_outputs", "sample_spec", "user_reference"]

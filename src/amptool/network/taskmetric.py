@@ -77,13 +77,6 @@ def metric_mode(fn: Callable) -> str:
     return "whole" if getattr(fn, "needs_all", False) is True else "undeclared"
 
 
-def require_declared(fn: Callable, spec: str, why: str) -> None:
-    """Refuse, in one line, a metric that declares neither way of being computed where
-    ``why`` (a mode that streams its outputs) needs to know."""
-    if metric_mode(fn) == "undeclared":
-        raise UsageError(f"--metric {spec} declares no way to be computed {why}", STREAM_FIX)
-
-
 def call_hook(fn: Callable, hook: str, spec: str, side: str, *args):
     """``fn.<hook>(*args)``, or one line saying what it raised."""
     try:

@@ -151,6 +151,18 @@ def trusted_packages() -> set:
     return set(TRUSTED_PACKAGES) | {p.strip() for p in extra.split(",") if p.strip()}
 
 
+def user_reference(model: Optional[str], args: Optional[dict] = None,
+                   input_spec: Optional[str] = None) -> Optional[dict]:
+    """The reference a user gave with ``--model``/``--model-arg``/``--input-spec`` (it runs
+    as given, unvetted: the user chose it), or None without ``--model``."""
+    if not model:
+        if args or input_spec:
+            raise UsageError(f"{'--model-arg' if args else '--input-spec'} is given without "
+                             "--model", "name the model it is for with --model")
+        return None
+    return {"model": model, "model_args": dict(args) if args else None, "input_spec": input_spec}
+
+
 def recorded_reference(ref: dict, kept: Optional[dict], where, folder) -> dict:
     """A model reference read from a file (``where``, in ``folder``), to be vetted by
     ``resolve_model`` before any of its code runs; ``kept`` is what ``keep_model_file``

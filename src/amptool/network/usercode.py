@@ -1,6 +1,7 @@
 """Code a user names: a module (``package.module``) or a Python file imported, a factory
-called with the user's keyword arguments; whatever fails there becomes one UsageError line
-naming the fix."""
+called with the user's keyword arguments (``parse_model_args``: them from ``--model-arg
+KEY=VALUE``); whatever fails there becomes one UsageError line naming the fix. Imports no
+numpy: the command line reads the arguments with it."""
 from __future__ import annotations
 
 import importlib
@@ -78,3 +79,28 @@ def call_factory(factory, where, args: dict):
         raise UsageError(f"{where}() returned {type(cell).__name__}, not an nn.Cell",
                          "return a mindspore.nn.Cell from the factory")
     return cell
+
+
+def parse_model_args(items) -> dict:
+    """``KEY=VALUE`` strings into a dict; values parsed as int, float, bool or str."""
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise UsageError(f"bad --model-arg '{item}'", "write KEY=VALUE, e.g. num_classes=10")
+        out[key.strip()] = _parse_value(value.strip())
+    return out
+
+
+def _parse_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

@@ -22,6 +22,7 @@ reaching another kept cell through such a cell's input arrives in the low dtype.
 from __future__ import annotations
 
 from amptool.errors import UsageError
+from amptool.network.models import flat_outputs
 from amptool.precision.policy import Policy
 
 
@@ -167,8 +168,6 @@ def cast_outputs(net, dtype):
     """``net`` with each of its outputs cast to ``dtype`` (nested outputs unrolled into one
     flat tuple, as export writes them); ``dtype`` None unrolls them only."""
     from mindspore import nn, ops
-
-    from amptool.network.models import flat_outputs
 
     class CastOutputs(nn.Cell):
         """Casts every output of the network it wraps."""

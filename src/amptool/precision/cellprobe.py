@@ -12,12 +12,9 @@ import contextlib
 
 import numpy as np
 
+from amptool.precision.safety import LOCAL_ERROR
 from amptool.precision.eager import all_finite, computing_in, flat64, floats, replaying, tensors
 
-LOCAL_ERROR = 0.1
-"""Relative L2 error of a cell computing in fp16 on fp32 inputs that makes it a candidate.
-fp16 rounding alone gives about 1e-3 (a deep block a few times more); 0.1 is a cell that
-no longer computes the same thing."""
 PROBE_ROWS = 4
 """Rows of the first batch a block run whole in fp16 is probed on, where all its tensor
 inputs share the batch's leading dimension (else it is probed on its whole inputs)."""
@@ -87,7 +84,7 @@ class Fp16Probe:
         return bool(self.probing)
 
     @contextlib.contextmanager
-    def running(self, cell):
+    def under_probe(self, cell):
         """``cell``'s probe under way."""
         self.probing.append(cell)
         try:
@@ -115,7 +112,7 @@ class Fp16Probe:
                 else frozenset(id(c) for c, _ in calls))
         given: list = []
         try:
-            with self.running(cell):
+            with self.under_probe(cell):
                 try:  # the calls hand on their outputs unchecked, what they were given after
                     with self.in_fp16(cell), replaying(calls, ms.float16, keep, given):
                         low = floats(cell(*inputs))
@@ -138,7 +135,7 @@ class Fp16Probe:
 
         cut = rows > PROBE_ROWS and all(t.shape and t.shape[0] == rows for t in tensors(inputs))
         try:
-            with self.running(cell):
+            with self.under_probe(cell):
                 if cut:
                     inputs = tuple(v[:PROBE_ROWS] if isinstance(v, ms.Tensor) else v
                                    for v in inputs)
@@ -159,7 +156,7 @@ class Fp16Probe:
     def grad_overflow(self, cell, inputs) -> bool:
         """``grad_overflows`` of a leaf of the user's own (False where it cannot run)."""
         try:
-            with self.running(cell):  # its gradient's forward is no cell to record
+            with self.under_probe(cell):  # its gradient's forward is no cell to record
                 return grad_overflows(cell, inputs)
         except _FAILS:
             return False

@@ -43,15 +43,10 @@ from typing import Optional
 import numpy as np
 
 from amptool.precision.apply import resolve_fp32_cells, within
-from amptool.precision.cellprobe import LOCAL_ERROR, Fp16Probe, is_chain, own_leaf, relative_error
+from amptool.precision.cellprobe import Fp16Probe, is_chain, own_leaf, relative_error
 from amptool.precision.eager import Hooks, eager, flat64, tensors
+from amptool.precision.safety import FP16_MAX, FP16_TINY, LOCAL_ERROR, SAFETY
 
-FP16_MAX = 65504.0
-"""Largest finite float16."""
-FP16_TINY = 2.0 ** -14
-"""Smallest normal float16 (6.1e-5): below it fp16 keeps fewer significant bits."""
-SAFETY = 0.5
-"""Default share of FP16_MAX an fp32 output may reach before its cell is kept in fp32."""
 SUBNORMAL_SHARE = 0.5
 """Default share of nonzero outputs below FP16_TINY that makes a cell a candidate."""
 
@@ -151,7 +146,7 @@ class _RangePass:
         self.recent: list = []  # (tensor, array, magnitudes) of the last tensors on the host
         self.rows = 0
 
-    def run(self, net, batches: list, batch_stats: bool) -> list:
+    def measure(self, net, batches: list, batch_stats: bool) -> list:
         """Run ``net`` over ``batches`` with the hooks on: its ``CellRange`` rows."""
         import mindspore as ms
 
@@ -266,7 +261,7 @@ def measure_ranges(net, batches: list, probe: bool = True, batch_stats: bool = F
     in fp16 instead (its error compounded, on the first PROBE_ROWS rows). The cells of
     ``fp32_kept`` (those a policy keeps) stay in fp32 inside a probe. ``batch_stats``: batch
     normalizations as a training step runs them (``eager``); else as inference does."""
-    return _RangePass(probe, fp32_kept).run(net, batches, batch_stats)
+    return _RangePass(probe, fp32_kept).measure(net, batches, batch_stats)
 
 
 def _inside(path: str, outer: str) -> bool:
@@ -316,21 +311,6 @@ def range_candidates(ranges: list, safety: float = SAFETY,
     chosen = {r.path for r in made + taken + tiny + broken}
     found = [r for r in rows if r.path in chosen]
     return [r for r in found if not any(_inside(r.path, o.path) for o in found)]
-
-
-def why_kept(row: dict, safety: float = SAFETY) -> str:
-    """Why the range pass keeps the cell of ``row`` (a ``CellRange.to_dict()``), in words."""
-    limit = safety * FP16_MAX
-    if not np.isfinite(row["out_max"]) or row["out_max"] >= limit:
-        return f"fp32 outputs up to {row['out_max']:.4g}"
-    if row.get("in_max") is not None and (not np.isfinite(row["in_max"])
-                                          or row["in_max"] >= limit):
-        return f"fp32 inputs up to {row['in_max']:.4g}"
-    if row.get("local_error") is not None and row["local_error"] >= LOCAL_ERROR:
-        return f"computing alone in fp16 it is off by {row['local_error']:.3g} (relative L2)"
-    if row.get("grad_overflow"):
-        return "its gradient overflows in fp16 (finite in fp32)"
-    return f"{row['subnormal']:.0%} of its outputs below fp16's smallest normal"
 
 
 def outside_policy(net, found: list, policy) -> list:

@@ -28,6 +28,7 @@ from amptool.report.layers import layer_part
 from amptool.report.training import (TrainingRecord, policy_part, policy_reasons, read_training,
                                      training_cards, training_section)
 from amptool.runtime.device import CPU_ISA_ENV
+from amptool.stats.judge import lowest_cosine
 
 if TYPE_CHECKING:
     from amptool.documents.manifest import KeptCell
@@ -145,12 +146,6 @@ def drop_text(cand: "CandidateResult") -> str:
     return "-"
 
 
-def lowest_cosine(cand: "CandidateResult") -> Optional[float]:
-    values = [v for v in (hp.as_float(o.metrics.cosine) for o in cand.outputs)
-              if v is not None]
-    return next((v for v in values if v != v), min(values)) if values else None
-
-
 def artefacts_section(report: "ParityReport") -> str:
     """The reference and each candidate: size, accuracy, drop with its interval, verdict."""
     ref = report.reference
@@ -165,10 +160,11 @@ def artefacts_section(report: "ParityReport") -> str:
     for cand in report.candidates:
         size = _size(cand.path)
         ratio = f"{size / ref_size:.3f}" if size and ref_size else "-"
+        cosine = lowest_cosine([hp.as_float(o.metrics.cosine) for o in cand.outputs])
         rows.append([hp.Cell(f"<code>{hp.h(named[cand.path])}</code>"), cand.format,
                      cand.precision, hp.size_text(size), ratio,
                      hp.number(first_metric(cand, "cand_acc")), drop_text(cand),
-                     hp.number(lowest_cosine(cand), 8),
+                     hp.number(cosine, 8),
                      hp.Cell(hp.verdict_badge(cand.passed, bool(cand.caveat)))])
         bad.append(not cand.passed)
     inputs = report.inputs

@@ -12,6 +12,7 @@ from amptool.documents.manifest import PolicyRecord
 from amptool.documents.records import RUN, RunRecord
 from amptool.documents.training import TrainSummary
 from amptool.errors import UsageError
+from amptool.precision.safety import SAFETY, why_kept
 from amptool.report import page as hp
 from amptool.report import svgchart as sc
 
@@ -208,10 +209,8 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
     """Cell path -> why the run's policy keeps it in fp32 (range pass findings first)."""
     if rec is None:
         return {}
-    from amptool.precision.ranges import why_kept
-
     auto = rec.info.policy_auto
-    safety = (auto.safety if auto else None) or rec.info.settings.range_safety or 0.5
+    safety = (auto.safety if auto else None) or rec.info.settings.range_safety or SAFETY
     reasons = {}
     for row in auto.kept if auto else []:
         try:

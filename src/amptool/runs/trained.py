@@ -6,6 +6,7 @@ run.json and the best/last checkpoint) or as a checkpoint plus a model reference
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Optional
 from amptool.data.dataset import load_eval_inputs, load_model_data
 from amptool.documents.door import to_json
 from amptool.errors import UsageError
+from amptool.network import checkpoint as ckpt
 from amptool.network.losses import loss_from_record, task_record
 from amptool.network.models import ModelSpec, resolve_model, user_reference
 from amptool.precision.policy import Policy, policy_for, policy_from_dict
@@ -46,10 +48,9 @@ class TrainedModel:
         """name -> fp32 Parameter of every tensor entry (fp16 checkpoints are widened)."""
         import mindspore as ms
 
-        from amptool.network.checkpoint import read_checkpoint
-
         weights = {}
-        for name, value in read_checkpoint(self.checkpoint).items():
+        # read at call time (``ckpt.read_checkpoint``): tests replace it
+        for name, value in ckpt.read_checkpoint(self.checkpoint).items():
             if isinstance(value, str):
                 continue
             if value.dtype in (ms.float16, ms.bfloat16, ms.float64):
@@ -91,8 +92,6 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
     task = task_record(to_json(info.loss) if info.loss else None)
     spec = resolve_model(ref)
     if task is not None and not task.get("classifier", True):  # no class logits to judge
-        import dataclasses
-
         spec = dataclasses.replace(spec, num_classes=None)
     return TrainedModel(spec, path, policy, prep, data.source, data.val_fraction, task)
 
@@ -111,6 +110,6 @@ def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optiona
     preprocess = None
     if data and data.lower() != "none" and spec.input_shape is not None:
         prep = load_model_data(data, spec, val_fraction).preprocess
-        preprocess = prep.to_dict() if prep is not None else None
+        preprocess = dataclasses.asdict(prep) if prep is not None else None
     return TrainedModel(spec, path, policy_for(), preprocess, data if preprocess else None,
                         val_fraction if preprocess else None)

@@ -69,7 +69,7 @@ def _born(pid: int) -> Optional[float]:
 
 
 class Job:
-    """msrun and everything it starts; ``run`` returns when every local rank is done."""
+    """msrun and everything it starts; ``follow`` returns when every local rank is done."""
 
     def __init__(self, command: list, env: dict, logs: Path, ranks: list, world: int,
                  start_timeout: float, hosts_scheduler: bool):
@@ -84,12 +84,12 @@ class Job:
 
     @property
     def _started(self) -> subprocess.Popen:
-        """msrun's process, which ``run`` starts before anything asks for it."""
+        """msrun's process, which ``follow`` starts before anything asks for it."""
         assert self.proc is not None, "msrun has not been started"
         return self.proc
 
     # -- running -------------------------------------------------------------------------
-    def run(self, emit: Callable[[dict], None]) -> None:
+    def follow(self, emit: Callable[[dict], None]) -> None:
         with open(self.logs / "msrun.log", "w", encoding="utf-8") as log:
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=self.env,

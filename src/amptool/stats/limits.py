@@ -60,6 +60,15 @@ class Thresholds:
         return dataclasses.asdict(self)
 
 
+CHECKS = (("min_cosine", "cosine", ">="), ("max_abs", "max_abs", "<="),
+          ("max_abs_scaled", "max_abs_scaled", "<="),
+          ("max_p999_abs_scaled", "p999_abs_scaled", "<="), ("max_rel", "max_rel", "<="),
+          ("max_outside", "outside_frac", "<="), ("min_top1", "top1_agree_clear", ">="),
+          ("max_acc_drop", "acc_drop_clear", "<="))
+"""(limit, the figure it bounds, ``>=`` or ``<=``) of every limit an output is checked
+against (``amptool.stats.metrics.check_metrics``)."""
+
+
 FP16_VS_FP32 = Thresholds()
 """Default for a low-precision candidate against an fp32 reference."""
 SAME_PRECISION = Thresholds(min_cosine=0.99999, min_top1=1.0, max_acc_drop=0.0,

@@ -12,7 +12,7 @@ import numpy as np
 
 from amptool.errors import UsageError
 from amptool.stats.counts import count_resolution, paired_drop_interval, wilson
-from amptool.stats.limits import Thresholds
+from amptool.stats.limits import CHECKS, Thresholds
 
 
 def compute_metrics(ref: np.ndarray, cand: np.ndarray, labels: Optional[np.ndarray] = None,
@@ -167,11 +167,7 @@ def degenerate_reason(bad: int, absmax: float, std: float,
     return None
 
 
-_CHECKS = (("min_cosine", "cosine", ">="), ("max_abs", "max_abs", "<="),
-           ("max_abs_scaled", "max_abs_scaled", "<="),
-           ("max_p999_abs_scaled", "p999_abs_scaled", "<="), ("max_rel", "max_rel", "<="),
-           ("max_outside", "outside_frac", "<="), ("min_top1", "top1_agree_clear", ">="),
-           ("max_acc_drop", "acc_drop_clear", "<="))
+_CHECKS = CHECKS
 
 
 def _not_applicable(metric: str, metrics: dict) -> str:
