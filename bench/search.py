@@ -63,7 +63,7 @@ def _search(run: Path, level: str, samples: int) -> dict:
                        out=str(run / f"policy_{level}.toml"), force=True)
     t0 = time.perf_counter()
     result = search_policy(cfg, on_event=lambda e: stamps.append(time.perf_counter())
-                           if e["kind"] in ("start", "trial") else None)
+                           if e.kind in ("start", "trial") else None)
     wall = time.perf_counter() - t0
     cells = len(result.candidates)
     return {"level": level, "candidates": cells, "trials": result.n_trials,

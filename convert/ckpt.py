@@ -84,8 +84,8 @@ def _reference(cfg: CkptConfig, model: str) -> dict:
     try:
         info = run_dir.read_optional()
     except UsageError:  # a run.json that is not ours: the checkpoint's own entry alone
-        info = {}
-    if info and (info.get("config") or {}).get("model") == model:
+        info = None
+    if info is not None and info.settings.model == model:
         return run_dir.model_reference(info)
     return recorded_reference({"model": model}, None, f"the metadata of {cfg.src}",
                               Path(cfg.src).parent)

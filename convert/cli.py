@@ -6,13 +6,13 @@ Imports the configs; each command imports its library function when it runs, so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, cast
 
 import typer
 
 from amptool.console import options as opt
 from amptool.convert.config import CkptConfig, PolicyConfig, SearchConfig, validate
-from amptool.convert.result import SEARCH
+from amptool.convert.result import SEARCH, SearchEvent, SearchStart, TrialMetrics, TrialRun
 from amptool.files.configfile import read_config_file
 from amptool.network.usercode import parse_model_args
 from amptool.precision.safety import check_range_safety, why_kept
@@ -246,34 +246,36 @@ def _limits(path: Optional[Path], flags: dict) -> Tuple[dict, dict]:
     return table, flag_overrides(**flags)
 
 
-def _fmt_metric(metrics: dict) -> str:
-    parts = [f"cosine {metrics['cosine']:.6f}"]
-    scaled = "top1_agree" not in metrics  # no class logits: judged by the scaled error
+def _fmt_metric(metrics: TrialMetrics) -> str:
+    parts = [f"cosine {metrics.cosine:.6f}"]
+    scaled = metrics.top1_agree is None  # no class logits: judged by the scaled error
     for key in ("top1_agree", "acc_drop", "max_abs", "max_abs_scaled", "p999_abs_scaled",
                 "task_drop"):
-        if key in metrics and (not key.endswith("_scaled") or scaled):
-            parts.append(f"{key} {metrics[key]:.4g}")
-    if metrics.get("nonfinite"):
-        parts.append(f"nonfinite {metrics['nonfinite']}")
-    if metrics.get("failed"):  # several outputs: which of them breached what
-        parts.append(f"failed {', '.join(metrics['failed'])}")
+        value = getattr(metrics, key)
+        if value is not None and (not key.endswith("_scaled") or scaled):
+            parts.append(f"{key} {value:.4g}")
+    if metrics.nonfinite:
+        parts.append(f"nonfinite {metrics.nonfinite}")
+    if metrics.failed:  # several outputs: which of them breached what
+        parts.append(f"failed {', '.join(metrics.failed)}")
     return " ".join(parts)
 
 
-def _print_event(event: dict) -> None:
-    if event["kind"] == "start":
-        base = f" (base keeps {', '.join(event['base_kept'])})" if event["base_kept"] else ""
-        typer.echo(f"search on {event['model']} ({event['ckpt']}), base {event['base']}{base}, "
-                   f"{len(event['candidates'])} candidate cells, {event['samples']} samples, "
-                   f"{event['device']}")
-        for r in event.get("ranged", []):
+def _print_event(event: SearchEvent) -> None:
+    if isinstance(event, SearchStart):
+        base = f" (base keeps {', '.join(event.base_kept)})" if event.base_kept else ""
+        typer.echo(f"search on {event.model} ({event.ckpt}), base {event.base}{base}, "
+                   f"{len(event.candidates)} candidate cells, {event.samples} samples, "
+                   f"{event.device}")
+        for r in event.ranged:
             typer.echo(f"range pass keeps {r['path']} ({r['type']}): "
-                       f"{why_kept(r, event['safety'])}")
-    elif event["kind"] == "trial":
-        cells = event["fp32"]
+                       f"{why_kept(r, cast(float, event.safety))}")  # set: it kept them
+    elif isinstance(event, TrialRun):
+        trial = event.result
+        cells = trial.fp32
         shown = ", ".join(cells[:4]) + (f" +{len(cells) - 4} more" if len(cells) > 4 else "")
-        typer.echo(f"trial {event['trial']:>3} {event['phase']:<8} fp32 [{shown}] "
-                   f"{_fmt_metric(event['metrics'])} -> {'pass' if event['passed'] else 'FAIL'}")
+        typer.echo(f"trial {trial.trial:>3} {trial.phase:<8} fp32 [{shown}] "
+                   f"{_fmt_metric(trial.metrics)} -> {'pass' if trial.passed else 'FAIL'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
 
+from amptool.documents.events import Event
 from amptool.documents.figures import OutputMetrics
 from amptool.documents.door import Document, Door, Real, from_json, optional_key, to_json
 from amptool.precision.policy import Policy
@@ -65,6 +66,51 @@ class Trial(Document):
     """Its figures against the fp32 reference."""
     passed: bool
     """Every output (and the task metric) within its limits."""
+
+
+@dataclass(frozen=True)
+class SearchStart(Event):
+    """The search's progress event before its first trial: what it searches."""
+
+    kind: ClassVar[str] = "start"
+    model: str
+    """The model's name."""
+    candidates: List[str]
+    """The cells the search could keep, in the order the forward calls them."""
+    base: str
+    """The base policy, as ``Policy.describe()`` words it."""
+    base_kept: List[str]
+    """The cells the base policy keeps in fp32."""
+    samples: int
+    """Held-out samples in the batch every trial runs."""
+    device: str
+    """Where it runs."""
+    ckpt: str
+    """The checkpoint searched on."""
+    ranged: List[Dict[str, Any]]
+    """The range pass's cells, kept before any trial (``SearchResult.ranges``)."""
+    safety: Optional[Real]
+    """The range pass's share of fp16's largest value; None: no range pass."""
+    classifier: bool
+    """Whether the first output is judged as class logits."""
+    thresholds: SearchLimits
+    """The limits trials are held to."""
+
+
+@dataclass(frozen=True)
+class TrialRun(Event):
+    """The search's progress event after each trial (``to_dict``: the trial's keys)."""
+
+    kind: ClassVar[str] = "trial"
+    result: Trial
+    """The trial and how it fared."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, **to_json(self.result)}
+
+
+SearchEvent = Union[SearchStart, TrialRun]
+"""What ``search`` hands its ``on_event``."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Union, cast
 
-from amptool.documents.door import from_json, to_json
+from amptool.documents.door import from_json
 from amptool.errors import CheckFailed, UsageError
 from amptool.network.checkpoint import build_with_weights
 from amptool.precision.apply import (cell_origins, cell_paths, close_kept, low_precision_params,
@@ -38,16 +38,32 @@ from amptool.stats.limits import Thresholds
 
 from .bisection import bisect_cells, in_order, sub_units
 from .config import SearchConfig, validate
-from .judge import (OutputLimits, TaskCheck, as_outputs, check_all_fp32, confirm_policy, judge,
-                    search_thresholds)
+from .judge import (
+    OutputLimits,
+    TaskCheck,
+    as_outputs,
+    check_all_fp32,
+    confirm_policy,
+    judge,
+    search_thresholds,
+)
 from .plot import write_range_plot
-from .result import Confirmation, SearchLimits, SearchResult, Trial, TrialMetrics
+from .result import (
+    Confirmation,
+    SearchEvent,
+    SearchLimits,
+    SearchResult,
+    SearchStart,
+    Trial,
+    TrialMetrics,
+    TrialRun,
+)
 from .subject import load_subject
 from .trace import leaf_paths, record_execution
 
 __all__ = ["Confirmation", "SearchConfig", "SearchResult", "Trial", "Trials", "search_policy",
            "validate"]
-Callback = Optional[Callable[[dict], None]]
+Callback = Optional[Callable[[SearchEvent], None]]
 
 
 class Trials:
@@ -90,7 +106,7 @@ class Trials:
         record = Trial(len(self.log) + 1, phase, in_order(self.candidates, kept),
                        TrialMetrics.from_dict(metrics), ok)
         self.log.append(record)
-        self.emit({"kind": "trial", **to_json(record)})
+        self.emit(TrialRun(record))
         return ok
 
 
@@ -115,6 +131,7 @@ def search_policy(cfg: SearchConfig, on_event: Callback = None) -> SearchResult:
     """Find fp32 cells for the fp16 network to pass parity; write the policy to ``cfg.out``.
 
     Raises CheckFailed when no policy passes, not even every candidate cell in fp32.
+    ``on_event`` is handed a ``SearchStart``, then a ``TrialRun`` after each trial.
     """
     emit = on_event or (lambda event: None)
     t0 = time.perf_counter()
@@ -148,10 +165,9 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
     task = TaskCheck.load(cfg.metric, ref, src.y) if cfg.metric else None
     trials = Trials(net, base, x, ref, src.y, th, emit, src.classifier, task)
     trials.add_candidates(order)
-    emit({"kind": "start", "model": src.spec.name, "candidates": order, "base": given.describe(),
-          "base_kept": base_kept, "samples": len(src.x), "device": device, "ckpt": src.ckpt,
-          "ranged": ranged, "safety": cfg.range_safety, "classifier": src.classifier,
-          "thresholds": th.to_dict(as_outputs(ref))})
+    limits = from_json(SearchLimits, th.to_dict(as_outputs(ref)), "search limits")
+    emit(SearchStart(src.spec.name, order, given.describe(), base_kept, len(src.x), device,
+                     src.ckpt, ranged, cfg.range_safety, src.classifier, limits))
     idle = [p for p in leaf_paths(net) if p not in {c.path for c in calls}]
     kept = [r["path"] for r in ranged] + _search_cells(trials, order, idle)
     policy = _final_policy(base, kept)
@@ -179,9 +195,7 @@ def _search(cfg: SearchConfig, src, base, device: str, emit) -> SearchResult:
                         confirm, 0.0, str(cfg.out), src.spec.name, len(src.x), ranged,
                         device=device, ckpt=src.ckpt, base=given.describe(), kept_where=where,
                         classifier=src.classifier,
-                        thresholds=from_json(SearchLimits, th.to_dict(as_outputs(ref)),
-                                              "search limits"),
-                        metric=cfg.metric)
+                        thresholds=limits, metric=cfg.metric)
 
 
 def _range_pass(net, x, safety: Optional[float], base, measure: bool = False) -> tuple:

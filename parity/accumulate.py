@@ -10,10 +10,12 @@ when per-layer localization will run, the batches that breach their limits on th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 
+from amptool.documents.door import from_json
+from amptool.documents.parity import Finding, OutputResult
 from amptool.network.taskmetric import call_hook, evaluate, metric_mode, stream_result
 from amptool.parity.store import Spool
 from amptool.stats.judge import OutputRole, judge_metrics, judge_output, output_stats
@@ -112,28 +114,29 @@ class CandidateStats:
             self.task.merge(other.task)
         return self
 
-    def outputs(self) -> list:
+    def outputs(self) -> List[OutputResult]:
         """Each output's report entry: name, metrics, checks, passed, thresholds."""
         entries = []
         for plan, stats in zip(self.plans, self.stats):
             verdict = judge_metrics(stats.result(), plan.limits)
-            entries.append({"name": plan.name, "metrics": verdict.metrics,
-                            "checks": verdict.checks, "passed": verdict.passed,
-                            "thresholds": plan.limits.to_dict()})
+            entries.append(from_json(OutputResult, {
+                "name": plan.name, "metrics": verdict.metrics, "checks": verdict.checks,
+                "passed": verdict.passed, "thresholds": plan.limits.to_dict()},
+                f"output {plan.name}"))
         return entries
 
-    def findings(self) -> list:
+    def findings(self) -> List[Finding]:
         """A finding per output whose near-tie count the percentile sketch leaves open."""
         found = []
         for plan, stats in zip(self.plans, self.stats):
             open_flips = stats.tie_ambiguity()
             if open_flips:
-                found.append({"kind": "tie_ambiguity", "where": plan.name,
-                              "message": f"output {plan.name}: {open_flips} top-1 flip(s) lie "
-                                         "within the streamed median's bound (1.09 %) of the "
-                                         "near-tie tolerance; they count as flips, not near ties",
-                              "fix": "read near_tie_flips as a lower bound; compare fewer "
-                                     "samples at once to settle them exactly"})
+                found.append(Finding("tie_ambiguity", plan.name,
+                                     f"output {plan.name}: {open_flips} top-1 flip(s) lie "
+                                     "within the streamed median's bound (1.09 %) of the "
+                                     "near-tie tolerance; they count as flips, not near ties",
+                                     "read near_tie_flips as a lower bound; compare fewer "
+                                     "samples at once to settle them exactly"))
         return found
 
     def first_failing(self, count: int) -> Optional[np.ndarray]:

@@ -1,19 +1,23 @@
 """One candidate's comparison: what it is judged against (``Baseline``), its statistics
 accumulated over a span of the samples (``accumulate_candidate``; a shard's merge with the
 others'), and its report entry finished from them (``finish_candidate``), then the report
-of every entry (``report_dict``). One process (``compare``) and the merge of a sharded
+of every entry (``report_of``). One process (``compare``) and the merge of a sharded
 check (``shard``) finish candidates alike.
 """
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Union
 
 import numpy as np
 
 from amptool.artefact.files import file_facts
+from amptool.documents.door import from_json, to_json
+from amptool.documents.manifest import FileFacts
+from amptool.documents.parity import (PARITY_REPORT_VERSION, CandidateResult, Finding, OutputResult,
+                                      ParityReport, ReportInputs, ReportSide, TaskResult)
 from amptool.errors import UsageError
 from amptool.parity.accumulate import CandidateStats, OutputPlan, TaskStream
 from amptool.parity.config import ParityConfig
@@ -23,10 +27,11 @@ from amptool.parity.inputs import InputSet
 from amptool.parity.localize import failing_rows, localize_candidate, localize_failure
 from amptool.parity.sides import Side, fp16_faithful
 from amptool.parity.store import Spool
-from amptool.parity.stream import head_of, rows_of, stream_candidate, shape_stub, spans
+from amptool.parity.stream import head_of, rows_of, shape_stub, spans, stream_candidate
 from amptool.parity.task import judge_task_value
 from amptool.stats.counts import resolution_finding
 from amptool.stats.judge import candidate_limits, output_limits, output_role
+from amptool.stats.limits import Thresholds
 from amptool.stats.metrics import degenerate_reference
 from amptool.stats.stream import ReferenceSpread
 
@@ -64,15 +69,20 @@ class Opened:
     names: list
 
 
-def report_dict(run: Baseline, results: list, device: str) -> dict:
-    """The report of every candidate's entry (``finish_candidate``) against ``run``."""
-    label_fp16_fidelity(results, device)
+def report_of(run: Baseline, results: list, device: str) -> ParityReport:
+    """The report of every candidate's entry (``finish_candidate``) against ``run`` (its
+    ``seconds`` left to the caller, who timed the whole check)."""
     inputs = run.inputs
-    return {"passed": all(r["passed"] for r in results), "reference": run.ref.describe(),
-            "inputs": {"description": inputs.description, "samples": inputs.count,
-                       "labels": inputs.labels is not None,
-                       "targets": list(inputs.target_names), "labels_from": inputs.labels_from},
-            "candidates": results, "golden_saved": run.cfg.save_outputs or None}
+    results = label_fp16_fidelity(results, device)
+    return ParityReport(
+        passed=all(r.passed for r in results),
+        reference=from_json(ReportSide, run.ref.describe(), "reference"),
+        inputs=from_json(ReportInputs, {
+            "description": inputs.description, "samples": inputs.count,
+            "labels": inputs.labels is not None, "targets": list(inputs.target_names),
+            "labels_from": inputs.labels_from}, "inputs"),
+        candidates=results, golden_saved=run.cfg.save_outputs or None, device=device,
+        seconds=0.0, schema_version=PARITY_REPORT_VERSION)
 
 
 def golden_head(cfg: ParityConfig, golden_inputs: InputSet, golden_out: list) -> tuple:
@@ -95,7 +105,7 @@ def output_names(src: Side) -> list:
     return [str(o.get("name") or f"output{i}") for i, o in enumerate(src.outputs)]
 
 
-def reference_notes(ref_out: list, names: list) -> list:
+def reference_notes(ref_out: list, names: list) -> List[Finding]:
     """Findings on reference outputs that cannot support a verdict (untrained, degenerate);
     ``ref_out``: each output's ``ReferenceSpread``, or its array."""
     notes = []
@@ -103,27 +113,26 @@ def reference_notes(ref_out: list, names: list) -> list:
         reason = (out.reason() if isinstance(out, ReferenceSpread)
                   else degenerate_reference(np.asarray(out)))
         if reason:
-            notes.append({"kind": "degenerate_reference", "where": name,
-                          "message": f"output {name}: {reason}; the verdict reflects untrained "
-                                     "or degenerate outputs, not numerical precision",
-                          "fix": "train the network (even briefly) or check the reference's "
-                                 "weights and inputs"})
+            notes.append(Finding("degenerate_reference", name,
+                                 f"output {name}: {reason}; the verdict reflects untrained or "
+                                 "degenerate outputs, not numerical precision",
+                                 "train the network (even briefly) or check the reference's "
+                                 "weights and inputs"))
     return notes
 
 
-def label_fp16_fidelity(results: list, device: str) -> None:
-    """Mark each fp16 result that did not run in fp16 and name the faithful check beside it."""
-    faithful = [r for r in results if r["fp16_faithful"]]
-    here = ", ".join(f"{Path(r['path']).name} ({'PASS' if r['passed'] else 'FAIL'})"
+def label_fp16_fidelity(results: List[CandidateResult], device: str) -> List[CandidateResult]:
+    """``results`` with each fp16 result that did not run in fp16 marked, the faithful
+    check beside it named."""
+    faithful = [r for r in results if r.fp16_faithful]
+    here = ", ".join(f"{Path(r.path).name} ({'PASS' if r.passed else 'FAIL'})"
                      for r in faithful) or "none among these candidates"
-    for result in results:
-        if result["fp16_faithful"] is not False:
-            continue
-        result["caveat"] = (f"{ORT_CPU_FP16}; the faithful fp16 check on this host is an fp16 "
-                            f"MindIR run by MindSpore ({device}): {here}")
-        result["findings"].append({"kind": "fp16_emulated", "where": "runtime",
-                                   "message": result["caveat"],
-                                   "fix": "judge fp16 safety by the fp16 MindIR's verdict"})
+    caveat = (f"{ORT_CPU_FP16}; the faithful fp16 check on this host is an fp16 MindIR run by "
+              f"MindSpore ({device}): {here}")
+    note = Finding("fp16_emulated", "runtime", caveat,
+                   "judge fp16 safety by the fp16 MindIR's verdict")
+    return [replace(r, caveat=caveat, findings=[*r.findings, note])
+            if r.fp16_faithful is False else r for r in results]
 
 
 def accumulate_candidate(run: Baseline, cand: Side, spool: Path,
@@ -149,49 +158,50 @@ def empty_stats(run: Baseline, cand: Side, spool: Path) -> CandidateStats:
 
 
 def finish_candidate(run: Baseline, cand: Side, stats: CandidateStats, faithful,
-                     spool: Path) -> dict:
+                     spool: Path) -> CandidateResult:
     """A candidate's report entry from its statistics (merged over every sample)."""
     cfg, ref, inputs = run.cfg, run.ref, run.inputs
     th = candidate_limits(ref.precision, cand.precision, cfg.file_thresholds, cfg.thresholds,
                           _task_of(ref, cand))
-    task = stats.task
     outputs = stats.outputs()
-    result = {"path": cand.path, "format": cand.format, "precision": cand.precision,
-              "kind": cand.kind, "passed": True, "thresholds": th.to_dict(), "outputs": outputs,
-              "task": None, "findings": _preprocess_findings(ref, cand, inputs) + list(run.notes),
-              "fp16_faithful": faithful, "caveat": None,
-              "per_layer": None, "weights": None, "culprit": None, "deployment": None,
-              "files": _files(cand)}
-    if task is not None and run.task is not None:
-        result["task"] = judge_task_value(str(cfg.metric), run.task[1], task.value(),
-                                          th.max_metric_drop, inputs.count)
+    task = None
+    if stats.task is not None and run.task is not None:
+        task = judge_task_value(str(cfg.metric), run.task[1], stats.task.value(),
+                                th.max_metric_drop, inputs.count)
     shutil.rmtree(spool, ignore_errors=True)
-    result["passed"] = all(o["passed"] for o in outputs + [result["task"] or {"passed": True}])
-    result["findings"] += resolution_findings(outputs + [result["task"] or {"checks": []}])
-    result["findings"] += stats.findings()
+    groups: List[Union[OutputResult, TaskResult]] = [*outputs, *([task] if task else [])]
+    result = CandidateResult(
+        path=cand.path, format=cand.format, precision=cand.precision, kind=cand.kind,
+        passed=all(g.passed for g in groups), thresholds=from_json(Thresholds, th.to_dict(),
+                                                                  "thresholds"),
+        outputs=outputs, task=task,
+        findings=[*_preprocess_findings(ref, cand, inputs), *run.notes,
+                  *resolution_findings(groups), *stats.findings()],
+        fp16_faithful=faithful, caveat=None, per_layer=None, weights=None, culprit=None,
+        deployment=None, files=_files(cand))
     if cfg.emulate_settings:
-        result["deployment"] = settings_ignored(
+        result = replace(result, deployment=settings_ignored(
             cfg, ref, cand, inputs, run.ref_out, run.probes,
             lambda i, r, c: _judge_whole(run, cand, i, r, c),  # informational: no verdict
-            spool=str(run.spool))
+            spool=str(run.spool)))
     if cfg.per_layer:
-        localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
-                           stats.first_failing(cfg.layer_samples))
-    elif cfg.localize and not result["passed"]:
-        localize_failure(cfg, ref, cand, inputs, th, run.probes, result,
-                         lambda: _failing_rows(run, cand))
-    if not result["passed"]:
-        result["culprit"] = pick_culprit(result)
+        result = localize_candidate(cfg, ref, cand, inputs, th, run.probes, result,
+                                    stats.first_failing(cfg.layer_samples))
+    elif cfg.localize and not result.passed:
+        result = localize_failure(cfg, ref, cand, inputs, th, run.probes, result,
+                                  lambda: _failing_rows(run, cand))
+    if not result.passed:
+        result = replace(result, culprit=pick_culprit(result))
     cand.cache.pop("weights", None)  # read for this candidate's checks, which are done
     return result
 
 
-def _files(cand: Side) -> Optional[list]:
+def _files(cand: Side) -> Optional[List[FileFacts]]:
     """The candidate's files with their sha256: as hashed when it opened, else now (None
     for what is no file)."""
-    if cand.files is not None:
-        return cand.files
-    return file_facts(cand.path) if Path(cand.path).is_file() else None
+    found = cand.files if cand.files is not None else (
+        file_facts(cand.path) if Path(cand.path).is_file() else None)
+    return None if found is None else [FileFacts(**f) for f in found]
 
 
 def _plan(run: Baseline, cand: Side, index: int) -> OutputPlan:
@@ -217,7 +227,7 @@ def _failing_rows(run: Baseline, cand: Side):
                         run.cfg.layer_samples)
 
 
-def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:
+def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> OutputResult:
     """One output of whole arrays (stored or in memory) judged as ``_judge`` does."""
     stats = CandidateStats([_plan(run, cand, index)])
     for a, b in spans((0, len(c)), run.cfg.batch_size):
@@ -225,10 +235,13 @@ def _judge_whole(run: Baseline, cand: Side, index: int, r, c) -> dict:
     return stats.outputs()[0]
 
 
-def resolution_findings(groups: list) -> list:
-    """A finding per checked count whose budget is below one of the samples counted."""
-    found = [resolution_finding(g.get("name", "task"), row) for g in groups for row in g["checks"]]
-    return [f for f in found if f is not None]
+def resolution_findings(groups: list) -> List[Finding]:
+    """A finding per checked count whose budget is below one of the samples counted
+    (``groups``: the outputs and the task metric, as judged)."""
+    found = [resolution_finding(g.name, to_json(check)) for g in groups for check in g.checks]
+    return [Finding(**f) for f in found if f is not None]
+
+
 def _declared_logits(ref: Side, cand: Side) -> Optional[list]:
     """The outputs the model declares as class logits (the reference's record, else the
     candidate's); None when neither records a declaration."""
@@ -241,7 +254,7 @@ def _task_of(ref: Side, cand: Side) -> Optional[bool]:
     return ref.classifier if ref.classifier is not None else cand.classifier
 
 
-def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> list:
+def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> List[Finding]:
     if inputs.raw is None or not ref.preprocess or not cand.preprocess:
         return []
     a, b = ref.preprocess, cand.preprocess
@@ -251,7 +264,7 @@ def _preprocess_findings(ref: Side, cand: Side, inputs: InputSet) -> list:
     if not keys:
         return []
     what = ", ".join(f"{k} {b[k]:.6g} vs {a[k]:.6g}" for k in keys)
-    return [{"kind": "preprocess", "where": "input",
-             "message": f"input normalization differs from the reference's ({what})",
-             "fix": "export both artefacts from the same run (the manifest's preprocess "
-                    "must match the data the weights were trained on)"}]
+    return [Finding("preprocess", "input",
+                    f"input normalization differs from the reference's ({what})",
+                    "export both artefacts from the same run (the manifest's preprocess "
+                    "must match the data the weights were trained on)")]

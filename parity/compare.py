@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from amptool.documents.parity import PARITY_REPORT_VERSION
+from amptool.documents.parity import CandidateResult
 from amptool.ledger.url import LedgerError
 from amptool.parity.accumulate import TaskStream
 from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, finish_candidate,
-                                      golden_head, output_names, reference_notes, report_dict)
+                                      golden_head, output_names, reference_notes, report_of)
 from amptool.parity.config import ParityConfig, validate
 from amptool.parity.inputs import load_golden, make_inputs, save_golden
 from amptool.parity.localize import vet_layer_models
@@ -22,7 +23,7 @@ from amptool.parity.report import ParityReport
 from amptool.parity.shard import compare_sharded
 from amptool.parity.sides import Side, check_compatible, open_side
 from amptool.parity.store import Spool
-from amptool.parity.stream import rows_of, stream_reference, spans, stored_spreads, whole_of
+from amptool.parity.stream import rows_of, spans, stored_spreads, stream_reference, whole_of
 from amptool.parity.task import load_metric
 from amptool.runtime.device import execution_mode, resolve_device, set_device
 from amptool.stats.limits import check_output_tables
@@ -47,10 +48,7 @@ def parity(cfg: ParityConfig) -> Optional[ParityReport]:
         report = _compare_all(cfg, device)
     if report is None:
         return None
-    report["seconds"] = round(time.perf_counter() - t0, 3)
-    report["device"] = device
-    report["schema_version"] = PARITY_REPORT_VERSION
-    typed = ParityReport.from_dict(report)
+    typed = replace(report, seconds=round(time.perf_counter() - t0, 3))
     if cfg.ledger:
         record(typed, cfg.ledger, cfg.label)
     return typed
@@ -91,7 +89,7 @@ def open_all(cfg: ParityConfig) -> Opened:
     return Opened(fn, ref, cands, golden_in, golden_out, names)
 
 
-def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[dict]:
+def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[ParityReport]:
     if cfg.sharded:
         return compare_sharded(cfg, open_all(cfg), device)
     sides = open_all(cfg)
@@ -104,7 +102,7 @@ def _compare_all(cfg: ParityConfig, device: str = "CPU") -> Optional[dict]:
         if sides.fn is not None:
             run.task = (sides.fn, _reference_metric(run, sides.fn))
         results = [_judge(run, cand) for cand in cands]
-    return report_dict(run, results, device)
+    return report_of(run, results, device)
 
 
 def _reference_outputs(cfg: ParityConfig, ref: Side, cands: list, golden_inputs,
@@ -137,7 +135,7 @@ def _reference_metric(run: Baseline, fn) -> float:
     return task.value()
 
 
-def _judge(run: Baseline, cand: Side) -> dict:
+def _judge(run: Baseline, cand: Side) -> CandidateResult:
     spool = Path(tempfile.mkdtemp(prefix="candidate-", dir=run.spool))
     stats, faithful = accumulate_candidate(run, cand, spool)
     return finish_candidate(run, cand, stats, faithful, spool)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable, Optional
+from dataclasses import replace
+from typing import Callable, List, Optional
 
 import numpy as np
 
-from amptool.documents.door import to_json
+from amptool.documents.manifest import KeptCell
+from amptool.documents.parity import Deployment, Emulation, OutputResult
 from amptool.errors import AmpToolError, first_line
 from amptool.network.ckptstream import build_uninitialized
 from amptool.network.models import flat_outputs, resolve_model
@@ -72,8 +74,8 @@ def kept_of(cand, model) -> tuple:
 
 
 def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
-                     judge: Callable[[int, np.ndarray, np.ndarray], dict],
-                     spool: Optional[str] = None) -> Optional[dict]:
+                     judge: Callable[[int, np.ndarray, np.ndarray], OutputResult],
+                     spool: Optional[str] = None) -> Optional[Deployment]:
     """The ``deployment`` entry of an fp16 candidate's result (None for other candidates):
     the cells it keeps in fp32, its settings (the manifest's section) and, when it keeps
     any, how the emulation without them fares against ``ref_out`` (``judge(index, ref,
@@ -83,19 +85,17 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
     if cand.precision != "fp16" or cand.kind != "artefact":
         return None
     section = cand.manifest.deployment if cand.manifest else None
-    entry = {"settings": to_json(section) if section else None, "kept_fp32": None,
-             "emulated": None, "depends": None, "message": None}
+    entry = Deployment(settings=section, kept_fp32=None, emulated=None, depends=None,
+                       message=None)
     model = cfg.user_model() or cand.model_ref or ref.model_ref
     if not model:
-        entry["message"] = "not emulated: no manifest names the model (pass --model)"
-        return entry
+        return replace(entry, message="not emulated: no manifest names the model (pass --model)")
     try:
         _, kept, spec = kept_of(cand, model)
-        entry["kept_fp32"] = kept
+        entry = replace(entry, kept_fp32=[KeptCell(c["path"], c["type"]) for c in kept])
         if not kept:
-            entry["depends"] = False
-            entry["message"] = "no cell is kept in fp32: the graph needs no deployment settings"
-            return entry
+            return replace(entry, depends=False, message="no cell is kept in fp32: the graph "
+                                                         "needs no deployment settings")
         weights, source = weights_of(cand, [cfg.ckpt], cache.setdefault("__checkpoints__", {}))
         key = ("emulated", repr(model), _digest(weights))
         if key not in cache:
@@ -103,14 +103,11 @@ def settings_ignored(cfg, ref, cand, inputs, ref_out: list, cache: dict,
                                            cand.preprocess, spool, cfg.batch_size)
         outs = cache[key]
     except (AmpToolError, RuntimeError, TypeError, ValueError) as exc:
-        entry["message"] = f"not emulated: {first_line(exc)}"
-        return entry
+        return replace(entry, message=f"not emulated: {first_line(exc)}")
     outputs = [judge(i, r, c) for i, (r, c) in enumerate(zip(ref_out, outs))]
-    entry["emulated"] = {"weights": source, "outputs": outputs}
-    depends = not all(o["passed"] for o in outputs)
-    entry["depends"] = depends
-    entry["message"] = describe(kept, outputs, depends)
-    return entry
+    depends = not all(o.passed for o in outputs)
+    return replace(entry, emulated=Emulation(source, outputs), depends=depends,
+                   message=describe(entry.kept_fp32 or [], outputs, depends))
 
 
 def _emulated_outputs(runner, inputs, preprocess, spool: Optional[str], size: int) -> list:
@@ -134,24 +131,24 @@ def _digest(weights: dict) -> str:
     return h.hexdigest()
 
 
-def describe(kept: list, outputs: list, depends: bool) -> str:
+def describe(kept: List[KeptCell], outputs: List[OutputResult], depends: bool) -> str:
     """'ignoring the deployment settings (norm in fp16): top-1 agreement 0.62, ... — the
     kept cells matter'."""
-    cells = ", ".join(c["path"] or "(network)" for c in kept[:4]) + (
+    cells = ", ".join(c.path or "(network)" for c in kept[:4]) + (
         f" and {len(kept) - 4} more" if len(kept) > 4 else "")
-    every = [o["metrics"] for o in outputs]  # the worst figure of any output
-    top = next((m for m in every if m.get("top1_agree") is not None), None)
-    cosines = [m.get("cosine") for m in every if m.get("cosine") is not None]
-    figures = [f"top-1 agreement {fmt(top['top1_agree'])}"] if top else []
+    every = [o.metrics for o in outputs]  # the worst figure of any output
+    top = next((m for m in every if m.top1_agree is not None), None)
+    cosines = [m.cosine for m in every if m.cosine is not None]
+    figures = [f"top-1 agreement {fmt(top.top1_agree)}"] if top else []
     if cosines:
         figures.append(f"cosine {fmt(next((c for c in cosines if c != c), min(cosines)))}")
-    rels = [m["max_rel"] for m in every if m.get("max_rel") is not None]
+    rels = [m.max_rel for m in every if m.max_rel is not None]
     figures.append(f"max rel error {fmt(max(rels) if rels else None)}")
-    nonfinite = sum(m.get("nonfinite") or 0 for m in every)
+    nonfinite = sum(m.nonfinite or 0 for m in every)
     if nonfinite:
         figures.append(f"{nonfinite} NaN/Inf")
-    breaches = [f"{r['metric']} {fmt(r['value'])}, limit {r['limit']}"
-                for o in outputs for r in o["checks"] if r["passed"] is False]
+    breaches = [f"{r.metric} {fmt(r.value)}, limit {r.limit}"
+                for o in outputs for r in o.checks if r.passed is False]
     verdict = (f"the kept cells matter: without the settings this gate fails ({breaches[0]})"
                if depends else "no dependency: the gate passes with them in fp16 too")
     return (f"ignoring the deployment settings ({cells} in fp16): {', '.join(figures)} "

@@ -7,9 +7,13 @@ samples of its first batches that breach a limit on their own.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from amptool.documents.door import from_json
+from amptool.documents.layers import LayerReport, WeightsCheck
+from amptool.documents.parity import CandidateResult, Finding
 from amptool.errors import AmpToolError, UsageError, debugging
 from amptool.network.ckptstream import checkpoint_arrays
 from amptool.network.trust import vet_recorded
@@ -70,10 +74,11 @@ def vet_layer_models(cfg: ParityConfig, ref: Side, cands: list) -> None:
 
 
 def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet,
-                       th, probes: dict, result: dict, rows=None) -> None:
-    """Fill ``result['per_layer']`` and ``result['weights']`` for one candidate, on the
-    samples ``rows`` (those of the first batches that breach a limit on their own), else on
-    the first ``cfg.layer_samples``."""
+                       th, probes: dict, result: CandidateResult,
+                       rows=None) -> CandidateResult:
+    """``result`` with its ``per_layer`` and ``weights`` sections, on the samples ``rows``
+    (those of the first batches that breach a limit on their own), else on the first
+    ``cfg.layer_samples``."""
     model = layer_model(cfg, ref, cand)  # recorded ones are vetted
     cache = probes.setdefault("__checkpoints__", {})
     fallback = [cfg.ckpt, cand.checkpoint]
@@ -86,12 +91,15 @@ def localize_candidate(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSe
     mismatched = compare_weights(ref_w[0], cand_w[0], probe.param_names())
     for item in mismatched:
         item["cell"] = item["name"].rpartition(".")[0] or item["name"]
-    result["weights"] = {"reference": ref_w[1], "candidate": cand_w[1], "mismatched": mismatched}
+    weights = from_json(WeightsCheck, {"reference": ref_w[1], "candidate": cand_w[1],
+                                       "mismatched": mismatched}, "weights")
     sub = inputs.head(cfg.layer_samples) if rows is None else inputs.select(rows)
     ref_x = sub.for_preprocess(ref.preprocess)[0]
     cand_x = sub.for_preprocess(cand.preprocess)[0]
     min_cos = cfg.layer_min_cosine if cfg.layer_min_cosine is not None else (th.min_cosine or 0.99)
-    result["per_layer"] = probe.localize(ref_w, cand_w, policy_of(cand), ref_x, cand_x, min_cos)
+    layers = probe.localize(ref_w, cand_w, policy_of(cand), ref_x, cand_x, min_cos)
+    return replace(result, weights=weights,
+                   per_layer=from_json(LayerReport, layers, "per-layer"))
 
 
 def failing_rows(cand: Side, inputs: InputSet, ref_out: list, stats: CandidateStats,
@@ -109,12 +117,13 @@ def failing_rows(cand: Side, inputs: InputSet, ref_out: list, stats: CandidateSt
 
 
 def localize_failure(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet, th,
-                     probes: dict, result: dict, rows: Callable[[], object]) -> None:
+                     probes: dict, result: CandidateResult,
+                     rows: Callable[[], object]) -> CandidateResult:
     """``localize_candidate`` for a candidate that failed, on the samples ``rows()`` finds;
     what stops it (no manifest names the model, weights that cannot be read, code not
     trusted) becomes a ``not_localized`` finding saying why and how to localize."""
     try:
-        localize_candidate(cfg, ref, cand, inputs, th, probes, result, rows())
+        return localize_candidate(cfg, ref, cand, inputs, th, probes, result, rows())
     except Exception as exc:  # a diagnosis of a failure already judged: say why, go on
         if debugging():
             raise
@@ -124,6 +133,6 @@ def localize_failure(cfg: ParityConfig, ref: Side, cand: Side, inputs: InputSet,
             why = f"the per-layer pass failed ({type(exc).__name__}: " \
                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
             fix = "run again with --per-layer to see the error"
-        result["per_layer"], result["weights"] = None, None
-        result["findings"].append({"kind": "not_localized", "where": "per-layer",
-                                   "message": f"not localized: {why}", "fix": fix})
+        note = Finding("not_localized", "per-layer", f"not localized: {why}", fix)
+        return replace(result, per_layer=None, weights=None,
+                       findings=[*result.findings, note])

@@ -21,12 +21,13 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
 
+from amptool.documents.parity import ParityReport
 from amptool.errors import AmpToolError, UsageError, WorkerFailed
 from amptool.files.fileio import atomic_path, write_json
 from amptool.network.taskmetric import STREAM_FIX, metric_mode
 from amptool.parity.accumulate import CandidateStats, TaskStream
 from amptool.parity.candidate import (Baseline, Opened, accumulate_candidate, empty_stats,
-                                      finish_candidate, golden_head, reference_notes, report_dict)
+                                      finish_candidate, golden_head, reference_notes, report_of)
 from amptool.parity.config import ParityConfig
 from amptool.parity.inputs import InputSet, make_inputs, save_golden
 from amptool.parity.store import Spool, stored_at
@@ -87,7 +88,7 @@ def shard_spans(count: int, size: int, world: int) -> list:
     return [(batches[bounds[r]][0], batches[bounds[r + 1] - 1][1]) for r in range(world)]
 
 
-def compare_sharded(cfg: ParityConfig, sides: Opened, device: str) -> Optional[dict]:
+def compare_sharded(cfg: ParityConfig, sides: Opened, device: str) -> Optional[ParityReport]:
     """The report of ``cfg`` with the samples split across ``cfg.workers`` x ``cfg.nodes``
     ranks (None on a node other than 0: node 0 writes it)."""
     check_sharding(cfg, sides.fn)
@@ -218,7 +219,7 @@ def _spooled(folder: Path, prefix: str) -> list:
 
 
 def _merged_report(cfg: ParityConfig, sides: Opened, inputs: InputSet, golden_out,
-                   states: list, folder: Path, device: str) -> dict:
+                   states: list, folder: Path, device: str) -> ParityReport:
     spreads = [ReferenceSpread.from_state(s) for s in states[0]["spreads"]]
     for state in states[1:]:
         for spread, other in zip(spreads, state["spreads"]):
@@ -237,7 +238,7 @@ def _merged_report(cfg: ParityConfig, sides: Opened, inputs: InputSet, golden_ou
         stats = _merged_stats(run, cand, spool, [s["candidates"][index] for s in states])
         faithful = states[0]["candidates"][index]["faithful"]
         results.append(finish_candidate(run, cand, stats, faithful, spool))
-    return report_dict(run, results, device)
+    return report_of(run, results, device)
 
 
 def _merged_task(cfg: ParityConfig, fn, inputs: InputSet, states: list) -> TaskStream:

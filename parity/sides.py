@@ -194,9 +194,9 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
     if not ref.get("model"):
         raise UsageError(f"checkpoint {ckpt} has no run.json beside it to name its model",
                          "pass --model NAME or path/to/file.py:factory")
-    data = info.get("data", {})
+    data = info.data if info else None
     runner = EagerRunner(ref, ckpt, f"checkpoint {ckpt}")
-    task = task_record(info.get("loss"))
+    task = task_record(to_json(info.loss) if info and info.loss else None)
     classes = None if task and not task.get("classifier", True) else runner.spec.num_classes
     built = [runner]  # built (and probed) here: the first opening takes it
 
@@ -205,11 +205,12 @@ def _open_checkpoint(p: Path, model: Optional[dict]) -> Side:
 
     src = Side(path=str(ckpt), kind="checkpoint", format="CKPT", precision="fp32",
                io={"inputs": runner.inputs, "outputs": runner.outputs}, opener=opener,
-               preprocess=data.get("preprocess"), model=ref["model"],
+               preprocess=to_json(data.preprocess) if data and data.preprocess else None,
+               model=ref["model"],
                model_ref=ref, spec=runner.spec, num_classes=classes, task=task,
                class_logits=_indices(runner.spec.class_logits), checkpoint=str(ckpt),
-               policy={"level": "O0"}, data=data.get("source"),
-               val_fraction=data.get("val_fraction"))
+               policy={"level": "O0"}, data=data.source if data else None,
+               val_fraction=data.val_fraction if data else None)
     return src
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from amptool.documents.door import from_json
+from amptool.documents.parity import TaskResult
 from amptool.network.taskmetric import FIX, evaluate, load_metric
 from amptool.stats.counts import count_resolution, drop_interval
 from amptool.stats.judge import drop_within
@@ -19,7 +21,7 @@ __all__ = ["FIX", "evaluate", "judge_task", "judge_task_value", "load_metric"]
 
 
 def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels,
-               limit: Optional[float], samples: int = 0) -> dict:
+               limit: Optional[float], samples: int = 0) -> TaskResult:
     """The task entry of a candidate: name, metrics, checks, passed (as an output's). A
     metric that is a rate over the ``samples`` (both values k/n, one strictly between 0 and
     1) gets the interval and resolution of a count (``metrics.count_resolution``)."""
@@ -28,7 +30,7 @@ def judge_task(spec: str, fn: Callable, ref_value: float, cand_out: list, labels
 
 
 def judge_task_value(spec: str, ref_value: float, value: float, limit: Optional[float],
-                     samples: int = 0) -> dict:
+                     samples: int = 0) -> TaskResult:
     """``judge_task`` on the candidate's value of the metric, computed already."""
     drop = ref_value - value
     metrics: Dict[str, Any] = {"task_ref": ref_value, "task_cand": value, "task_drop": drop}
@@ -40,8 +42,9 @@ def judge_task_value(spec: str, ref_value: float, value: float, limit: Optional[
         checks.append({"metric": "task_drop", "value": drop, "limit": f"<= {limit}",
                        "passed": drop_within(drop, limit),
                        **count_resolution("task_drop", limit, metrics)})
-    return {"name": "task", "spec": spec, "metrics": metrics, "checks": checks,
-            "passed": all(c["passed"] for c in checks)}
+    return from_json(TaskResult, {"name": "task", "spec": spec, "metrics": metrics,
+                                  "checks": checks,
+                                  "passed": all(c["passed"] for c in checks)}, "task metric")
 
 
 def rate_counts(ref_value: float, cand_value: float, n: int) -> Optional[Tuple[int, int]]:

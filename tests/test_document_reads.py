@@ -5,10 +5,12 @@ Counted as ``tests/test_sizes.py`` counts lines: over the core and the stages, e
 ``x["key"]`` and ``x.get("key")`` whose ``x`` is a name or attribute chain naming one of the
 documents (``manifest``, ``self.manifest``, ``info["config"]``, ``event``). ``BUDGET`` holds
 what is left for each, with why: a new read fails here, and so does a budget above the count.
-The manifest's is zero; run.json's and the progress events' are what remains to type.
+Every document's is zero: each is typed from creation to file.
 """
 import ast
 from pathlib import Path
+
+import pytest
 
 from test_sizes import ROOT, modules
 
@@ -16,17 +18,27 @@ DOCUMENTS = {
     "manifest": {"manifest"},
     "run record": {"info", "run_info"},
     "progress event": {"event"},
+    "candidate result": {"result", "results"},
+    "finding": {"finding", "findings", "note", "notes", "culprit"},
 }
-"""Each document, by the names the code gives it."""
+"""Each document, by the names the code gives it (a candidate's result and its findings are
+parts of the parity report, typed as they are made)."""
 READERS = ("src/amptool/documents/",)
 """Where the documents are read and written: their keys are read there, once."""
 OTHER_MEANING = {"run record": ("export/onnx.py", "src/amptool/files/fileio.py",
-                                "src/amptool/runtime/jobwatch.py")}
+                                "src/amptool/runtime/jobwatch.py"),
+                 "finding": ("export/cli.py", "train/overflow.py")}
 """Modules where a document's name holds something else (an ONNX tensor's external data, a
-lock's owner, an msrun process)."""
-STILL_A_DICT = "still a dict from creation to file: to be typed as the manifest is"
+lock's owner, an msrun process; an export's precision audit notes, the cell a diverged run's
+forensics name)."""
+TYPED = "typed from creation to file: read by attribute"
 BUDGET = {"manifest": (0, "typed from build_manifest to the file and back (read_manifest)"),
-          "run record": (32, STILL_A_DICT), "progress event": (66, STILL_A_DICT)}
+          "run record": (0, "typed from the training run that makes it to the file and back "
+                            "(RunDir.read)"),
+          "progress event": (0, "typed from creation to the printers (amptool.documents.events)"),
+          "candidate result": (0, "typed from finish_candidate to parity.json: localization, "
+                                  "the culprit and the fp16 label add theirs with replace"),
+          "finding": (0, TYPED)}
 """Reads by key left, by document, with why."""
 
 
@@ -91,26 +103,38 @@ def test_no_document_is_read_by_key_outside_its_readers():
 
 
 def test_a_planted_read_by_key_is_counted():
-    text = ("def precision(art, info):\n"
+    text = ("def precision(art, info, event, result):\n"
             "    return art.manifest['precision'], art.manifest.precision, info.get('device'),"
-            " info.device, {'precision': 1}['precision']\n")
+            " info.device, {'precision': 1}['precision'], event['kind'], event.kind,"
+            " result.findings[0]['fix'], result.findings[0].fix\n")
     found = reads_in(text)
     assert found["manifest"] == ["2: art.manifest['precision']"]
     assert found["run record"] == ["2: info['device']"]
-    assert not found["progress event"]
+    assert found["progress event"] == ["2: event['kind']"]
+    assert found["candidate result"] == found["finding"] == ["2: result.findings[0]['fix']"]
     assert ROOT.is_dir() and isinstance(ROOT, Path)
 
 
-def test_a_planted_read_in_the_tree_fails(monkeypatch):
-    """``manifest["precision"]`` planted in a stage module is over the manifest's budget."""
+PLANTED = {"manifest": "manifest = {}\nprecision = manifest['precision']\n",
+           "run record": "info = {}\nmodel = info.get('config')\n",
+           "progress event": "def said(event):\n    return event['kind']\n",
+           "candidate result": "def passed(results):\n    return results[0]['passed']\n",
+           "finding": "def fix(finding):\n    return finding.get('fix')\n"}
+
+
+@pytest.mark.parametrize("doc", sorted(DOCUMENTS))
+def test_a_planted_read_in_the_tree_fails(monkeypatch, doc):
+    """A read by key planted in a stage module is over its document's budget, and the test
+    above says so."""
     import test_document_reads as me
 
     real = Path.read_text
-    planted = "manifest = {}\nprecision = manifest['precision']\n"
 
     def read_text(path, *args, **kwargs):
         text = real(path, *args, **kwargs)
-        return text + planted if path.name == "inspect.py" else text
+        return text + PLANTED[doc] if path.name == "inspect.py" else text
 
     monkeypatch.setattr(Path, "read_text", read_text)
-    assert len(me.counted()["manifest"]) == BUDGET["manifest"][0] + 1
+    assert len(me.counted()[doc]) == BUDGET[doc][0] + 1
+    with pytest.raises(AssertionError, match=f"{doc} \\(1 > 0\\)"):
+        me.test_no_document_is_read_by_key_outside_its_readers()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 import typer
 
 from amptool.console import options as opt
+from amptool.documents.events import (Epoch, Finished, Launch, Overwrite, Step, TrainEvent,
+                                      TrainStart, Warned)
 from amptool.errors import CheckFailed
 from amptool.files.configfile import layered
 from amptool.network.usercode import parse_model_args
@@ -179,24 +181,23 @@ def summary_line(summary: TrainSummary) -> str:
     return (
         f"{'already finished' if summary.already_finished else 'done'}: "
         f"{summary.model} {summary.policy} on {summary.device}"
-        f" x{summary.workers} | {score_text(summary.to_dict())}"
+        f" x{summary.workers} | {score_text(summary)}"
         f" | {summary.steps} steps, {summary.overflow_steps} overflow steps skipped"
         f" | loss scale {summary.loss_scale:g} | {summary.samples_per_s:.0f} samples/s"
         f" | {summary.out}")
 
 
-def score_text(figures: dict) -> str:
+def score_text(figures: Union[TrainSummary, Epoch]) -> str:
     """``val acc A (best B)`` for accuracy; else the loss and the score that picks best."""
-    if figures.get("val_acc") is not None:
-        return f"val acc {figures['val_acc']:.4f} (best {figures['best_acc']:.4f})"
-    name = figures.get("score") or "neg_val_loss"
-    loss = figures.get("val_loss")
+    if figures.val_acc is not None:
+        return f"val acc {figures.val_acc:.4f} (best {figures.best_acc:.4f})"
+    name = figures.score or "neg_val_loss"
+    loss = figures.val_loss
     head = f"val loss {loss:.4g}" if loss is not None else "val loss -"
+    best = figures.best_score
     if name == "neg_val_loss":
-        best = figures.get("best_score")
         return f"{head} (best {-best:.4g})" if best is not None else head
-    best = figures.get("best_score")
-    return (f"{head} | metric {figures['val_score']:.4g}"
+    return (f"{head} | metric {figures.val_score:.4g}"
             + (f" (best {best:.4g})" if best is not None else ""))
 
 
@@ -228,42 +229,41 @@ class _Reporter:
         else:
             typer.echo(line)
 
-    def on_event(self, event: dict) -> None:
-        kind = event["kind"]
-        if kind == "warning":  # on stderr, quiet or not
-            typer.echo(f"amptool: warning: {event['message']}", err=True)
+    def on_event(self, event: TrainEvent) -> None:
+        if isinstance(event, Warned):  # on stderr, quiet or not
+            typer.echo(f"amptool: warning: {event.message}", err=True)
         if self.quiet:
             return
-        if kind == "overwrite" and event.get("unfinished"):
-            self._say(f"replacing the run in {event['out']} that stopped before its first "
+        if isinstance(event, Overwrite) and event.unfinished:
+            self._say(f"replacing the run in {event.out} that stopped before its first "
                       "checkpoint (its run.json; nothing trained was kept)")
-        elif kind == "overwrite":
-            self._say(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
+        elif isinstance(event, Overwrite):
+            self._say(f"overwriting the run in {event.out}: {', '.join(event.replaced)} "
                       "replaced")
-        if kind == "launch":
-            self._say(f"launching {event['workers']} workers through msrun (port {event['port']}),"
-                      f" logs in {event['logs']}")
-        elif kind == "start":
-            self._say(f"training on {event['device']}, policy {event['policy']}, loss scale "
-                      f"{event['loss_scale']}, "
-                      f"epochs {event['start_epoch'] + 1}..{event['epochs']}")
+        elif isinstance(event, Launch):
+            self._say(f"launching {event.workers} workers through msrun (port {event.port}),"
+                      f" logs in {event.logs}")
+        elif isinstance(event, TrainStart):
+            self._say(f"training on {event.device}, policy {event.policy}, loss scale "
+                      f"{event.loss_scale}, "
+                      f"epochs {event.start_epoch + 1}..{event.epochs}")
             if self.progress:
                 self.task = self.progress.add_task(
-                    "train", total=event["epochs"] * event["steps_per_epoch"],
-                    completed=event["start_epoch"] * event["steps_per_epoch"], info="")
-        elif kind == "step" and self.progress:
-            self.progress.update(self.task, completed=event["step"], info=(
-                f"epoch {event['epoch']} loss {event['loss']:.4f} scale {event['loss_scale']:g}"
-                + (f" {event['skipped']} skipped" if event.get("skipped") else "")))
-        elif kind == "finished":
-            self._say(f"nothing to train: {event['out']} already holds {event['epochs']} epochs "
+                    "train", total=event.epochs * event.steps_per_epoch,
+                    completed=event.start_epoch * event.steps_per_epoch, info="")
+        elif isinstance(event, Step) and self.progress:
+            self.progress.update(self.task, completed=event.step, info=(
+                f"epoch {event.epoch} loss {event.loss:.4f} scale {event.loss_scale:g}"
+                + (f" {event.skipped} skipped" if event.skipped else "")))
+        elif isinstance(event, Finished):
+            self._say(f"nothing to train: {event.out} already holds {event.epochs} epochs "
                       f"(--epochs is the total; pass a larger one to continue)")
-        elif kind == "epoch":
-            if event.get("val_acc") is not None:
-                self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
-                          f"val acc {event['val_acc']:.4f} best {event['best_acc']:.4f}")
+        elif isinstance(event, Epoch):
+            if event.val_acc is not None:
+                self._say(f"epoch {event.epoch}: loss {event.loss:.4f} "
+                          f"val acc {event.val_acc:.4f} best {event.best_acc:.4f}")
             else:
-                self._say(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
+                self._say(f"epoch {event.epoch}: loss {event.loss:.4f} "
                           f"{score_text(event)}")
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
+from amptool.documents.door import to_json
+from amptool.documents.events import Overwrite
 from amptool.errors import UsageError
 from amptool.network.trust import vet_recorded, vet_recorded_code
 from amptool.runs.rundir import RunDir
@@ -36,9 +38,10 @@ def merge_previous(cfg: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfi
         changes["model"] = vet_recorded(run_dir.model_reference())["model"]
     for what in ("loss", "metric"):  # the same for a loss or metric file the run names
         if changes.get(what):
-            kept = run_dir.read().get(what)
-            changes[what] = vet_recorded_code(changes[what], kept if isinstance(kept, dict)
-                                              else None, run_dir.info_path, run_dir.path, what)
+            info = run_dir.read()
+            kept = {"loss": info.loss, "metric": info.metric}[what]
+            changes[what] = vet_recorded_code(changes[what], to_json(kept) if kept else None,
+                                              run_dir.info_path, run_dir.path, what)
     return replace(cfg, **changes) if changes else cfg
 
 
@@ -62,7 +65,7 @@ def claim_out_folder(cfg: TrainConfig) -> list:
     return found
 
 
-def replace_run(cfg: TrainConfig, found: list, emit) -> None:
+def replace_run(cfg: TrainConfig, found: list, emit: Callable[[Overwrite], None]) -> None:
     """Remove the replaced run's ``found`` files and its metrics (the new run rewrites the
     rest: its model copy, its auto policy) and say so in one ``overwrite`` event; called
     once the new run's set-up succeeded, so a mistake found there leaves the old run whole.
@@ -71,5 +74,5 @@ def replace_run(cfg: TrainConfig, found: list, emit) -> None:
         return
     for path in found + [Path(cfg.out) / "metrics.jsonl"]:
         path.unlink(missing_ok=True)
-    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [p.name for p in found],
-          "unfinished": not any(p.suffix in (".ckpt", ".safetensors") for p in found)})
+    emit(Overwrite(str(cfg.out), [p.name for p in found],
+                   not any(p.suffix in (".ckpt", ".safetensors") for p in found)))

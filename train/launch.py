@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Optional
 
+from amptool.documents.events import Launch, TrainEvent, read_event
 from amptool.errors import AmpToolError, CheckFailed, UsageError
 from amptool.files.fileio import ensure_out_dir, write_json
 from amptool.runs.rundir import RunDir
@@ -40,7 +41,7 @@ def msrun_command(layout: Layout, logs: Path, config_file: Path, start_timeout: 
 
 def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
                    master_addr: str = "127.0.0.1", master_port: int = 0, quiet: bool = False,
-                   on_event: Optional[Callable[[dict], None]] = None,
+                   on_event: Optional[Callable[[TrainEvent], None]] = None,
                    start_timeout: Optional[float] = None) -> dict:
     """Run ``cfg`` on ``cfg.workers`` x ``nodes`` data-parallel ranks; rank 0's summary back.
 
@@ -70,11 +71,10 @@ def launch_workers(cfg: TrainConfig, nodes: int = 1, node_rank: int = 0,
     with job_env() as env:
         job = Job(msrun_command(layout, logs, config_file, start_timeout), env, logs,
                   layout.local_ranks, layout.world, float(start_timeout), hosts_scheduler)
-        emit({"kind": "launch", "workers": layout.world, "nodes": nodes, "port": port,
-              "logs": str(logs)})
+        emit(Launch(layout.world, nodes, port, str(logs)))
         try:
             with terminate_as_exit():
-                job.follow(emit)
+                job.follow(lambda line: emit(read_event(line)))  # the lead rank's events
         except AmpToolError as exc:
             job.stop()
             _drop_partial_files(out)

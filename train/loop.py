@@ -6,12 +6,11 @@ The stage's entry, ``run.run_training``, calls it in its own process; each msrun
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
@@ -19,7 +18,10 @@ from typing import Any, Callable, Dict, Optional
 from amptool.data.dataset import epoch_batches
 from amptool.data.rows import target_columns
 from amptool.data.sources import skipped_note
-from amptool.documents.records import RUN_VERSION
+from amptool.documents.events import (Epoch, Finished, Step, TrainEnd, TrainEvent, TrainStart,
+                                      Warned)
+from amptool.documents.door import from_json
+from amptool.documents.records import RUN_VERSION, PolicyAuto, RunRecord
 from amptool.errors import DivergedError, UsageError
 from amptool.files.fileio import LineLog, ensure_out_dir, output_dir
 from amptool.network import checkpoint as ckpt
@@ -44,7 +46,7 @@ from .sink import sink_calls
 from .state import RunState
 from .summary import TrainSummary, versions, weights_digest
 
-Callback = Optional[Callable[[dict], None]]
+Callback = Optional[Callable[[TrainEvent], None]]
 
 
 def train_model(cfg: TrainConfig, on_event: Callback = None, rank: int = 0,
@@ -82,7 +84,7 @@ class _TrainingRun:
 
     cfg: TrainConfig
     parts: RunParts
-    emit: Callable[[dict], None]
+    emit: Callable[[TrainEvent], None]
     rank: int
     world: int
     out: Path
@@ -94,8 +96,8 @@ class _TrainingRun:
     state: RunState = field(default_factory=RunState)
     stream: Any = None
     """The training data pipeline, read on across epochs."""
-    info: Optional[dict] = None
-    """run.json's content, once written."""
+    info: Optional[RunRecord] = None
+    """run.json's record, once made."""
 
     @property
     def lead(self) -> bool:
@@ -109,8 +111,10 @@ class _TrainingRun:
                                   f"checkpoint {self.last_path}")
         # A checkpoint written before text metadata survived safetensors names no optimizer:
         # the run's run.json then says which one made its state.
-        saved = (meta.get("optimizer") or self.run_dir.previous_config().get("optimizer")
-                 or self.cfg.optimizer)
+        saved = meta.get("optimizer")
+        if not saved:
+            info = self.run_dir.read_optional()
+            saved = (info.settings.optimizer if info else None) or self.cfg.optimizer
         if saved != self.cfg.optimizer:
             raise UsageError(f"--resume: {self.last_path.name} holds {saved} state, not "
                              f"{self.cfg.optimizer}", f"resume with --optimizer {saved}")
@@ -132,21 +136,31 @@ class _TrainingRun:
             state.val_score = float(meta.get("val_score", 0.0))
         state.overflow = state.overflow_before = int(meta.get("overflow", 0))
 
-    def run_info(self) -> dict:
-        cfg, spec, data = self.cfg, self.parts.spec, self.parts.data
-        return {"schema_version": RUN_VERSION, "config": cfg.to_dict(), "model": spec.describe(),
-                "data": {"source": data.source, "train_samples": len(data.train_idx),
-                         "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
-                         "skipped_files": len(data.skipped),
-                         "augment": list(self.parts.augment.kinds) if self.parts.augment else [],
-                         "preprocess": (dataclasses.asdict(data.preprocess)
-                                        if data.preprocess else None)},
-                "loss": self.parts.loss.describe(),
-                "metric": {"name": cfg.metric} if cfg.metric else None,
-                "policy": self.parts.policy.to_dict(),
-                "loss_scale": self.parts.loss_scale.to_dict(),
-                "versions": versions(), "device": self.parts.device, "seed": cfg.seed,
-                "workers": self.world}
+    def run_info(self) -> RunRecord:
+        """run.json's record of this run, built once (the lead's copies the user's model,
+        loss and metric files into the run folder and records them)."""
+        cfg, spec, data, parts = self.cfg, self.parts.spec, self.parts.data, self.parts
+        model, loss = spec.describe(), parts.loss.describe()
+        metric = {"name": cfg.metric} if cfg.metric else None
+        if self.lead:  # a model, loss or metric file travels with the run
+            model.update(keep_model_file(spec, self.out))
+            if parts.loss.file:
+                loss.update(keep_code_file(parts.loss.file, self.out, "loss"))
+            if metric is not None and cfg.metric:
+                metric.update(keep_code_file(check_metric_spec(cfg.metric)[0], self.out,
+                                             "metric"))
+        info = from_json(RunRecord, {
+            "schema_version": RUN_VERSION, "config": cfg.to_dict(), "model": model,
+            "data": {"source": data.source, "train_samples": len(data.train_idx),
+                     "val_samples": len(data.val_idx), "val_fraction": cfg.val_fraction,
+                     "skipped_files": len(data.skipped),
+                     "augment": list(parts.augment.kinds) if parts.augment else [],
+                     "preprocess": asdict(data.preprocess) if data.preprocess else None},
+            "loss": loss, "metric": metric, "policy": parts.policy.to_dict(),
+            "loss_scale": parts.loss_scale.to_dict(), "versions": versions(),
+            "device": parts.device, "seed": cfg.seed, "workers": self.world}, "run record")
+        # the range pass's rows as measured (a float, not the JSON's "inf", until written)
+        return replace(info, policy_auto=PolicyAuto(**parts.auto)) if parts.auto else info
 
     def train(self) -> TrainSummary:
         cfg = self.cfg
@@ -154,34 +168,25 @@ class _TrainingRun:
             self.restore()
             if self.state.epoch >= cfg.epochs:
                 return self.finished()
-        info = self.info = self.run_info()
-        if self.parts.auto is not None:
-            info["policy_auto"] = self.parts.auto
+        self.info = self.run_info()
+        auto = self.info.policy_auto
         if self.lead:
-            info["model"].update(keep_model_file(self.parts.spec, self.out))
-            if self.parts.loss.file:  # a loss or metric file travels with the run, as the model's
-                info["loss"].update(keep_code_file(self.parts.loss.file, self.out, "loss"))
-            if cfg.metric:
-                info["metric"].update(keep_code_file(check_metric_spec(cfg.metric)[0],
-                                                     self.out, "metric"))
-            if self.parts.auto is not None:
+            if auto is not None:
                 notes = {r["path"]: f"{r['where']}; range pass: {why_kept(r, cfg.range_safety)}"
-                         for r in self.parts.auto["kept"]}
-                save_policy(self.parts.policy, self.out / self.parts.auto["file"], force=True,
-                            notes=notes)
-            self.run_dir.write(info)
+                         for r in auto.kept}
+                save_policy(self.parts.policy, self.out / auto.file, force=True, notes=notes)
+            self.run_dir.write(self.info)
         if cfg.resume and self.lead:
             trim_after(self.out / "metrics.jsonl", self.state.step)
         metrics = (LineLog(self.out / "metrics.jsonl", append=cfg.resume) if self.lead
                    else None)  # whole lines, each written at once: tail -f works
         data = self.parts.data
         if data.skipped:
-            self.emit({"kind": "warning", "message": skipped_note(
-                data.skipped, len(data.skipped) + len(data.rows))})
-        self.emit({"kind": "start", "epochs": cfg.epochs, "start_epoch": self.state.epoch,
-                   "steps_per_epoch": len(data.train_idx) // (cfg.batch_size * self.world),
-                   "device": self.parts.device, "policy": self.parts.policy.describe(),
-                   "loss_scale": self.parts.loss_scale.kind})
+            self.emit(Warned(skipped_note(data.skipped, len(data.skipped) + len(data.rows))))
+        self.emit(TrainStart(cfg.epochs, self.state.epoch,
+                             len(data.train_idx) // (cfg.batch_size * self.world),
+                             self.parts.device, self.parts.policy.describe(),
+                             self.parts.loss_scale.kind))
         t_start = time.perf_counter()
         try:
             for epoch in range(self.state.epoch, cfg.epochs):
@@ -204,10 +209,10 @@ class _TrainingRun:
             if metrics and not metrics.closed:
                 metrics.close()
         summary = self.summary(time.perf_counter() - t_start)
+        self.info = replace(self.info, summary=summary)
         if self.lead:
-            info["summary"] = summary.to_dict()
-            self.run_dir.write(info)
-        self.emit({"kind": "end", "summary": summary.to_dict()})
+            self.run_dir.write(self.info)
+        self.emit(TrainEnd(summary))
         return summary
 
     def finished(self) -> TrainSummary:
@@ -216,14 +221,14 @@ class _TrainingRun:
         and the loss, throughput and time run.json recorded when it finished)."""
         self.state.loss = loss_at(self.out / "metrics.jsonl", self.state.step)
         summary = self.summary(0.0)
-        previous = (self.run_dir.read_optional().get("summary") if self.lead else None) or {}
-        kept = {}
-        if previous.get("steps") == self.state.step:
-            kept = {name: previous[name] for name in ("final_loss", "samples_per_s", "seconds")
-                    if isinstance(previous.get(name), (int, float))}
-        summary = dataclasses.replace(summary, already_finished=True, **kept)
-        self.emit({"kind": "finished", "epochs": self.state.epoch, "out": str(self.out)})
-        self.emit({"kind": "end", "summary": summary.to_dict()})
+        info = self.run_dir.read_optional() if self.lead else None
+        previous = info.summary if info is not None else None
+        if previous is not None and previous.steps == self.state.step:
+            summary = replace(summary, final_loss=previous.final_loss,
+                              samples_per_s=previous.samples_per_s, seconds=previous.seconds)
+        summary = replace(summary, already_finished=True)
+        self.emit(Finished(self.state.epoch, str(self.out)))
+        self.emit(TrainEnd(summary))
         return summary
 
     def discard(self) -> None:
@@ -298,13 +303,11 @@ class _TrainingRun:
         samples, dt = state.close_window(time.perf_counter(), timed)
         window_skipped = skipped - (state.overflow - state.overflow_before)
         state.overflow = state.overflow_before + skipped
-        record = {"step": state.step, "epoch": epoch + 1, "loss": state.loss,
-                  "loss_scale": self.parts.trainer.scale_value(), "overflow": not ok,
-                  "skipped": window_skipped, "lr": self.cfg.lr,
-                  "samples_per_s": samples / dt if dt > 0 else None}
+        step = Step(state.step, epoch + 1, state.loss, self.parts.trainer.scale_value(), not ok,
+                    window_skipped, self.cfg.lr, samples / dt if dt > 0 else None)
         if metrics:
-            metrics.write(json.dumps(record) + "\n")
-        self.emit({"kind": "step", **record})
+            metrics.write(json.dumps(step.record()) + "\n")
+        self.emit(step)
         self.check_divergence(ok, window_skipped, inputs)
 
     def check_divergence(self, ok: bool, skipped: int, inputs) -> None:
@@ -321,9 +324,10 @@ class _TrainingRun:
         forensics, problem, fix = forward_overflow(parts.spec.build, parts.net, parts.policy,
                                                    inputs, self.state.forward_bad,
                                                    self.state.step)
-        if self.lead and self.info is not None:
-            self.info["forensics"] = forensics
-            self.run_dir.write(self.info)
+        if self.info is not None:
+            self.info = replace(self.info, forensics=forensics)
+            if self.lead:
+                self.run_dir.write(self.info)
         kept = f"last good checkpoint kept in {self.out}" if self.last_path.is_file() else \
             "no checkpoint had been written yet"
         raise DivergedError(problem, f"{fix}; {kept}")
@@ -352,8 +356,7 @@ class _TrainingRun:
             metrics.write(json.dumps({"epoch": epoch + 1, **loss, **scores,
                                       "step": state.step}) + "\n")
             metrics.flush()
-        self.emit({"kind": "epoch", "epoch": epoch + 1, **scores, "val_loss": state.val_loss,
-                   "loss": state.loss})
+        self.emit(Epoch(epoch + 1, val_loss=state.val_loss, loss=state.loss, **scores))
 
     def scores(self) -> dict:
         """The held-out figures a checkpoint, metrics.jsonl and the events carry: val_acc and

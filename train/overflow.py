@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 
 from amptool.data.dataset import epoch_batches
+from amptool.documents.records import Forensics
 from amptool.errors import DivergedError
 from amptool.network.checkpoint import load_into_net
 from amptool.precision.apply import apply_policy, cell_origins, resolve_fp32_cells
@@ -125,8 +126,7 @@ def forward_overflow(build, net, policy, inputs: list, bad: int, step: int) -> t
                    f"{culprit['fp32_max']:.4g}")
         fix = (f"keep it in fp32 (--policy auto, or fp32_cells = [\"{culprit['path']}\"] "
                f"in a --policy file)")
-    forensics = {"kind": "forward_overflow", "step": step, "steps": bad, "culprit": culprit}
-    return forensics, problem, fix
+    return Forensics("forward_overflow", step, bad, culprit), problem, fix
 
 
 def overflow_culprit(build, net, policy, inputs: list):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from amptool.documents.events import TrainEvent
 from amptool.files.fileio import output_dir
 from amptool.report.html import ReportPage, write_report
 
@@ -19,13 +20,14 @@ from .launch import launch_workers
 from .loop import train_model
 from .summary import TrainSummary
 
-Callback = Optional[Callable[[dict], None]]
+Callback = Optional[Callable[[TrainEvent], None]]
 
 
 def run_training(cfg: TrainConfig, on_event: Callback = None, explicit: Iterable[str] = (),
                  launch: Optional[LaunchOptions] = None) -> TrainSummary:
     """Train under ``cfg``; ``explicit`` names the settings the caller gave on purpose
-    (with ``resume`` they win over the previous run's, like any non-default value)."""
+    (with ``resume`` they win over the previous run's, like any non-default value);
+    ``on_event`` is handed each ``TrainEvent`` (``amptool.documents.events``) as it happens."""
     cfg = merge_previous(cfg, explicit)
     launch = launch or LaunchOptions()
     if cfg.workers > 1 or launch.nodes > 1:

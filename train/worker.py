@@ -13,14 +13,15 @@ import json
 import sys
 from pathlib import Path
 
+from amptool.documents.events import Event
 from amptool.runtime.device import import_mindspore, resolve_device, set_device
 from amptool.runtime.jobwatch import EVENT_PREFIX, Status
 from amptool.runtime.msjob import worker_main
 from amptool.train.config import TrainConfig
 
 
-def _emit(event: dict) -> None:
-    print(EVENT_PREFIX + json.dumps(event, default=str), flush=True)
+def _emit(event: Event) -> None:
+    print(EVENT_PREFIX + json.dumps(event.to_dict(), default=str), flush=True)
 
 
 def _train(cfg, status: Status, lead_ranks: set) -> dict:

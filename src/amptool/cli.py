@@ -13,6 +13,7 @@ import typer
 from amptool.console import options as opt
 from amptool.console.hostinfo import host_info
 from amptool.convert import cli as convert_cli
+from amptool.documents.events import Epoch, Overwrite, PipelineEvent, Stage, Warned
 from amptool.export import cli as export_cli
 from amptool.gate import cli as gate_cli
 from amptool.gate.diff_cli import BaselineOption
@@ -109,7 +110,7 @@ def pipeline_command(
         write_html(html, result, cfg)
     if quiet or as_json:  # progress lines were off: still say what was skipped
         for message in result.warnings:
-            _stage_printer({"kind": "warning", "message": message})
+            _stage_printer(Warned(message))
     if as_json:
         opt.print_json(result.document())
     else:
@@ -129,21 +130,21 @@ def _s(path) -> Optional[str]:
     return str(path) if path is not None else None
 
 
-def _stage_printer(event: dict) -> None:
-    if event["kind"] == "stage":
-        extra = f" ({', '.join(event['formats'])})" if event.get("formats") else ""
-        typer.echo(f"== {event['stage']}{extra}")
-    elif event["kind"] == "warning":
-        typer.echo(f"amptool: warning: {event['message']}", err=True)
-    elif event["kind"] == "overwrite":
-        typer.echo(f"overwriting the run in {event['out']}: {', '.join(event['replaced'])} "
+def _stage_printer(event: PipelineEvent) -> None:
+    if isinstance(event, Stage):
+        extra = f" ({', '.join(event.formats)})" if event.formats else ""
+        typer.echo(f"== {event.stage}{extra}")
+    elif isinstance(event, Warned):
+        typer.echo(f"amptool: warning: {event.message}", err=True)
+    elif isinstance(event, Overwrite):
+        typer.echo(f"overwriting the run in {event.out}: {', '.join(event.replaced)} "
                    "replaced")
-    elif event["kind"] == "epoch":
-        if event.get("val_acc") is not None:
-            typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} "
-                       f"val acc {event['val_acc']:.4f}")
+    elif isinstance(event, Epoch):
+        if event.val_acc is not None:
+            typer.echo(f"epoch {event.epoch}: loss {event.loss:.4f} "
+                       f"val acc {event.val_acc:.4f}")
         else:
-            typer.echo(f"epoch {event['epoch']}: loss {event['loss']:.4f} {score_text(event)}")
+            typer.echo(f"epoch {event.epoch}: loss {event.loss:.4f} {score_text(event)}")
 
 
 def _register_subcommands() -> None:

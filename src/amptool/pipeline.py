@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional
 from amptool.artefact import onnx_installed
 from amptool.artefact.files import total_size
 from amptool.documents.diff import DiffReport
+from amptool.documents.events import Overwrite, PipelineEvent, Stage, TrainEvent, Warned
 from amptool.documents.summary import (SUMMARY, SUMMARY_VERSION, ArtefactRow, DeploymentRow,
                                        OutputRow, ParityFigures, PipelineSummary, TrainFigures)
 from amptool.errors import CheckFailed, UsageError, problems_of, raise_problems
@@ -98,11 +99,12 @@ def export_formats(cfg: PipelineConfig) -> tuple:
 
 
 def run_pipeline(cfg: PipelineConfig,
-                 on_event: Optional[Callable[[dict], None]] = None) -> PipelineResult:
+                 on_event: Optional[Callable[[PipelineEvent], None]] = None) -> PipelineResult:
     """Run every stage, with ``cfg.out`` held by this process; return the result (``passed``
     is the parity verdict, ``diff`` the comparison with ``cfg.baseline``; a ``cfg.ledger``
     that fails: ``LedgerError``, a baseline of another model or inputs: ``BaselineRefused``,
-    each ``measured`` the result)."""
+    each ``measured`` the result); ``on_event`` is handed each ``PipelineEvent``
+    (``amptool.documents.events``): the stages, warnings and training's events."""
     emit = on_event or (lambda event: None)
     validate(cfg)
     formats = export_formats(cfg)
@@ -112,7 +114,8 @@ def run_pipeline(cfg: PipelineConfig,
         return _through_stages(cfg, out, formats, emit, on_event, baseline)
 
 
-def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None]) -> None:
+def claim_out_folder(cfg: PipelineConfig, out: Path,
+                     emit: Callable[[PipelineEvent], None]) -> None:
     """Refuse a folder that holds a pipeline run (a trained run in train/, or summary.json)
     unless ``cfg.overwrite``; with it, say in one ``overwrite`` event what is replaced."""
     found = [p.relative_to(out) for p in RunDir(out / "train").trained_files()]
@@ -123,25 +126,30 @@ def claim_out_folder(cfg: PipelineConfig, out: Path, emit: Callable[[dict], None
     if not cfg.overwrite:
         raise UsageError(f"{cfg.out} already holds a pipeline run ({names})",
                          "pass --overwrite to replace it, or another --out")
-    emit({"kind": "overwrite", "out": str(cfg.out), "replaced": [str(p) for p in found]})
+    emit(Overwrite(str(cfg.out), [str(p) for p in found]))
 
 
-def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple, emit: Callable[[dict], None],
-                    on_event: Optional[Callable[[dict], None]],
+def _through_stages(cfg: PipelineConfig, out: Path, formats: tuple,
+                    emit: Callable[[PipelineEvent], None],
+                    on_event: Optional[Callable[[PipelineEvent], None]],
                     baseline: Optional[Baseline]) -> PipelineResult:
     times = {}
     t0 = time.perf_counter()
-    emit({"kind": "stage", "stage": "train"})
+    emit(Stage("train"))
     train_cfg = cfg.train_config()
-    said = (lambda e: e["kind"] != "overwrite" and on_event(e)) if on_event else None  # noqa: E731
-    train = run_training(train_cfg, on_event=said)  # the pipeline said what it replaces
+
+    def said(event: TrainEvent) -> None:  # the pipeline said what it replaces
+        if on_event is not None and not isinstance(event, Overwrite):
+            on_event(event)
+
+    train = run_training(train_cfg, on_event=said)
     times["train"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    emit({"kind": "stage", "stage": "export", "formats": list(formats)})
+    emit(Stage("export", list(formats)))
     results, warnings = export_artefacts(cfg, out, train_cfg.device, formats, emit)
     times["export"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    emit({"kind": "stage", "stage": "parity"})
+    emit(Stage("parity"))
     ref, cands = order_artefacts(results)
     report = parity(ParityConfig(reference=ref.path, candidates=tuple(c.path for c in cands),
                                  samples=cfg.samples, per_layer=cfg.per_layer, workers=cfg.workers,
@@ -182,7 +190,7 @@ def write_html(path: Path, result: PipelineResult, cfg: PipelineConfig) -> None:
 
 
 def measured_pipeline(cfg: PipelineConfig,
-                      on_event: Optional[Callable[[dict], None]] = None) -> tuple:
+                      on_event: Optional[Callable[[PipelineEvent], None]] = None) -> tuple:
     """(the result of ``run_pipeline(cfg)``, None; or, where ``cfg.ledger`` could not take
     it or ``cfg.baseline`` was of another model or inputs, the result and the
     ``LedgerError`` or ``BaselineRefused``): what was measured is never lost."""
@@ -210,7 +218,7 @@ def write_summary(path, summary: PipelineSummary) -> None:
 
 
 def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple,
-                     emit: Callable[[dict], None]) -> tuple:
+                     emit: Callable[[PipelineEvent], None]) -> tuple:
     """(artefacts, warnings): MINDIR fp32 + fp16, then ONNX when asked. With ``--onnx auto`` an
     ONNX failure (an operator or dtype mix ONNX cannot carry) skips ONNX with one warning;
     with ``--onnx on`` every format is one export, all or nothing: such a failure writes
@@ -228,7 +236,7 @@ def export_artefacts(cfg: PipelineConfig, out: Path, device: str, formats: tuple
             results += export(ExportConfig(formats=("ONNX",), **common)).artefacts
         except OnnxUnsupported as exc:
             message = f"ONNX skipped: {exc.problem}"
-            emit({"kind": "warning", "message": message})
+            emit(Warned(message))
             return results, [message]
     order = {("fp32", "MINDIR"): 0, ("fp32", "ONNX"): 1, ("fp16", "MINDIR"): 2}
     return sorted(results, key=lambda r: order.get((r.precision, r.format), 3)), []

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+from amptool.documents.door import from_json
+from amptool.documents.records import RUN, RunRecord
 from amptool.errors import UsageError
 from amptool.runs.rundir import RunDir, is_checkpoint_file
 from amptool.train.config import TrainConfig
@@ -29,6 +31,10 @@ def _record(**config) -> dict:
             "versions": {"amptool": "0.1.0"}, "device": "CPU", "seed": 0, "workers": 1}
 
 
+def _typed(data: dict) -> RunRecord:
+    return from_json(RunRecord, data, "run record")
+
+
 def _usage_line(call) -> str:
     with pytest.raises(UsageError) as err:
         call()
@@ -44,7 +50,7 @@ def test_read_missing_folder(tmp_path):
 
 def test_read_folder_without_run_json(tmp_path):
     assert "has no run.json" in _usage_line(RunDir(tmp_path).read)
-    assert RunDir(tmp_path).read_optional() == {}
+    assert RunDir(tmp_path).read_optional() is None
     assert RunDir(tmp_path).previous_config() == {}
 
 
@@ -85,14 +91,47 @@ def test_read_malformed(tmp_path, content, problem):
 
 def test_write_then_read(tmp_path):
     run = RunDir(tmp_path)
-    info = _record(model="lenet5", epochs=2)
+    info = _typed(_record(model="lenet5", epochs=2))
     run.write(info)
-    assert run.has_info() and run.read() == info
+    back = run.read()
+    assert run.has_info() and isinstance(back, RunRecord) and back == info
+    assert RUN.json(back) == _record(model="lenet5", epochs=2)
+    assert back.settings.model == "lenet5" and back.settings.epochs == 2
+    assert back.settings.optimizer is None  # not recorded: None, not TrainConfig's default
+    assert back.loss.kind == "mse" and back.data.preprocess.std == 0.3
     assert run.require() is run
 
 
+def test_a_version_0_record_reads_its_missing_keys_as_none(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps(_info(model="lenet5")))
+    info = RunDir(tmp_path).read()
+    assert info.schema_version is None and info.model is None and info.loss is None
+    assert info.data.source is None and info.settings.model == "lenet5"
+    assert RunDir(tmp_path).model_reference(info)["model"] == "lenet5"
+
+
+def test_the_core_reads_only_settings_training_has():
+    """``RunSettings`` (what the core reads of run.json's open ``config``) names fields of
+    ``TrainConfig``, of the same type, so that a renamed training option is caught here."""
+    import dataclasses
+    import typing
+
+    from amptool.documents.records import RunSettings
+
+    def plain(kind) -> type:  # Optional[Dict[str, Any]] -> dict
+        kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind) \
+            if typing.get_origin(kind) is typing.Union else kind
+        return typing.get_origin(kind) or kind
+
+    train = typing.get_type_hints(TrainConfig)
+    for name, kind in typing.get_type_hints(RunSettings).items():
+        assert name in train, f"RunSettings.{name} is no TrainConfig field"
+        assert plain(kind) is plain(train[name]), name
+    assert {f.name for f in dataclasses.fields(RunSettings)} <= set(train)
+
+
 def test_previous_config_drops_resume(tmp_path):
-    RunDir(tmp_path).write(_record(model="lenet5", epochs=2, resume=True))
+    RunDir(tmp_path).write(_typed(_record(model="lenet5", epochs=2, resume=True)))
     assert RunDir(tmp_path).previous_config() == {"model": "lenet5", "epochs": 2}
 
 
@@ -145,7 +184,7 @@ def previous_run(tmp_path):
     """A run.json as ``amptool train`` writes it, with several non-default settings."""
     previous = TrainConfig(model="lenet5", epochs=9, lr=0.01, seed=3, batch_size=16,
                            out=str(tmp_path), resume=False)
-    RunDir(tmp_path).write(_record(**previous.to_dict()))
+    RunDir(tmp_path).write(_typed(_record(**previous.to_dict())))
     return tmp_path
 
 
@@ -185,7 +224,8 @@ def test_resume_runs_a_recorded_model_only_once_vetted(tmp_path):
                            (f"{tmp_path}/evil.py:build", "does not run on a file's word")):
         folder = tmp_path / model.partition(":")[0].replace("/", "_")
         folder.mkdir()
-        RunDir(folder).write(_record(**TrainConfig(model=model, out=str(folder)).to_dict()))
+        RunDir(folder).write(_typed(_record(**TrainConfig(model=model,
+                                                               out=str(folder)).to_dict())))
         with pytest.raises(UsageError, match=message):
             merge_previous(TrainConfig(out=str(folder), resume=True))
         named = merge_previous(TrainConfig(out=str(folder), resume=True, model="lenet5"),
@@ -201,7 +241,7 @@ def test_a_run_json_without_a_checkpoint_is_no_trained_run(tmp_path):
 
     run = RunDir(tmp_path)
     assert run.trained_files() == [] and run.unfinished_files() == []
-    run.write(_record(model="simplecnn"))
+    run.write(_typed(_record(model="simplecnn")))
     assert run.trained_files() == [] and run.unfinished_files() == [tmp_path / "run.json"]
     assert claim_out_folder(TrainConfig(out=str(tmp_path))) == [tmp_path / "run.json"]
     (tmp_path / "last.safetensors").write_bytes(b"weights")

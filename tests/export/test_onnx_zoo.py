@@ -225,7 +225,7 @@ def test_pipeline_skips_onnx_with_one_warning_when_an_operator_is_unsupported(tm
     train = TrainConfig(model=f"{HERE}:erf_net", data="synthetic", epochs=1, batch_size=64)
     summary = run_pipeline(PipelineConfig(train=train, out=str(tmp_path / "pipe"), samples=32),
                            on_event=events.append).to_dict()
-    warnings = [e["message"] for e in events if e["kind"] == "warning"]
+    warnings = [e.message for e in events if e.kind == "warning"]
     assert len(warnings) == 1 and "ONNX skipped" in warnings[0] and "Erf" in warnings[0]
     assert summary["warnings"] == warnings
     assert {r["format"] for r in summary["artefacts"]} == {"MINDIR"}

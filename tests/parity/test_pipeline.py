@@ -119,6 +119,7 @@ def test_pipeline_mistakes_fail_before_any_work(tmp_path):
 def test_pipeline_into_a_finished_run_needs_overwrite(tmp_path):
     """A folder holding a pipeline run is refused before any work; --overwrite names what
     it replaces (the run itself is the fault matrix's and the tests above)."""
+    from amptool.documents.events import Overwrite
     from amptool.pipeline import PipelineConfig, claim_out_folder
 
     out = tmp_path / "done"
@@ -131,6 +132,8 @@ def test_pipeline_into_a_finished_run_needs_overwrite(tmp_path):
             "summary.json); pass --overwrite to replace it, or another --out") in result.output
     events = []
     claim_out_folder(PipelineConfig(out=str(out), overwrite=True), out, events.append)
-    assert events == [{"kind": "overwrite", "out": str(out),
-                       "replaced": ["train/run.json", "train/last.ckpt", "summary.json"]}]
+    assert events == [Overwrite(str(out), ["train/run.json", "train/last.ckpt", "summary.json"])]
+    assert events[0].to_dict() == {"kind": "overwrite", "out": str(out), "unfinished": False,
+                                   "replaced": ["train/run.json", "train/last.ckpt",
+                                                "summary.json"]}
     assert PipelineConfig(out=str(out), overwrite=True).train_config().overwrite

@@ -61,27 +61,34 @@ LOGITS_METRICS = {"acc_drop", "acc_drop_ci", "acc_drop_clear", "acc_drop_clear_c
 
 
 @pytest.mark.slow
-def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupted_fp16,
-                                                             monkeypatch):
-    """The comparison's dict, read into ``ParityReport`` at its boundary, comes back as the
-    same JSON (every key, None and NaN included); a key renamed on the way is refused."""
+def test_the_typed_report_reads_back_from_its_json_exactly(simplecnn, corrupted_fp16):
+    """The report, typed from each candidate's first figures on (``finish_candidate``), is
+    the same report once written and read back (every key, None and NaN included), its
+    sections typed as they were made; a key renamed on the way is refused."""
+    from amptool.documents.layers import LayerReport, WeightsCheck
+    from amptool.documents.parity import Culprit, Finding, OutputResult
     from amptool.files.fileio import jsonable
     from amptool.parity.compare import parity
     from amptool.parity.config import ParityConfig
     from amptool.parity.report import ParityReport
 
-    seen = []
-    read = ParityReport.from_dict
-    monkeypatch.setattr(ParityReport, "from_dict", lambda d: seen.append(d) or read(d))
     report = parity(ParityConfig(reference=simplecnn["mindir_fp32"], samples=32,
                                  candidates=(simplecnn["mindir_fp16"], corrupted_fp16),
                                  per_layer=True, layer_samples=4))
-    raw = json.loads(json.dumps(jsonable(seen[0])))
-    assert json.loads(json.dumps(jsonable(report.to_dict()))) == raw
+    def written(typed) -> dict:  # as parity.json holds it: NaN as "nan"
+        return json.loads(json.dumps(jsonable(typed.to_dict())))
+
+    raw = written(report)
+    assert written(ParityReport.from_dict(raw)) == raw
     assert set(raw) == REPORT_KEYS and all(set(c) == CANDIDATE_KEYS for c in raw["candidates"])
     assert set(raw["candidates"][0]["outputs"][0]) == OUTPUT_KEYS
     assert set(raw["candidates"][0]["outputs"][0]["metrics"]) == LOGITS_METRICS
-    assert report.candidates[1].culprit.kind == "weights" and not report.passed
+    corrupted = report.candidates[1]
+    assert isinstance(corrupted.culprit, Culprit) and corrupted.culprit.kind == "weights"
+    assert not report.passed and isinstance(corrupted.outputs[0], OutputResult)
+    assert isinstance(corrupted.per_layer, LayerReport)
+    assert isinstance(corrupted.weights, WeightsCheck) and corrupted.weights.mismatched
+    assert all(isinstance(f, Finding) for c in report.candidates for f in c.findings)
     from schemas import assert_fits
 
     from amptool.artefact.files import file_facts
@@ -94,7 +101,7 @@ def test_the_typed_report_holds_the_comparisons_dict_exactly(simplecnn, corrupte
     metrics = raw["candidates"][0]["outputs"][0]["metrics"]
     metrics["cosine_sim"] = metrics.pop("cosine")
     with pytest.raises(ValueError, match="cosine_sim' is not a key"):
-        read(raw)
+        ParityReport.from_dict(raw)
 
 
 @pytest.mark.slow

@@ -117,10 +117,10 @@ def test_shards_merge_to_the_one_pass_and_the_whole_arrays():
         state = part.to_state()
         shards.append(CandidateStats([_plan(ref, labels)]).load_state(state))
     merged = shards[1].merge(shards[0])
-    assert merged.outputs()[0]["metrics"] == whole.outputs()[0]["metrics"]
+    assert merged.outputs()[0].metrics == whole.outputs()[0].metrics
     assert merged.failing == whole.failing and whole.failing
     exact = compute_metrics(ref, cand, labels)
-    got = whole.outputs()[0]["metrics"]
+    got = whole.outputs()[0].metrics.figures()
     assert {k: v for k, v in got.items() if k not in ("p999_abs_scaled", "tie_tol", "cosine",
                                                         "mean_abs", "rmse", "rel_l2")} == {
         k: v for k, v in exact.items() if k not in ("p999_abs_scaled", "tie_tol", "cosine",
@@ -237,7 +237,7 @@ def test_a_flip_the_sketch_leaves_open_is_a_finding():
     stats = CandidateStats([_plan(ref, None)])
     stats.update(0, 101, [ref], [cand])
     found = stats.findings()
-    assert [f["kind"] for f in found] == ["tie_ambiguity"] and "1 top-1 flip" in found[0]["message"]
+    assert [f.kind for f in found] == ["tie_ambiguity"] and "1 top-1 flip" in found[0].message
 
 
 def test_pages_read_through_a_memory_map_are_let_go(tmp_path):

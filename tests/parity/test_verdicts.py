@@ -2,12 +2,14 @@
 degenerate-reference notes and the per-layer chart."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
 
+from amptool.documents.door import to_json
 from amptool.errors import UsageError
 from amptool.parity.candidate import label_fp16_fidelity, reference_notes
 from amptool.parity.config import ParityConfig, validate
@@ -59,19 +61,19 @@ def test_task_metric_passes_a_healthy_candidate_and_fails_a_drop(metric_file):
     ref_value = evaluate(fn, spec, ref, labels, "reference")
     assert ref_value == 1.0
     same = judge_task(spec, fn, ref_value, ref, labels, 0.0)
-    assert same["passed"] and same["metrics"]["task_drop"] == 0.0
+    assert same.passed and same.metrics.task_drop == 0.0
     worse = [ref[0][:, ::-1].copy()]                     # planted: every prediction flipped
     bad = judge_task(spec, fn, ref_value, worse, labels, 0.25)
-    assert not bad["passed"] and bad["metrics"]["task_drop"] == 1.0
-    assert bad["checks"] == [{"metric": "task_drop", "value": 1.0, "limit": "<= 0.25",
-                              "passed": False}]
-    assert judge_task(spec, fn, ref_value, worse, labels, None)["passed"]   # budget off
+    assert not bad.passed and bad.metrics.task_drop == 1.0
+    assert [to_json(c) for c in bad.checks] == [{"metric": "task_drop", "value": 1.0,
+                                                 "limit": "<= 0.25", "passed": False}]
+    assert judge_task(spec, fn, ref_value, worse, labels, None).passed   # budget off
 
 
 def test_task_metric_nan_on_a_candidate_fails(metric_file):
     fn = load_metric(f"{metric_file}:nan")
     result = judge_task("m.py:nan", fn, 0.5, [np.zeros((2, 2))], None, 1.0)
-    assert not result["passed"] and math.isnan(result["metrics"]["task_drop"])
+    assert not result.passed and math.isnan(result.metrics.task_drop)
 
 
 @pytest.mark.parametrize("spec,needle", [
@@ -136,13 +138,15 @@ def test_fp16_onnx_results_are_labelled_and_name_the_faithful_check():
     results = [_candidate("x/m_fp16.mindir", "MINDIR", "fp16", False, [bad]),
                _candidate("x/m_fp16.onnx", "ONNX", "fp16", True, [good]),
                _candidate("x/m_fp32.onnx", "ONNX", "fp32", True, [good])]
-    label_fp16_fidelity(results, "CPU")
-    mindir, onnx, fp32 = results
-    assert mindir["caveat"] is None and fp32["caveat"] is None
-    assert "no evidence that the graph is safe in fp16" in onnx["caveat"]
-    assert "MindSpore (CPU): m_fp16.mindir (FAIL)" in onnx["caveat"]
-    assert onnx["findings"][0]["kind"] == "fp16_emulated"
     report = typed_report(_report(results))
+    labelled = label_fp16_fidelity(report.candidates, "CPU")
+    mindir, onnx, fp32 = labelled
+    assert mindir.caveat is None and fp32.caveat is None and mindir is report.candidates[0]
+    assert "no evidence that the graph is safe in fp16" in onnx.caveat
+    assert "MindSpore (CPU): m_fp16.mindir (FAIL)" in onnx.caveat
+    assert [f.kind for f in onnx.findings] == ["fp16_emulated"]
+    assert not report.candidates[1].findings  # the results are frozen: a new one is made
+    report = dataclasses.replace(report, candidates=labelled)
     table = format_table(report)
     assert "(ONNX fp16): PASS (fp16 not exercised: see note)" in table
     assert "parity FAILED (2/3 candidates" in table          # the MindIR fail is not hidden
@@ -182,10 +186,10 @@ def test_na_rows_in_table_junit_and_failure_line():
 def test_degenerate_reference_notes_reach_the_failure_line():
     tiny = np.random.default_rng(0).standard_normal((8, 10)) * 1e-8
     notes = reference_notes([tiny, np.eye(8, 10)], ["logits", "aux"])
-    assert [n["where"] for n in notes] == ["logits"]
-    assert "verdict reflects untrained or degenerate outputs" in notes[0]["message"]
+    assert [n.where for n in notes] == ["logits"]
+    assert "verdict reflects untrained or degenerate outputs" in notes[0].message
     cand = _candidate("x/m_fp16.mindir", "MINDIR", "fp16", False,
-                      [_output("logits", tiny, -tiny)], findings=notes)
+                      [_output("logits", tiny, -tiny)], findings=[to_json(n) for n in notes])
     report = typed_report(_report([cand]))
     assert "note: output logits: the reference's outputs are near-constant" in failure_line(report)
     assert "  note: output logits" in format_table(report)

@@ -168,6 +168,22 @@ def test_two_workers_end_bit_identical(two_workers):
     assert len(_records(out)) == summary["steps"] + 1 == 1438 // (2 * BATCH) + 1
 
 
+def test_the_lead_ranks_events_read_back_typed(two_workers):
+    """Every ``amptool-event`` line rank 0 logged reads back as the typed event the launcher
+    hands ``on_event``: the start, each logged step (its metrics.jsonl line), the epoch, the
+    end with the run's summary."""
+    from amptool.documents.events import Epoch, Step, TrainEnd, TrainStart, read_event
+
+    out, summary = two_workers
+    lines = (out / "logs" / "worker_0.log").read_text().splitlines()
+    events = [read_event(json.loads(line.partition("amptool-event ")[2]))
+              for line in lines if line.startswith("amptool-event ")]
+    assert [type(e) for e in events] == [TrainStart] + [Step] * summary["steps"] \
+        + [Epoch, TrainEnd]
+    assert [e.record() for e in events if isinstance(e, Step)] == _steps(out)
+    assert events[-1].summary.weights_sha256 == summary["weights_sha256"]
+
+
 def test_overflow_on_one_rank_skips_the_step_on_all(two_workers):
     out, summary = two_workers
     steps = _steps(out)  # written by rank 0, whose own shard never overflows

@@ -10,8 +10,8 @@ Each carries ``schema_version``; a record without one was written before it exis
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional
 
 from amptool.documents.door import ADDED_FIELD, Document, Door, Real, optional_key
 from amptool.documents.manifest import ModelRecord, PolicyRecord, Preprocess, Task, Tensor
@@ -82,6 +82,74 @@ class LossScaleRecord(Document):
 
 
 @dataclass(frozen=True)
+class PolicyAuto(Document):
+    """What the range pass of ``--policy auto`` found before the first step."""
+
+    safety: Real
+    """The share of fp16's largest value a cell's fp32 output or input may reach."""
+    batches: int
+    """Training batches it measured."""
+    file: str
+    """The policy file written beside run.json (the kept cells with their reasons)."""
+    kept: List[Dict[str, Any]]
+    """The cells it kept in fp32, each an ``amptool.precision.ranges.CellRange``'s dict (its
+    fp32 magnitudes) with ``where`` it comes from in the source."""
+
+
+@dataclass(frozen=True)
+class Forensics(Document):
+    """What was found about a diverged run."""
+
+    kind: str
+    """``forward_overflow``: the loss itself stopped being finite."""
+    step: int
+    """The step the run stopped at."""
+    steps: int
+    """Consecutive steps up to it whose forward pass overflowed."""
+    culprit: Optional[Dict[str, Any]]
+    """The first cell whose low-precision output is not finite while its fp32 output is
+    (``path``, ``type``, ``fp32_max``, ...); null when no cell is."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings of run.json's ``config`` that the core reads, as the run recorded them
+    (None: not recorded). ``config`` itself stays an open mapping: its type is the training
+    stage's ``TrainConfig``, which no package below the stages can name, a second copy of it
+    here would drift from it as training options come and go, and a run.json written before an
+    option existed has to read as it is (``export --run`` of an older run)."""
+
+    model: Optional[str] = None
+    """The model reference (``--model``)."""
+    model_args: Optional[Dict[str, Any]] = None
+    """Its factory's keyword arguments."""
+    input_spec: Optional[str] = None
+    """The input signature given (``--input-spec``)."""
+    data: Optional[str] = None
+    """The ``--data`` spec."""
+    optimizer: Optional[str] = None
+    """adam, sgd or momentum."""
+    lr: Optional[float] = None
+    """The learning rate."""
+    batch_size: Optional[int] = None
+    """The per-worker batch size."""
+    epochs: Optional[int] = None
+    """The epochs asked for."""
+    range_safety: Optional[float] = None
+    """``--policy auto``'s share of fp16's largest value."""
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> "RunSettings":
+        return cls(**{f.name: config.get(f.name) for f in fields(cls)})
+
+    def model_reference(self) -> Dict[str, Any]:
+        """The model as ``resolve_model`` takes a reference: ``model``, ``model_args``,
+        ``input_spec``."""
+        return {"model": self.model, "model_args": self.model_args,
+                "input_spec": self.input_spec}
+
+
+@dataclass(frozen=True)
 class RunRecord(Document):
     """run.json: the record of a training run in its ``--out`` folder."""
 
@@ -89,7 +157,8 @@ class RunRecord(Document):
     """The version of this layout; absent from records written before it existed."""
     config: Dict[str, Any]
     """The run's ``TrainConfig``: every config-file key (``model``, ``model_args``,
-    ``input_spec``, ``optimizer``, ...)."""
+    ``input_spec``, ``optimizer``, ...), an open mapping (see ``RunSettings``, the keys the
+    core reads)."""
     policy: PolicyRecord
     """The precision policy it trained with."""
     data: RunData
@@ -110,12 +179,17 @@ class RunRecord(Document):
     """The random seed."""
     workers: Optional[int] = field(metadata=ADDED_FIELD)
     """Worker processes."""
-    policy_auto: Optional[Dict[str, Any]] = optional_key()
+    policy_auto: Optional[PolicyAuto] = optional_key()
     """With ``--policy auto``: the cells the range pass kept in fp32 and its policy file."""
     summary: Optional[TrainSummary] = optional_key()
     """The ``TrainSummary`` of a finished run (absent while it runs)."""
-    forensics: Optional[Dict[str, Any]] = optional_key()
+    forensics: Optional[Forensics] = optional_key()
     """What was found about a diverged run."""
+
+    @property
+    def settings(self) -> RunSettings:
+        """The settings of ``config`` the core reads."""
+        return RunSettings.of(self.config)
 
 
 # -- golden outputs --------------------------------------------------------------------------

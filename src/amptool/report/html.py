@@ -102,7 +102,7 @@ def _version() -> str:
 def _topline(page: ReportPage, rec: Optional[TrainingRecord]) -> str:
     what = [f"amptool {page.command}"]
     if rec is not None:
-        what.append(str((rec.info.get("model") or {}).get("spec") or ""))
+        what.append(str((rec.info.model.spec if rec.info.model else None) or ""))
     if page.parity:
         what.append(f"reference {_base(page.parity.reference.path or 'golden outputs')}")
     return f'<div class="topline">{hp.h(" · ".join(w for w in what if w))}</div>'
@@ -230,7 +230,7 @@ def kept_section(rec: Optional[TrainingRecord], report: Optional["ParityReport"]
     for cand in cands:
         parts.append(_deployment_part(cand, auto))
     if not cands and rec is not None:
-        parts.append(policy_part(rec.info.get("policy") or {}, auto))
+        parts.append(policy_part(rec.info.policy, auto))
     if not parts:
         parts.append(hp.note("No candidate records deployment settings (fp16 candidates of "
                              "amptool's export do)."))
@@ -300,12 +300,12 @@ def timings_section(page: ReportPage, rec: Optional[TrainingRecord],
 
 def environment_section(rec: Optional[TrainingRecord],
                         report: Optional["ParityReport"]) -> str:
-    versions = dict((rec.info.get("versions") or {}) if rec is not None else {})
+    versions = dict((rec.info.versions or {}) if rec is not None else {})
     versions.setdefault("amptool", _version())
     versions.setdefault("mindspore", _installed("mindspore"))
     versions.setdefault("numpy", _installed("numpy"))
     versions.setdefault("python", platform.python_version())
-    device = (rec.info.get("device") if rec is not None else None) or \
+    device = (rec.info.device if rec is not None else None) or \
         (report.device if report else None)
     rows = [["amptool", versions["amptool"]], ["MindSpore", versions["mindspore"]],
             ["Python", versions["python"]], ["NumPy", versions["numpy"]],

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from amptool.documents.door import read_document
+from amptool.documents.manifest import PolicyRecord
+from amptool.documents.records import RUN, RunRecord
 from amptool.documents.training import TrainSummary
+from amptool.errors import UsageError
 from amptool.precision.safety import SAFETY, why_kept
 from amptool.report import page as hp
 from amptool.report import svgchart as sc
@@ -20,8 +24,8 @@ class TrainingRecord:
     """What a run folder says of its training."""
 
     folder: str
-    info: dict
-    """run.json's content."""
+    info: RunRecord
+    """run.json's record."""
     steps: tuple
     """metrics.jsonl's step lines (step, epoch, loss, loss_scale, overflow, skipped, ...)."""
     epochs: tuple
@@ -29,20 +33,18 @@ class TrainingRecord:
 
     @property
     def summary(self) -> Optional[TrainSummary]:
-        """The finished run's summary; None for a run that stopped, or one written in
-        another layout (the page then reads metrics.jsonl alone)."""
-        try:
-            return TrainSummary.from_dict(self.info["summary"])
-        except (KeyError, TypeError, ValueError):
-            return None
+        """The finished run's summary; None for a run that stopped (the page then reads
+        metrics.jsonl alone)."""
+        return self.info.summary
 
 
 def read_training(folder) -> Optional[TrainingRecord]:
-    """The run in ``folder`` (None when it holds no run.json)."""
+    """The run in ``folder`` (None when it holds no run.json, or one that does not read)."""
     folder = Path(folder)
+    path = folder / "run.json"
     try:
-        info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_document(RUN, path.read_text(encoding="utf-8"), path)
+    except (OSError, ValueError, UsageError):
         return None
     steps: list = []
     epochs: list = []
@@ -55,8 +57,7 @@ def read_training(folder) -> Optional[TrainingRecord]:
             continue
         if isinstance(row, dict):
             (steps if "loss_scale" in row else epochs).append(row)
-    return TrainingRecord(str(folder), info if isinstance(info, dict) else {}, tuple(steps),
-                          tuple(epochs))
+    return TrainingRecord(str(folder), info, tuple(steps), tuple(epochs))
 
 
 def score_name(rec: TrainingRecord) -> str:
@@ -65,7 +66,7 @@ def score_name(rec: TrainingRecord) -> str:
         return "validation accuracy"
     score = next((e.get("score") for e in rec.epochs if e.get("score")), "neg_val_loss")
     if score == "metric":
-        metric = (rec.info.get("metric") or {}).get("name") or "task metric"
+        metric = (rec.info.metric.name if rec.info.metric else None) or "task metric"
         return f"validation {metric}"
     return "minus the validation loss" if score == "neg_val_loss" else f"validation {score}"
 
@@ -106,27 +107,27 @@ def training_section(rec: TrainingRecord) -> str:
 
 
 def facts_table(rec: TrainingRecord) -> str:
-    info, cfg, s = rec.info, rec.info.get("config") or {}, rec.summary
-    data = info.get("data") or {}
-    scale = info.get("loss_scale") or {}
-    scale_text = scale.get("kind", "-") + (f" (init {hp.number(scale.get('init'))}, factor "
-                                           f"{scale.get('factor')}, window {scale.get('window')})"
-                                           if scale.get("kind") == "dynamic" else "")
-    rows = [("model", (info.get("model") or {}).get("spec") or cfg.get("model")),
-            ("data", f"{data.get('source', cfg.get('data'))}: {data.get('train_samples', '-')} "
-                     f"training, {data.get('val_samples', '-')} held-out samples"),
-            ("policy", (s.policy if s else None) or _policy_text(info.get("policy") or {})),
+    info, cfg, s = rec.info, rec.info.settings, rec.summary
+    data, scale = info.data, info.loss_scale
+    scale_text = (scale.kind if scale else "-") + (
+        f" (init {hp.number(scale.init)}, factor {scale.factor}, window {scale.window})"
+        if scale and scale.kind == "dynamic" else "")
+    rows = [("model", (info.model.spec if info.model else None) or cfg.model),
+            ("data", f"{data.source or cfg.data}: {_shown(data.train_samples)} training, "
+                     f"{_shown(data.val_samples)} held-out samples"),
+            ("policy", (s.policy if s else None) or f"{info.policy.level}/{info.policy.dtype}"),
             ("loss scale", scale_text),
-            ("optimizer", f"{cfg.get('optimizer', '-')}, lr {cfg.get('lr', '-')}, batch "
-                          f"{cfg.get('batch_size', '-')} x {info.get('workers', 1)} worker(s)"),
-            ("epochs", f"{s.epochs if s else cfg.get('epochs', '-')}"),
-            ("device", info.get("device")),
+            ("optimizer", f"{_shown(cfg.optimizer)}, lr {_shown(cfg.lr)}, batch "
+                          f"{_shown(cfg.batch_size)} x {_shown(info.workers, 1)} worker(s)"),
+            ("epochs", f"{s.epochs if s else _shown(cfg.epochs)}"),
+            ("device", info.device),
             ("run folder", hp.Cell(f"<code>{hp.h(rec.folder)}</code>"))]
     return hp.table(["setting", "value"], [list(r) for r in rows])
 
 
-def _policy_text(policy: dict) -> str:
-    return f"{policy.get('level', '?')}/{policy.get('dtype', '?')}"
+def _shown(value, otherwise="-"):
+    """A recorded value, or ``otherwise`` where the record has none."""
+    return otherwise if value is None else value
 
 
 def loss_figure(rec: TrainingRecord) -> str:
@@ -163,7 +164,7 @@ def scale_figure(rec: TrainingRecord) -> str:
 
 def _scaled(rec: TrainingRecord, kind: str = "") -> bool:
     """Whether the run scaled its loss (``kind``: in that way)."""
-    found = (rec.info.get("loss_scale") or {}).get("kind")
+    found = rec.info.loss_scale.kind if rec.info.loss_scale else None
     return found == kind if kind else found not in (None, "none")
 
 
@@ -208,11 +209,10 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
     """Cell path -> why the run's policy keeps it in fp32 (range pass findings first)."""
     if rec is None:
         return {}
-    info = rec.info
-    safety = (info.get("policy_auto") or {}).get("safety") \
-        or (info.get("config") or {}).get("range_safety") or SAFETY
+    auto = rec.info.policy_auto
+    safety = (auto.safety if auto else None) or rec.info.settings.range_safety or SAFETY
     reasons = {}
-    for row in (info.get("policy_auto") or {}).get("kept", []):
+    for row in auto.kept if auto else []:
         try:
             reasons[row["path"]] = f"range pass: {why_kept(row, safety)}"
         except (KeyError, TypeError, ValueError):
@@ -220,17 +220,16 @@ def policy_reasons(rec: Optional[TrainingRecord]) -> dict:
     return reasons
 
 
-def policy_part(policy: dict, auto: dict) -> str:
+def policy_part(policy: PolicyRecord, auto: dict) -> str:
     """The cells and types a training policy keeps in fp32 (``auto``: the range pass's
     reasons)."""
     rows = [[hp.Cell(f"<code>{hp.h(p)}</code>"), "cell",
-             auto.get(p, "policy: listed in fp32_cells")] for p in policy.get("fp32_cells", [])]
-    rows += [[t, "type", "policy: fp32_types"] for t in policy.get("fp32_types", [])]
-    level = policy.get("level")
-    if level == "O2":
+             auto.get(p, "policy: listed in fp32_cells")] for p in policy.fp32_cells]
+    rows += [[t, "type", "policy: fp32_types"] for t in policy.fp32_types]
+    if policy.level == "O2":
         rows.append(["BatchNorm, LayerNorm", "types",
                      "level O2: MindSpore's black list keeps them in fp32"])
-    head = hp.note(f"Training policy {level}/{policy.get('dtype')}: the export writes the "
+    head = hp.note(f"Training policy {policy.level}/{policy.dtype}: the export writes the "
                    "deployment settings (beside each fp16 artefact) that keep these in fp32.")
     if not rows:
         return head + hp.note("No cell is kept in fp32.")

@@ -5,13 +5,12 @@ Every stage that reads a training run goes through ``RunDir``: one reader of run
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional
 
 from amptool.documents.door import read_document
-from amptool.documents.records import RUN
+from amptool.documents.records import RUN, RunRecord
 from amptool.errors import UsageError
 from amptool.files.fileio import write_json
 from amptool.network.trust import recorded_reference
@@ -43,42 +42,39 @@ class RunDir:
                              "pass the --out folder of amptool train")
         return self
 
-    def read(self) -> dict:
-        """run.json, held to ``records.RunRecord`` (a UsageError names the file and the field
-        that does not fit): config.model, policy and data.preprocess (a mapping for image
+    def read(self) -> RunRecord:
+        """run.json, read into its ``RunRecord`` (a UsageError names the file and the field
+        that does not fit): config, policy and data (its preprocess a mapping for image
         models, null for inputs fed as they are) at least."""
         self.require()
         try:
-            text = self.info_path.read_text(encoding="utf-8")
-            info = json.loads(text)
-        except (OSError, ValueError) as exc:
+            return read_document(RUN, self.info_path.read_text(encoding="utf-8"),
+                                 self.info_path)
+        except (OSError, ValueError) as exc:  # unreadable, or no JSON
             raise UsageError(f"{self.info_path} cannot be read ({type(exc).__name__})",
                              RUN.fix) from None
-        read_document(RUN, text, self.info_path)
-        return info
 
-    def read_optional(self) -> dict:
-        """run.json when there is one (validated), else an empty mapping."""
-        return self.read() if self.has_info() else {}
+    def read_optional(self) -> Optional[RunRecord]:
+        """run.json when there is one (read as ``read`` does), else None."""
+        return self.read() if self.has_info() else None
 
     def previous_config(self) -> dict:
         """The settings the run in this folder was started with (empty when none)."""
         if not self.has_info():
             return {}
-        config = dict(self.read()["config"])
+        config = dict(self.read().config)
         config.pop("resume", None)
         return config
 
-    def model_reference(self, info: Optional[dict] = None) -> dict:
+    def model_reference(self, info: Optional[RunRecord] = None) -> dict:
         """The model run.json names, as a reference ``resolve_model`` vets before running
         any of its code (see trust.vet_recorded)."""
         info = info if info is not None else self.read()
-        config = info["config"]
-        ref = {k: config.get(k) for k in ("model", "model_args", "input_spec")}
-        kept = info.get("model") if isinstance(info.get("model"), dict) else None
-        return recorded_reference(ref, kept, self.info_path, self.path)
+        kept = {"file": info.model.file, "sha256": info.model.sha256} if info.model else None
+        return recorded_reference(info.settings.model_reference(), kept, self.info_path,
+                                  self.path)
 
-    def write(self, info: dict) -> None:
+    def write(self, info: RunRecord) -> None:
         write_json(self.info_path, RUN.json(info))
 
     def trained_files(self) -> list:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from amptool.data.dataset import load_eval_inputs, load_model_data
+from amptool.documents.door import to_json
 from amptool.errors import UsageError
 from amptool.network import checkpoint as ckpt
 from amptool.network.losses import loss_from_record, task_record
@@ -76,8 +77,8 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
     path = Path(ckpt) if ckpt else run_dir.find_checkpoint(which)
     if ckpt and not path.is_file():
         raise UsageError(f"checkpoint {path} does not exist", "check the --ckpt path")
-    policy = policy_from_dict(info["policy"], source=f"{run_dir.info_path} policy")
-    data = info["data"]
+    policy = policy_from_dict(to_json(info.policy), source=f"{run_dir.info_path} policy")
+    data = info.data
     user_reference(model, model_args, input_spec)  # arguments without a model are refused
     ref = run_dir.model_reference(info)
     if model:
@@ -87,13 +88,12 @@ def from_run(run: str | os.PathLike, which: Optional[str] = "best",
                else ref.get("model_args"),
                "input_spec": input_spec if input_spec is not None or not own
                else ref.get("input_spec")}
-    prep = dict(data["preprocess"]) if data["preprocess"] else None
-    task = task_record(info.get("loss"))
+    prep = to_json(data.preprocess) if data.preprocess else None
+    task = task_record(to_json(info.loss) if info.loss else None)
     spec = resolve_model(ref)
     if task is not None and not task.get("classifier", True):  # no class logits to judge
         spec = dataclasses.replace(spec, num_classes=None)
-    return TrainedModel(spec, path, policy, prep, data.get("source"), data.get("val_fraction"),
-                        task)
+    return TrainedModel(spec, path, policy, prep, data.source, data.val_fraction, task)
 
 
 def from_checkpoint(ckpt: str | os.PathLike, model: Optional[str], data: Optional[str] = "digits",
