@@ -337,8 +337,8 @@ def exit_codes() -> dict:
     import amptool.errors as errors
 
     text = errors.__doc__.split("Exit codes:", 1)[1]
-    return {int(code): meaning.strip()
-            for code, meaning in re.findall(r"^\s*(\d+)\s+(.+)$", text, re.MULTILINE)}
+    entries = re.findall(r"^\s*(\d+)\s+(.+(?:\n\s+[^\d\s].*)*)", text, re.MULTILINE)
+    return {int(code): " ".join(meaning.split()) for code, meaning in entries}
 
 
 def raised_as() -> dict:
