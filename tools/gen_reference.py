@@ -243,10 +243,11 @@ def config_page() -> str:
         "the command line override the file. A file's unknown keys and values of the wrong "
         "type are reported together in one error (`amptool run` names its unknown keys "
         "first, `amptool parity` a bad `[thresholds]` table first). The checks that follow "
-        "(ranges, choices, the files and models named) report every problem at once for a "
-        "training (`train`, and `run`'s training keys) and stop at the first for `run`'s own "
-        "keys and for `parity`. The keys are the fields of the config dataclasses the Python "
-        "API takes too ([API reference](api.md)).",
+        "(ranges, choices, the files and models named) then report every problem at once. "
+        "The keys are the fields of the config dataclasses the Python API takes too "
+        "([API reference](api.md)). `amptool diff --config` and `amptool verify --config` "
+        "read a parity config file's [`[regression]`](#regression) and "
+        "[`[thresholds]`](#thresholds) tables.",
         "## amptool train --config",
         "`TrainConfig` (the training run) and `LaunchOptions` (how it is laid out across "
         "hosts).", table(KEYS, key_rows(TrainConfig) + key_rows(LaunchOptions) + json_row),
