@@ -392,9 +392,12 @@ def exit_codes_page() -> str:
 # -- environment variables -----------------------------------------------------------------
 
 ENVIRONMENT = (("amptool.errors", "DEBUG_ENV"), ("amptool.network.trust", "STORE_ENV"),
+               ("amptool.network.trust", "CONFIG_HOME_ENV"),
                ("amptool.network.trust", "PACKAGES_ENV"), ("amptool.artefact.keys", "ENV_VAR"),
-               ("amptool.export.split", "SPLIT_ENV"), ("amptool.runtime.device", "DUMP_ENV"),
-               ("amptool.runtime.device", "CPU_ISA_ENV"))
+               ("amptool.export.split", "SPLIT_ENV"), ("amptool.ledger.record", "BRANCH_VARIABLES"),
+               ("amptool.runtime.device", "DUMP_ENV"), ("amptool.runtime.device", "LOG_LEVEL_ENV"),
+               ("amptool.runtime.device", "CPU_ISA_ENV"),
+               ("amptool.network.checkpoint", "PROTOBUF_ENV"))
 """(module, constant) of every environment variable amptool reads or sets."""
 
 
@@ -407,7 +410,9 @@ def environment_page() -> str:
         text = _attribute_doc(module, name)
         if name == "CPU_ISA_ENV":  # why it is given that value: its neighbour's doc
             text += " " + _attribute_doc(module, "CPU_ISA")
-        rows.append([code(getattr(module, name)), cell(text.replace("``", "`")),
+        value = getattr(module, name)
+        names = ", ".join(code(v) for v in value) if isinstance(value, tuple) else code(value)
+        rows.append([names, cell(text.replace("``", "`")),
                      f"`{module_name}.{name}`"])
     return "\n\n".join([
         GENERATED, "# Environment variables",
