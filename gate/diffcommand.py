@@ -28,4 +28,4 @@ def compare(cfg: DiffConfig, html: Optional[Path], mode: str = "") -> None:
         text = format_diff(result)
         typer.echo(text.splitlines()[-1] if mode == "quiet" else text)
     if not result.passed:
-        raise CheckFailed(result.verdict_line(), failure_fix(result))
+        raise CheckFailed(result.verdict_line(), failure_fix(result, mode))

@@ -148,9 +148,16 @@ def _number(value) -> float:
     return float("inf") if number != number else number
 
 
-def failure_fix(report: DiffReport, shown: str = "the table above") -> str:
-    """What to do about a regressed diff (``shown``: where its figures are)."""
+SHOWN = {"": "the table above", "quiet": "the table amptool diff prints without -q",
+         "json": "the regressions of the JSON printed"}
+"""Where the regressions are, by what the command printed (its mode)."""
+
+
+def failure_fix(report: DiffReport, mode: str = "", shown: str = "") -> str:
+    """What to do about a regressed diff whose command printed in ``mode`` ("" the table,
+    "quiet" its last line, "json" the document); ``shown``: where its figures are instead
+    (a file)."""
     if report.regressions and report.regressions[0].kind == "missing":
         return "check NEW's candidates, or set missing_candidates = false in [regression]"
-    return (f"see {shown}; if the change is meant, give the budget room in the config "
-            "file's [regression] table")
+    return (f"see {shown or SHOWN[mode]}; if the change is meant, give the budget room in the "
+            "config file's [regression] table")

@@ -20,7 +20,7 @@ VerifyReportOption = Annotated[Optional[Path], typer.Option(
     "--report", metavar="PARITY.JSON", help="Instead of a ledger: a parity report "
     "(amptool parity --json-out, a run's parity.json).")]
 GateConfigOption = Annotated[Optional[Path], typer.Option(
-    "--config", help="A config file whose [thresholds] table (as amptool parity reads it) "
+    "--config", help="A config file whose \\[thresholds] table (as amptool parity reads it) "
     "holds the limits the checks must have been no looser than; its other keys are ignored. "
     "Without it and the limit flags: parity's defaults.")]
 

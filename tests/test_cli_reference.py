@@ -123,3 +123,18 @@ def test_every_data_source_is_named_where_data_is_described():
     row = next(line for line in page.splitlines() if line.startswith("| `data` |"))
     for text in (row, DATA_HELP):
         assert all(kind in text for kind in KINDS) and "NAME:N" in text, text
+
+
+def test_no_help_text_loses_a_bracketed_word_to_the_terminal():
+    """``--help`` renders help texts as rich markup, where ``[thresholds]`` is a style tag
+    and vanishes ("A config file whose  table"); such a word is written ``\\[thresholds]``
+    (the reference page shows it as written)."""
+    import re
+
+    tag = re.compile(r"(?<!\\)\[[a-z#/@][^\[\]]*\]")  # rich's markup tag
+    eaten = [f"{ctx.command_path} {param.name}: {tag.findall(param.help)}"
+             for ctx, command in gen.walk(gen.root_command())
+             for param in command.params if getattr(param, "help", None)
+             and tag.search(param.help)]
+    assert not eaten, "\n".join(eaten)
+    assert tag.search("whose [thresholds] table") and not tag.search("whose \\[thresholds]")

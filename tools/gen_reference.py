@@ -244,10 +244,11 @@ def config_page() -> str:
         "the command line override the file. A file's unknown keys and values of the wrong "
         "type are reported together in one error (`amptool run` names its unknown keys "
         "first, `amptool parity` a bad `[thresholds]` table first). The checks that follow "
-        "(ranges, choices, the files and models named) report every problem at once for a "
-        "training (`train`, and `run`'s training keys) and stop at the first for `run`'s own "
-        "keys and for `parity`. The keys are the fields of the config dataclasses the Python "
-        "API takes too ([API reference](api.md)).",
+        "(ranges, choices, the files and models named) then report every problem at once. "
+        "The keys are the fields of the config dataclasses the Python API takes too "
+        "([API reference](api.md)). `amptool diff --config` and `amptool verify --config` "
+        "read a parity config file's [`[regression]`](#regression) and "
+        "[`[thresholds]`](#thresholds) tables.",
         "## amptool train --config",
         "`TrainConfig` (the training run) and `LaunchOptions` (how it is laid out across "
         "hosts).", table(KEYS, key_rows(TrainConfig) + key_rows(LaunchOptions) + json_row),
@@ -340,8 +341,8 @@ def exit_codes() -> dict:
     import amptool.errors as errors
 
     text = errors.__doc__.split("Exit codes:", 1)[1]
-    return {int(code): meaning.strip()
-            for code, meaning in re.findall(r"^\s*(\d+)\s+(.+)$", text, re.MULTILINE)}
+    entries = re.findall(r"^\s*(\d+)\s+(.+(?:\n\s+[^\d\s].*)*)", text, re.MULTILINE)
+    return {int(code): " ".join(meaning.split()) for code, meaning in entries}
 
 
 def raised_as() -> dict:
@@ -394,9 +395,12 @@ def exit_codes_page() -> str:
 # -- environment variables -----------------------------------------------------------------
 
 ENVIRONMENT = (("amptool.errors", "DEBUG_ENV"), ("amptool.network.trust", "STORE_ENV"),
+               ("amptool.network.trust", "CONFIG_HOME_ENV"),
                ("amptool.network.trust", "PACKAGES_ENV"), ("amptool.artefact.keys", "ENV_VAR"),
-               ("amptool.export.split", "SPLIT_ENV"), ("amptool.runtime.device", "DUMP_ENV"),
-               ("amptool.runtime.device", "CPU_ISA_ENV"))
+               ("amptool.export.split", "SPLIT_ENV"), ("amptool.ledger.record", "BRANCH_VARIABLES"),
+               ("amptool.runtime.device", "DUMP_ENV"), ("amptool.runtime.device", "LOG_LEVEL_ENV"),
+               ("amptool.runtime.device", "CPU_ISA_ENV"),
+               ("amptool.network.checkpoint", "PROTOBUF_ENV"))
 """(module, constant) of every environment variable amptool reads or sets."""
 
 
@@ -409,7 +413,9 @@ def environment_page() -> str:
         text = _attribute_doc(module, name)
         if name == "CPU_ISA_ENV":  # why it is given that value: its neighbour's doc
             text += " " + _attribute_doc(module, "CPU_ISA")
-        rows.append([code(getattr(module, name)), cell(text.replace("``", "`")),
+        value = getattr(module, name)
+        names = ", ".join(code(v) for v in value) if isinstance(value, tuple) else code(value)
+        rows.append([names, cell(text.replace("``", "`")),
                      f"`{module_name}.{name}`"])
     return "\n\n".join([
         GENERATED, "# Environment variables",

@@ -2,10 +2,10 @@
 
 The public API is imported on first use, so ``import amptool`` (and ``amptool --help``)
 imports neither numpy nor MindSpore: ``from amptool import train, export, parity, search,
-run, convert_checkpoint`` are the stages' entry functions (``amptool.api``); the configs
-(``TrainConfig``, ``ExportConfig``, ...) come from their config modules, without the
-engine; ``AmpStep``, ``find_fp32_cells``, ``find_overflow`` serve a training loop of one's
-own.
+run, convert_checkpoint, diff, verify`` are the stages' entry functions (``amptool.api``);
+the configs (``TrainConfig``, ``ExportConfig``, ..., ``DiffConfig``) come from their config
+modules, without the engine; ``AmpStep``, ``find_fp32_cells``, ``find_overflow`` serve a
+training loop of one's own.
 
 ``train``, ``export`` and ``parity`` are also the names of the stage packages
 (``amptool.train`` is the folder ``train/``). Python binds a package on its parent when it

@@ -1,6 +1,9 @@
-"""The public Python API: one call per stage, each taking its config dataclass and
-returning a typed result: frozen dataclasses read by attribute, with ``to_dict()`` (the JSON
-its command prints with ``--json``; ``amptool.documents.door`` writes and reads them all).
+"""The public Python API: one call per stage, each taking its config dataclass (``verify``
+its artefact and where its checks are) and returning a typed result: dataclasses read by
+attribute (frozen, but for the export's ``ExportReport`` and ``ExportResult`` and the
+checkpoint conversion's ``CkptReport``), with ``to_dict()``, the JSON its command prints
+with ``--json`` (``export --json`` prints the list under ``ExportReport.to_dict()``'s
+``artefacts``); the documents among them pass ``amptool.documents.door``.
 
 ``from amptool import train, export, parity, search, convert_checkpoint, run, diff,
 verify``: each name is the stage's one entry, the function its command calls too (``train``

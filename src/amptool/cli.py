@@ -80,7 +80,9 @@ def pipeline_command(
     workers: opt.defaulted(opt.noted(opt.ShardWorkersOption, "Parity's samples only; "
                                      "training runs in one process."),
                            PipelineConfig, "workers") = None,
-    config: opt.noted(opt.ConfigOption, "Any training option may be set there too.") = None,
+    config: opt.noted(opt.ConfigOption, "Training settings too, but for how train is "
+                                        "launched and prints (the config reference lists the "
+                                        "keys).") = None,
     report: opt.noted(opt.ReportOption, "Without it: report.html in --out.") = None,
     ledger: opt.LedgerOption = None,
     label: opt.LabelOption = None,

@@ -2,7 +2,8 @@
 
 Exit codes:
   0  success
-  1  a check failed (parity breach, diverged training, failed worker)
+  1  a check ran and failed (parity breach, diverged training, failed worker, diff regression,
+     ledger drift, unverified artefact, graph contradicting its policy)
   2  usage or input error (bad option, missing file, unfit data, wrong device)
   3  internal error (a bug: anything that is not an AmpToolError; AMPTOOL_DEBUG=1 shows it)
   130 interrupted
@@ -29,7 +30,12 @@ class DeviceError(AmpToolError):
 
 
 class CheckFailed(AmpToolError):
-    """A numerical check failed: parity breach, diverged training."""
+    """A check ran and failed: parity, diff, ledger drift, verify, export audit, inspect.
+
+    A parity breach (``parity``, ``run``), a diverged training, a regression against BASE
+    (``diff``), a figure drifted past its budget (``ledger trend --max-drift``), bytes that
+    did not pass (``verify``), an exported graph contradicting its policy (``export``'s
+    audit), an artefact that does not match its manifest or audit (``inspect``)."""
 
     exit_code = 1
 

@@ -96,7 +96,7 @@ def run_failure(report: ParityReport, diff: Optional[DiffReport], out: str) -> O
     if report.passed:
         if regressed is None:
             return None
-        return regressed.verdict_line(), regression_fix(regressed, str(Path(out) / DIFF_NAME))
+        return regressed.verdict_line(), regression_fix(regressed, shown=str(Path(out) / DIFF_NAME))
     line, fix = failure_line(report), f"{failure_fix(report)}; see {Path(out) / 'parity.json'}"
     if regressed is not None:
         line, fix = f"{line}; {regressed.verdict_line()}", f"{fix} and {Path(out) / DIFF_NAME}"

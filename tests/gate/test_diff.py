@@ -144,6 +144,10 @@ def test_a_check_that_passed_and_fails_is_the_worst_regression(quick, tmp_path):
         "give the budget room in the config file's [regression] table")
     assert "candidate  simplecnn_fp16.mindir (MINDIR fp16): PASS -> FAIL" in result.stdout
     assert "  check output0 cosine: pass -> FAIL (0.9981, limit >= 0.999)" in result.stdout
+    for flag, where in (("--json", "see the regressions of the JSON printed; "),
+                        ("-q", "see the table amptool diff prints without -q; ")):
+        shown = run_diff(quick, tmp_path / "new.json", flag)  # no table above the error
+        assert shown.exit_code == 1 and where in error_line(shown), shown.stderr
     budget = tmp_path / "b.json"  # flips not counted, figures given room: passes
     budget.write_text(json.dumps({"regression": {"check_flips": False,
                                                  "error_growth": "off"}}))

@@ -1,5 +1,6 @@
-"""Exported artefacts as files: the format registry, format readers, file sets, keys and
-runners. May import ``amptool.network`` (a runner rebuilds a model), ``amptool.runtime``,
+"""Exported artefacts as files: the format registry, format readers, file sets, keys,
+runners, the provenance inside each file (``provenance``) and the precision audit of its
+graph (``audit``). May import ``amptool.network`` (a runner rebuilds a model), ``amptool.runtime``,
 ``amptool.documents`` (the manifest), ``amptool.files`` and ``amptool.errors``.
 
 ``FORMATS`` names every format and ``availability(fmt)`` says whether this host can write

@@ -3,5 +3,6 @@
 Owns the sources (``sources``, the synthetic ``bundled`` tasks), rows read on demand
 (``rows``), the batching pipeline (``feed``) and the split and preprocessing for a model
 (``dataset``). May import ``amptool.network`` (a loss's targets), ``amptool.runtime``,
-``amptool.files`` and ``amptool.errors``.
+``amptool.documents`` (the manifest's ``Preprocess``), ``amptool.files`` and
+``amptool.errors``.
 """

@@ -143,7 +143,8 @@ class LayerDiff(Document):
 
 @dataclass(frozen=True)
 class LayersDiff(Document):
-    """The per-layer sections (``--per-layer``) where both reports have them."""
+    """The per-layer sections (``--per-layer``, or a failed candidate localized by itself)
+    where both reports have them."""
 
     rows: List[LayerDiff]
     """The cells both reports probed, in NEW's execution order."""

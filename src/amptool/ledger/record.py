@@ -206,7 +206,8 @@ def checkout(cwd: Optional[str] = None) -> Tuple[Optional[str], Optional[str]]:
 
 
 BRANCH_VARIABLES = ("GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME")
-"""CI variables naming the branch of a detached checkout (GitHub Actions, GitLab CI)."""
+"""CI variables naming the branch of a detached checkout (GitHub Actions, GitLab CI), read in
+this order when git names none: the ledger records it as the record's branch."""
 
 
 def _version(dist: str) -> Optional[str]:

@@ -39,6 +39,12 @@ def detect_format(path: str | os.PathLike) -> str:
     return "ckpt"
 
 
+PROTOBUF_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
+"""Which parser protobuf loads, chosen once per process at its first import. ``import
+amptool`` sets it to ``python`` unless it is set: the pure-python parser reads a .ckpt past
+2 GiB, which protobuf's default (upb) refuses; a process that set another, or loaded
+protobuf first, gets one line naming its parser for such a checkpoint."""
+
 PROTOBUF_LIMIT = 2**31 - 1
 """The largest message (bytes) protobuf's upb and C++ parsers take; its pure-python parser,
 the one MindSpore asks for, has no such limit. A .ckpt file is one message."""
@@ -86,7 +92,7 @@ def check_parser(path: Path, size: int) -> None:
     raise UsageError(f"checkpoint {path} is {size / 1e9:.2f} GB, past the 2 GiB that "
                      f"protobuf's '{kind}' parser, the one this process loaded, can read",
                      "import amptool or mindspore before onnx or protobuf, or set "
-                     "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python; or save it as safetensors")
+                     f"{PROTOBUF_ENV}=python; or save it as safetensors")
 
 
 def _chain(exc: Optional[BaseException]) -> list:

@@ -25,6 +25,9 @@ from amptool.samples import NAMES
 
 STORE_ENV = "AMPTOOL_TRUST_STORE"
 """The trust store's path, overriding the one under the user's configuration folder."""
+CONFIG_HOME_ENV = "XDG_CONFIG_HOME"
+"""The user's configuration folder (else ``~/.config``): the trust store is
+``amptool/trusted.json`` in it unless ``AMPTOOL_TRUST_STORE`` names another file."""
 PACKAGES_ENV = "AMPTOOL_TRUST_PACKAGES"
 """Comma-separated packages whose model factories a run.json or manifest may name."""
 TRUSTED_PACKAGES = ("mindcv", "mindnlp", "mindocr", "mindone", "mindyolo")
@@ -43,7 +46,7 @@ def store_path() -> Path:
     given = os.environ.get(STORE_ENV, "").strip()
     if given:
         return Path(given).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME", "").strip()
+    base = os.environ.get(CONFIG_HOME_ENV, "").strip()
     if not base:
         try:
             base = str(Path.home() / ".config")

@@ -18,6 +18,11 @@ DUMP_ENV = "MS_OM_PATH"
 """Where MindSpore writes ``rank_*/om/analyze_fail.ir`` when a graph fails to compile
 (without it: the current folder)."""
 
+LOG_LEVEL_ENV = "GLOG_v"
+"""MindSpore's log level. ``import amptool`` sets it to 3 (errors only) unless it is set, so
+that the warnings MindSpore logs as it probes for Ascend and GPU libraries stay out of a
+command's output; set it lower to see them."""
+
 CPU_ISA_ENV = "ONEDNN_MAX_CPU_ISA"
 """The widest x86 instruction set oneDNN, the library behind MindSpore's CPU convolutions and
 matrix products, may use. amptool sets it to AVX2 (``CPU_ISA``) before MindSpore's first
@@ -77,7 +82,7 @@ def import_mindspore():
     (about 0.08 s); frozen, the collections see only what came after (``amptool run`` of
     the causal LM sample took 7% less CPU). Nothing a command builds is frozen: each calls
     this before it builds or loads a network."""
-    os.environ.setdefault("GLOG_v", "3")
+    os.environ.setdefault(LOG_LEVEL_ENV, "3")
     os.environ.setdefault(CPU_ISA_ENV, CPU_ISA)  # read by oneDNN at its first kernel
     private_dumps()
     import mindspore
