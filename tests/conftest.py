@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
@@ -73,6 +74,22 @@ FAST_TIER_WORKERS = 2
 seconds, and each worker's start (collecting the suite, importing MindSpore, its runtime's
 first use) 4-5 more. Measured in CPU seconds of the whole tier: 16 in this process (one core
 busy), 25 on two workers (both busy), 31.5 on three (a third start and no core to run it)."""
+
+
+ALL_SLOW = re.compile(r"^pytestmark = pytest\.mark\.slow\b", re.MULTILINE)
+"""How a test module marks every test of it slow."""
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The fast tier (``-m "not slow"``) does not import a test module whose every test is
+    slow: the tier would deselect them all anyway, after paying for the module's imports
+    (MindSpore and the networks it defines, 2 s a worker). Its tests still run in the whole
+    suite."""
+    if " ".join(config.option.markexpr.split()) != "not slow":
+        return None
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    return True if ALL_SLOW.search(collection_path.read_text(encoding="utf-8")) else None
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from amptool.cli import app
 from amptool.files.fileio import sha256
 
-from .user_models import baked_batch_net, save_init_checkpoint, triu_net
 
 cli = CliRunner()
 HERE = Path(__file__).parent
@@ -137,6 +136,8 @@ def test_out_path_with_space_and_plus(run_dir, tmp_path):
 
 @pytest.mark.slow
 def test_onnx_unsupported_operator_leaves_nothing(tmp_path):
+    from .user_models import save_init_checkpoint, triu_net  # MindSpore: not at collection
+
     ckpt = save_init_checkpoint(triu_net, tmp_path / "triu.ckpt")
     out = tmp_path / "o"
     res = export("--ckpt", ckpt, "--model", f"{HERE / 'user_models.py'}:triu_net",
@@ -179,6 +180,8 @@ def test_truncated_artefact_is_refused(exports, tmp_path):
 
 @pytest.mark.slow
 def test_dynamic_batch_mindir_that_cannot_run_back_is_refused(tmp_path):
+    from .user_models import baked_batch_net, save_init_checkpoint  # MindSpore: not collected
+
     ckpt = save_init_checkpoint(baked_batch_net, tmp_path / "baked.ckpt")
     out = tmp_path / "o"
     model = f"{HERE / 'user_models.py'}:baked_batch_net"
