@@ -24,7 +24,7 @@ from mindspore import nn, ops
 
 
 class BigMLP(nn.Cell):
-    def __init__(self, width=8192, depth=9, classes=10):
+    def __init__(self, width=8192, depth={depth}, classes=10):
         super().__init__()
         self.layers = nn.CellList([nn.Dense(width, width) for _ in range(depth)])
         self.head = nn.Dense(width, classes)
@@ -57,7 +57,7 @@ def _amptool(*args, cwd) -> tuple:
 def run(quick: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="amptool-bigexport-") as tmp:
         tmp = Path(tmp)
-        (tmp / "big.py").write_text(MODEL_FILE)
+        (tmp / "big.py").write_text(MODEL_FILE.format(depth=9))
         sys.path.insert(0, str(tmp))
         import mindspore as ms
 

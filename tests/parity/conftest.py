@@ -12,6 +12,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
+
+from amptool.cli import app
+
+
+def parity_cli(*args):
+    """``amptool parity ARGS`` run in this process."""
+    return CliRunner().invoke(app, ["parity", *map(str, args)])
+
+
+def error_line(result) -> str:
+    """The one ``amptool: error:`` line a failed command printed (and no traceback)."""
+    lines = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
 
 
 def _export(run=None, ckpt=None, model=None, out=None, formats=("MINDIR",)):

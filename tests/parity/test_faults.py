@@ -7,24 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from amptool.cli import app
+from .conftest import error_line as _error_line
+from .conftest import parity_cli as _parity
 
 pytestmark = pytest.mark.slow  # trains or exports real networks
-
-runner = CliRunner()
-
-
-def _parity(*args):
-    return runner.invoke(app, ["parity", *map(str, args)])
-
-
-def _error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_fp16_range_overflow_is_caught_at_the_planted_cell(trap, tmp_path):

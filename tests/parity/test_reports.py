@@ -7,21 +7,9 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from amptool.cli import app
-
-runner = CliRunner()
-
-
-def _parity(*args):
-    return runner.invoke(app, ["parity", *map(str, args)])
-
-
-def _error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("amptool: error:")]
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    return lines[0]
+from .conftest import error_line as _error_line
+from .conftest import parity_cli as _parity
 
 
 @pytest.mark.slow
