@@ -11,12 +11,12 @@ of every file beside it, whatever the files are called now.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from amptool.artefact.files import file_facts, require_artefact
+from amptool.artefact.files import hashed_files
 from amptool.documents.door import read_document
 from amptool.documents.parity import PARITY_REPORT
 from amptool.errors import UsageError
@@ -134,18 +134,21 @@ def _limit(value) -> str:
 
 
 def verify(artefact: str, ledger: Optional[str] = None, report: Optional[str] = None,
-           config: Optional[str] = None, limits: Optional[dict] = None) -> Verification:
+           config: Optional[str] = None, limits: Optional[dict] = None,
+           hashing: Optional[Future] = None) -> Verification:
     """Whether the bytes of ``artefact`` passed, by ``ledger`` (a URL) or ``report`` (a
     parity report's JSON file), under the gate's limits (``config``'s ``thresholds`` table
     and ``limits``, threshold name -> value, over the defaults). An artefact, ledger or
-    report that cannot be read: ``UsageError`` (exit 2)."""
+    report that cannot be read: ``UsageError`` (exit 2). ``hashing``: the future of
+    ``amptool.artefact.files.hashed_files(artefact)`` when a caller started it (the command
+    line does, before it imports this module); else it starts here, while the ledger or
+    report is read."""
     if (ledger is None) == (report is None):
         raise UsageError("verify needs one source: --ledger URL or --report parity.json",
                          "name the ledger the checks were recorded in, or their report")
     gate = Gate.from_file(config, limits)
-    path = require_artefact(artefact)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the bytes hashed while the rest loads
-        hashing = pool.submit(file_facts, path)
+        hashing = hashing or pool.submit(hashed_files, artefact)
         unhashed = 0
         if ledger is not None:
             with open_ledger(ledger) as book:

@@ -1,11 +1,13 @@
 """``amptool verify``: a deploy job's last step, whether the artefact's exact bytes passed."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from amptool.artefact.files import hashed_files
 from amptool.console import options as opt
 from amptool.errors import CheckFailed
 from amptool.stats.limits import flag_overrides
@@ -31,10 +33,13 @@ def verify_command(artefact: ArtefactArg, ledger: VerifyLedgerOption = None,
                    limits: Optional[dict] = None) -> None:
     """Exit 0 only if these exact bytes passed parity under limits no looser than the gate's
     and no later check failed them; else exit 1 with the reason."""
-    from amptool.gate.verify import verify
+    with ThreadPoolExecutor(max_workers=1) as pool:  # hashed while the check's code loads
+        hashing = pool.submit(hashed_files, artefact)
+        from amptool.gate.verify import verify
 
-    found = verify(artefact, ledger, None if report is None else str(report),
-                   None if config is None else str(config), flag_overrides(**(limits or {})))
+        found = verify(artefact, ledger, None if report is None else str(report),
+                       None if config is None else str(config), flag_overrides(**(limits or {})),
+                       hashing)
     if as_json:
         opt.print_json(found.to_dict())
     elif found.passed:

@@ -156,3 +156,8 @@ def require_artefact(path: str | os.PathLike, what: str = "artefact") -> Path:
     if not found.is_file():
         raise UsageError(f"{what} {path} does not exist", "check the path or export it first")
     return found
+
+
+def hashed_files(path: str | os.PathLike) -> list:
+    """``file_facts`` of the existing artefact ``path`` names (one line when there is none)."""
+    return file_facts(require_artefact(path))
