@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import hashlib
 import statistics
 import subprocess
 import sys
@@ -157,9 +158,15 @@ def big_artefact(folder: Path) -> Path:
     return Path(json.loads(done.stdout)[0]["path"])
 
 
+def plain_sha256(path: Path) -> str:
+    """The floor verify is held to: a file's sha256 as Python's own ``hashlib.file_digest``
+    takes it (not amptool's hashing, whose choices the figure measures)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def verify_seconds(folder: Path, rounds: int) -> dict:
     from amptool.artefact.files import artefact_files, file_facts
-    from amptool.files.fileio import sha256
     from amptool.gate.verify import verify
     from amptool.ledger.store import record_report
 
@@ -177,7 +184,7 @@ def verify_seconds(folder: Path, rounds: int) -> dict:
         floor.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for f in artefact_files(art):
-            sha256(f)
+            plain_sha256(f)
         hashing.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         found = verify(str(art), ledger=ledger)
