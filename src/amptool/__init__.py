@@ -112,6 +112,8 @@ class _Entry:
         return self._function(*args, **kwargs)
 
     def __getattr__(self, name: str) -> _Any:
+        if name.startswith("_"):  # not the package's modules (nor this object half-made)
+            raise AttributeError(name)
         import importlib
 
         return getattr(importlib.import_module(self._package), name)

@@ -234,7 +234,7 @@ def free_bytes(folder: str | os.PathLike) -> int | None:
 HASH_CHUNK = 64 << 20
 """Bytes of a file hashed per call. The file is mapped and hashed in place, a chunk a call:
 hashlib lets go of the interpreter for the whole call, so a hash beside a thread running
-Python keeps its speed (1.3 GB: 0.90 s beside a thread busy in Python, 0.89 s alone; read in
+Python keeps its speed (1.3 GB: 0.99 s beside a thread busy in Python, 0.89 s alone; read in
 1 MiB chunks it took 13.7 s beside it, each chunk waiting up to the 5 ms switch interval to
 take the interpreter back), and each chunk's pages leave the process once hashed, so its
 resident memory does not grow with the file."""
