@@ -10,6 +10,7 @@ from typing import List, Optional, Tuple, cast
 
 import typer
 
+from amptool.console import limitoptions as lim
 from amptool.console import options as opt
 from amptool.convert.config import CkptConfig, PolicyConfig, SearchConfig, validate
 from amptool.convert.result import SEARCH, SearchEvent, SearchStart, TrialMetrics, TrialRun
@@ -281,6 +282,6 @@ def _print_event(event: SearchEvent) -> None:
 def register(app: typer.Typer) -> None:
     convert_app.command("policy")(opt.handle_errors(policy_command))
     convert_app.command("ckpt")(opt.handle_errors(ckpt_command))
-    convert_app.command("search")(opt.handle_errors(opt.with_limits(search_command,
+    convert_app.command("search")(opt.handle_errors(lim.with_limits(search_command,
                                                                    fp16_only=True)))
     app.add_typer(convert_app, name="convert")

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from amptool.artefact.files import hashed_files
+from amptool.console import limitoptions as lim
 from amptool.console import options as opt
 from amptool.errors import CheckFailed
 from amptool.stats.limits import flag_overrides
@@ -30,6 +31,11 @@ GateConfigOption = Annotated[Optional[Path], typer.Option(
 def verify_command(artefact: ArtefactArg, ledger: VerifyLedgerOption = None,
                    report: VerifyReportOption = None, config: GateConfigOption = None,
                    as_json: opt.about(opt.JsonOption, "the answer") = False,
+                   max_abs_scaled: lim.MaxAbsScaledOption = None,
+                   max_metric_drop: lim.MaxMetricDropOption = None,
+                   atol: lim.AtolOption = None, rtol: lim.RtolOption = None,
+                   allow_nonfinite: opt.noted(lim.AllowNonfiniteOption,
+                                              "A record that tolerated them counts.") = False,
                    limits: Optional[dict] = None) -> None:
     """Exit 0 only if these exact bytes passed parity under limits no looser than the gate's
     and no later check failed them; else exit 1 with the reason."""
@@ -37,9 +43,11 @@ def verify_command(artefact: ArtefactArg, ledger: VerifyLedgerOption = None,
         hashing = pool.submit(hashed_files, artefact)
         from amptool.gate.verify import verify
 
+        flags = flag_overrides(**(limits or {}), max_abs_scaled=max_abs_scaled,
+                               max_metric_drop=max_metric_drop, atol=atol, rtol=rtol,
+                               allow_nonfinite=allow_nonfinite)
         found = verify(artefact, ledger, None if report is None else str(report),
-                       None if config is None else str(config), flag_overrides(**(limits or {})),
-                       hashing)
+                       None if config is None else str(config), flags, hashing)
     if as_json:
         opt.print_json(found.to_dict())
     elif found.passed:
@@ -57,4 +65,4 @@ FIXES = {"never tested": "check it with amptool parity --ledger before shipping 
 
 def register(app: typer.Typer) -> None:
     """``amptool verify`` on the root app."""
-    app.command("verify")(opt.handle_errors(opt.with_limits(verify_command)))
+    app.command("verify")(opt.handle_errors(lim.with_limits(verify_command)))

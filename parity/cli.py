@@ -7,23 +7,18 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from amptool.console import limitoptions as lim
 from amptool.console import options as opt
 from amptool.errors import UsageError
 from amptool.network.usercode import parse_model_args
 from amptool.parity.config import ParityConfig
 from amptool.parity.plot import check_plot_available
-from amptool.stats.limits import default_text as limit_default
 from amptool.stats.limits import flag_overrides
 
 
 def _default(name: str) -> str:
     """The ``\\[default: …]`` of a parity setting."""
     return opt.default_of(ParityConfig, name)
-
-
-def _limit_default(name: str) -> str:
-    """The ``\\[default: …]`` of a threshold, from the limits' default table."""
-    return opt.shown(limit_default(name))
 
 
 Artefacts = Annotated[List[str], typer.Argument(
@@ -63,23 +58,9 @@ CkptOption = Annotated[Optional[Path], typer.Option(
     help="Checkpoint for --per-layer when an artefact's weights cannot be read (encrypted).")]
 KeyFileOption = Annotated[Optional[Path], typer.Option(
     "--key-file", help="Decryption key of encrypted MindIR artefacts.")]
-MaxAbsScaledOption = Annotated[Optional[str], typer.Option(
-    "--max-abs-scaled",
-    help="Largest max|c - r| / max(1, max|ref|): absolute error in units of the reference's "
-         f"largest magnitude (a number or 'off'). {_limit_default('max_abs_scaled')}")]
 MetricOption = Annotated[Optional[str], typer.Option(
     help="Task metric path/file.py:fn; fn(outputs: list of arrays, labels or None) -> float, "
          "higher is better.")]
-MaxMetricDropOption = Annotated[Optional[str], typer.Option(
-    "--max-metric-drop",
-    help="Largest drop of --metric, reference minus candidate (a number or 'off'). "
-         f"{_limit_default('max_metric_drop')}")]
-AtolOption = Annotated[Optional[str], typer.Option(
-    help=f"Absolute tolerance of --max-outside. {_limit_default('atol')}")]
-RtolOption = Annotated[Optional[str], typer.Option(
-    help=f"Relative tolerance of --max-outside. {_limit_default('rtol')}")]
-AllowNonfiniteOption = Annotated[bool, typer.Option(
-    "--allow-nonfinite", help="Tolerate NaN/Inf in a candidate.")]
 ConfigOption = Annotated[Optional[Path], typer.Option(
     help="YAML/TOML/JSON file of these options and a \\[thresholds] table; flags override it.")]
 JsonOutOption = Annotated[Optional[Path], typer.Option(
@@ -116,12 +97,12 @@ def parity_command(
     trust_model: opt.TrustModelOption = None,
     ckpt: CkptOption = None,
     key_file: KeyFileOption = None,
-    max_abs_scaled: MaxAbsScaledOption = None,
+    max_abs_scaled: lim.MaxAbsScaledOption = None,
     metric: MetricOption = None,
-    max_metric_drop: MaxMetricDropOption = None,
-    atol: AtolOption = None,
-    rtol: RtolOption = None,
-    allow_nonfinite: AllowNonfiniteOption = False,
+    max_metric_drop: lim.MaxMetricDropOption = None,
+    atol: lim.AtolOption = None,
+    rtol: lim.RtolOption = None,
+    allow_nonfinite: lim.AllowNonfiniteOption = False,
     config: ConfigOption = None,
     json_out: JsonOutOption = None,
     junit: JunitOption = None,
@@ -192,4 +173,4 @@ def beside(json_out: Optional[Path]) -> Optional[Path]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("parity")(opt.handle_errors(opt.with_limits(parity_command)))
+    app.command("parity")(opt.handle_errors(lim.with_limits(parity_command)))

@@ -67,7 +67,9 @@ class PipelineConfig:
         train = self.train_config()
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
                 "samples": self.samples, "per_layer": self.per_layer,
-                "localize": self.localize, "overwrite": self.overwrite}
+                "localize": self.localize, "overwrite": self.overwrite,
+                "workers": self.workers, "ledger": self.ledger, "label": self.label,
+                "baseline": self.baseline, "regression": self.regression.to_dict()}
 
     def train_config(self):
         base = self.train if self.train is not None else TrainConfig()

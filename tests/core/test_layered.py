@@ -42,3 +42,16 @@ def test_every_bad_key_of_a_file_is_named_at_once(tmp_path):
 def _write(path, text):
     path.write_text(text)
     return path
+
+
+def test_a_pipeline_config_writes_every_setting_it_holds():
+    """summary.json's ``config`` names every setting of the run, the gate's (workers, ledger,
+    label, baseline, regression) included."""
+    import dataclasses
+
+    cfg = PipelineConfig(workers=2, ledger="l.db", label="v1", baseline="runs/main")
+    written = cfg.to_dict()
+    assert set(written) == {f.name for f in dataclasses.fields(PipelineConfig)}
+    assert (written["workers"], written["ledger"], written["label"], written["baseline"]) == (
+        2, "l.db", "v1", "runs/main")
+    assert written["regression"] == cfg.regression.to_dict()

@@ -148,6 +148,27 @@ def test_a_pass_under_looser_limits_is_no_pass(checked):
         in strict.line
 
 
+def test_verify_takes_every_limit_flag_parity_takes(checked):
+    """The limits only parity's own flags set (--max-abs-scaled, --atol, --rtol,
+    --max-metric-drop, --allow-nonfinite) hold a record as parity's do."""
+    ledger = ["--ledger", str(checked["ledger"])]
+    art = str(checked["mindir_fp16"])
+    strict = runner.invoke(app, ["verify", art, *ledger, "--max-abs-scaled", "1e-9"])
+    assert strict.exit_code == 1
+    assert "max_abs_scaled off, the gate needs <= 1e-09" in strict.output
+    tolerances = runner.invoke(app, ["verify", art, *ledger, "--max-outside", "0.5",
+                                     "--atol", "0", "--rtol", "0"])
+    assert tolerances.exit_code == 1 and "max_outside off, the gate needs <= 0.5" \
+        in tolerances.output
+    loose = runner.invoke(app, ["verify", art, *ledger, "--max-abs-scaled", "off",
+                                "--max-metric-drop", "0.01", "--allow-nonfinite"])
+    assert loose.exit_code == 0, loose.output
+    help_text = runner.invoke(app, ["verify", "--help"]).output
+    for flag in ("--max-abs-scaled", "--max-metric-drop", "--atol", "--rtol",
+                 "--allow-nonfinite"):
+        assert flag in help_text
+
+
 def test_a_later_failure_undoes_a_pass(checked):
     found = verify(str(checked["mindir_fp16"]), ledger=str(checked["later"]))
     assert found.reason == LATER and found.record is not None and found.record.id == 2

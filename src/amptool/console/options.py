@@ -12,12 +12,10 @@ import copy
 import dataclasses
 import errno
 import functools
-import inspect
 import json
 import os
 import re
 import sys
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Callable, List, Optional, Sequence
 
@@ -29,7 +27,6 @@ from amptool.files.configfile import SHOWN
 from amptool.files.fileio import jsonable
 from amptool.network.trust import trust_folder
 from amptool.runtime.device import quiet_framework_logs
-from amptool.stats.limits import default_text as limit_default
 
 try:  # newer typer releases vendor click: their errors are not the click package's
     from typer._click import exceptions as cli_errors
@@ -52,7 +49,6 @@ DATA_HELP = (
 DEVICE_HELP = "auto, CPU, GPU or Ascend."
 LEVEL_HELP = ("AMP level: O0 fp32, O1 white-list ops fp16, O2 fp16 except BatchNorm/LayerNorm, "
               "O3 all fp16.")
-LIMIT = "a number, or 'off' to disable"
 
 ModelOption = Annotated[Optional[str], typer.Option(help=MODEL_HELP)]
 DataOption = Annotated[Optional[str], typer.Option(help=DATA_HELP)]
@@ -66,53 +62,11 @@ QuietOption = Annotated[bool, typer.Option(
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print the result as JSON on stdout (and nothing else there).")]
 
+
 def shown(text: str) -> str:
     """``\\[default: TEXT]``, the one way a help text states a default (the backslash keeps
     rich from taking the brackets for markup)."""
     return f"\\[default: {text}]"
-
-
-def _limit(what: str, name: str, fp16_only: bool = False) -> Any:
-    text = f"{what} ({LIMIT}). {shown(limit_default(name, fp16_only))}"
-    return Annotated[Optional[str], typer.Option(help=text)]
-
-
-LIMIT_HELP = {"min_cosine": "Least cosine similarity", "min_top1": "Least top-1 agreement",
-              "max_acc_drop": "Largest accuracy drop as a fraction",
-              "max_abs": "Largest absolute error", "max_rel": "Largest relative error",
-              "max_outside": "Largest fraction of elements outside atol + rtol*|ref|",
-              "max_p999_abs_scaled": "Largest 99.9th percentile of |c - r| / max(1, max|ref|) "
-                                     "over an output's elements"}
-LIMIT_OPTIONS = {name: _limit(what, name) for name, what in LIMIT_HELP.items()}
-"""The threshold options parity and the search share, in the order they are listed."""
-FP16_LIMIT_OPTIONS = {name: _limit(what, name, fp16_only=True)
-                      for name, what in LIMIT_HELP.items()}
-"""The same, their defaults the fp16 pair's alone (the search holds only fp16 to them)."""
-
-
-def with_limits(func: Callable, fp16_only: bool = False) -> Callable:
-    """Give a command the threshold options of ``LIMIT_OPTIONS`` (``FP16_LIMIT_OPTIONS``
-    with ``fp16_only``); ``func`` receives them as one ``limits`` mapping (flag name -> text
-    given, or None) instead of seven parameters."""
-    options = FP16_LIMIT_OPTIONS if fp16_only else LIMIT_OPTIONS
-    hints = typing.get_type_hints(func, include_extras=True)  # in func's own module
-    sig = inspect.signature(func)
-    kept = [p.replace(annotation=hints.get(p.name, p.annotation))
-            for p in sig.parameters.values() if p.name != "limits"]
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
-             for name, ann in options.items()]
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        limits = {name: kwargs.pop(name, None) for name in options}
-        return func(*args, limits=limits, **kwargs)
-
-    # inspect.signature reads the attribute; functools.wraps' type does not declare it
-    wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
-        parameters=kept + extra)
-    wrapper.__annotations__ = {**{p.name: p.annotation for p in kept}, **options}
-    del wrapper.__wrapped__
-    return wrapper
 
 
 ModelArgOption = Annotated[Optional[List[str]], typer.Option(
