@@ -46,11 +46,11 @@ def bench_network(label: str, model: str, args, spec_text, tmp: Path, rounds: in
             started = time.perf_counter()
             report = audit_artefact(r.path)
             alone.append(time.perf_counter() - started)
-        audit_s += r.audit["seconds"]
+        audit_s += r.audit.seconds
         rows.append({"format": r.format, "precision": r.precision, "nodes": report.nodes,
                      "findings": len(report.findings),
                      "artefact_export_s": round(r.manifest["export_seconds"], 4),
-                     "audit_in_export_s": r.audit["seconds"],
+                     "audit_in_export_s": r.audit.seconds,
                      "audit_alone_median_s": round(statistics.median(alone), 4)})
     return {"name": label, "export_s": round(export_s, 3), "audit_s": round(audit_s, 4),
             "audit_overhead": round(audit_s / export_s, 4), "artefacts": rows}

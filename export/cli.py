@@ -111,10 +111,10 @@ def _print_report(report: ExportReport, as_json: bool) -> None:
                    f"{'; encrypted' if m.encrypted else ''}) + manifest")
         if m.deployment is not None and m.deployment.needed:
             typer.echo(f"  {summary_line(m.deployment)}")
-        findings = (r.audit or {}).get("findings") or []
+        findings = r.audit.findings if r.audit is not None else []
         if findings:  # notes only: an error stops the export
             typer.echo(f"  precision audit: {len(findings)} note(s), the first: "
-                       f"{findings[0]['text']} (amptool inspect lists them)")
+                       f"{findings[0].text} (amptool inspect lists them)")
 
 
 def inspect_command(

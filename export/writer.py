@@ -10,7 +10,7 @@ from pathlib import Path
 
 from amptool.artefact.files import (GRAPH_SUFFIX, ONNX_DATA_SUFFIX, VARIABLES_SUFFIX, file_facts,
                                     split_mindir)
-from amptool.artefact.audit import AuditPolicy, audit_artefact
+from amptool.artefact.audit import AuditPolicy, AuditReport, audit_artefact
 from amptool.artefact.readers import reader
 from amptool.documents.manifest import MANIFEST, Manifest, manifest_path
 from amptool.documents.provenance import PROVENANCE_KEY
@@ -38,14 +38,14 @@ class ExportResult:
     path: str
     manifest_path: str
     manifest: Manifest
-    audit: dict | None = None
-    """The precision audit of the written graph (``AuditReport.to_dict``); None where it was
-    not run (AIR, ``--no-audit``)."""
+    audit: AuditReport | None = None
+    """The precision audit of the written graph; None where it was not run (AIR,
+    ``--no-audit``)."""
 
     def to_dict(self) -> dict:
         return {"format": self.format, "precision": self.precision, "path": self.path,
                 "manifest_path": self.manifest_path, "manifest": MANIFEST.json(self.manifest),
-                "audit": self.audit}
+                "audit": None if self.audit is None else self.audit.to_dict()}
 
 
 def format_module(name: str):
@@ -143,7 +143,7 @@ def _stage(cfg, trained, base, jobs, params, ckpt_facts, kept: dict, stack,
 
 
 def _audit(cfg, fmt: str, precision: str, written: Path, kept: list,
-           target: Path) -> dict | None:
+           target: Path) -> AuditReport | None:
     """The precision audit of the staged graph ``written`` against the policy it was built
     under; ``CheckFailed`` (one line naming the node and the cell) when the graph
     contradicts it, which discards the whole staged set. None for AIR or ``--no-audit``."""
@@ -160,7 +160,7 @@ def _audit(cfg, fmt: str, precision: str, written: Path, kept: list,
                           f"policy: {errors[0].text}{more}; nothing was written",
                           "report it with the model; --no-audit writes it anyway, and "
                           "amptool inspect then lists every finding")
-    return report.to_dict()
+    return report
 
 
 def _let_go(net, done: list | None = None) -> None:

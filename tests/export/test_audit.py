@@ -28,7 +28,7 @@ def test_the_sample_networks_exports_have_no_finding(name, exports):
     with: O2's kept batch and layer normalizations, trapmlp's kept norm): the export's own
     audit and one of the file alone (its provenance's policy) find nothing."""
     for (fmt, precision), result in exports.get(name).items():
-        assert result.audit is not None and result.audit["findings"] == [], result.audit
+        assert result.audit is not None and result.audit.findings == [], result.audit
         report = audit_artefact(result.path)
         assert report.source == "provenance" and report.nodes > 0
         assert report.findings == [], [f.text for f in report.findings]
@@ -69,6 +69,40 @@ def buggy_exporter(monkeypatch):
     monkeypatch.setattr(writer, "format_module",
                         lambda fmt: Buggy(real(fmt)) if fmt == "MINDIR" else real(fmt))
     return planted
+
+
+@pytest.fixture
+def noop_cast_exporter(monkeypatch):
+    """The ONNX writer, with a harmless quirk: a Cast to float16 of a float16 tensor inserted
+    before the last node (no contradiction of the policy, one note)."""
+    import onnx
+
+    import amptool.export.writer as writer
+
+    real = writer.format_module
+
+    class Quirky:
+        def __init__(self, module):
+            self.module = module
+
+        def __getattr__(self, name):
+            return getattr(self.module, name)
+
+        def write(self, *args, **kwargs):
+            written, facts = self.module.write(*args, **kwargs)
+            model = onnx.load(str(written))
+            last = model.graph.node[-1]
+            fed = last.input[0]
+            cast = onnx.helper.make_node("Cast", [fed], [fed + "_again"], name="Cast_again",
+                                         to=onnx.TensorProto.FLOAT16)
+            last.input[0] = fed + "_again"
+            model.graph.node.insert(len(model.graph.node) - 1, cast)
+            os.chmod(written, stat.S_IRUSR | stat.S_IWUSR)
+            onnx.save(model, str(written))
+            return written, facts
+
+    monkeypatch.setattr(writer, "format_module",
+                        lambda fmt: Quirky(real(fmt)) if fmt == "ONNX" else real(fmt))
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +169,23 @@ def test_the_python_api_audits_against_a_given_policy(lenet_ckpt, tmp_path):
         kinds = {f.kind for f in report.errors}
         assert {"weight"} <= kinds and kinds <= {"weight", "promoted", "flow"}
         assert report.to_dict()["errors"] == len(report.errors)
+
+
+def test_an_export_with_notes_only_is_written_and_says_so(lenet_ckpt, tmp_path,
+                                                          noop_cast_exporter):
+    out = tmp_path / "out"
+    res = cli.invoke(app, ["export", "--ckpt", str(lenet_ckpt / "lenet5.ckpt"), "--model",
+                           "lenet5", "--data", "none", "--precision", "fp16", "-f", "onnx",
+                           "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert ("  precision audit: 1 note(s), the first: Cast Cast_again casts float16 to "
+            "float16: it does nothing (amptool inspect lists them)") in res.output, res.output
+    from amptool.export.api import ExportConfig, export
+
+    again = export(ExportConfig(ckpt=str(lenet_ckpt / "lenet5.ckpt"), model="lenet5",
+                                data="none", precision="fp16", formats=("ONNX",),
+                                out=str(tmp_path / "api")))
+    audit = again[0].audit
+    assert audit is not None and audit.passed and [f.kind for f in audit.findings] == [
+        "cast_noop"]
+    assert again[0].to_dict()["audit"]["findings"][0]["kind"] == "cast_noop"

@@ -179,7 +179,7 @@ def test_precision_audit_finds_nothing_and_catches_a_planted_demotion(name, zoo_
 
     flow = zoo_flows(name)
     for (fmt, precision), result in flow.artefacts.items():
-        assert result.audit is not None and result.audit["findings"] == [], result.audit
+        assert result.audit is not None and result.audit.findings == [], result.audit
         report = audit_artefact(result.path)
         assert report.source == "provenance" and report.findings == [], \
             [f.text for f in report.findings]
