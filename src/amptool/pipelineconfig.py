@@ -11,6 +11,7 @@ from typing import Optional
 
 from amptool.errors import UsageError
 from amptool.files.configfile import SHOWN, build_config, decided_later, layered
+from amptool.ledger.url import shown
 from amptool.stats.regression import TABLE as REGRESSION
 from amptool.stats.regression import RegressionBudget, budget_from_table
 from amptool.train.config import TrainConfig
@@ -68,7 +69,8 @@ class PipelineConfig:
         return {"train": train.to_dict(), "out": self.out, "onnx": self.onnx,
                 "samples": self.samples, "per_layer": self.per_layer,
                 "localize": self.localize, "overwrite": self.overwrite,
-                "workers": self.workers, "ledger": self.ledger, "label": self.label,
+                "workers": self.workers, "label": self.label,
+                "ledger": None if self.ledger is None else shown(self.ledger),
                 "baseline": self.baseline, "regression": self.regression.to_dict()}
 
     def train_config(self):

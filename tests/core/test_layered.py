@@ -46,7 +46,7 @@ def _write(path, text):
 
 def test_a_pipeline_config_writes_every_setting_it_holds():
     """summary.json's ``config`` names every setting of the run, the gate's (workers, ledger,
-    label, baseline, regression) included."""
+    label, baseline, regression) included; a ledger's password is not written."""
     import dataclasses
 
     cfg = PipelineConfig(workers=2, ledger="l.db", label="v1", baseline="runs/main")
@@ -55,3 +55,5 @@ def test_a_pipeline_config_writes_every_setting_it_holds():
     assert (written["workers"], written["ledger"], written["label"], written["baseline"]) == (
         2, "l.db", "v1", "runs/main")
     assert written["regression"] == cfg.regression.to_dict()
+    team = PipelineConfig(ledger="postgresql+psycopg://ci:s3cret@db.example/ledger").to_dict()
+    assert team["ledger"] == "postgresql+psycopg://ci:***@db.example/ledger"
