@@ -29,11 +29,16 @@ HEADLINE = (("train_overhead", "training, simplecnn O2, batch"),
              ("parity", "`amptool parity` ÷ bare inference"))
 """README's figures: (benchmark, the start of the summary row quoted), in this order."""
 
-README_TABLES = (("parity_stream", "Release-scale parity: the causallm sample's fp32 and fp16 "
-                                   "MindIR (1,024 output floats a sample)"),
-                 ("cpu_isa", "On an AVX-512 CPU: `amptool run --epochs 1` with oneDNN free to use "
-                             "AVX-512, against the AVX2 cap amptool sets (ratio of wall times)"))
-"""Benchmarks whose every summary row the README shows too, under a heading of their own."""
+README_TABLES = ((("parity_stream",), "Release-scale parity: the causallm sample's fp32 and "
+                                       "fp16 MindIR (1,024 output floats a sample)"),
+                 (("diff_reports", "ledger", "audit"), "The release gate: `amptool diff`, the "
+                                                       "ledger, `amptool verify` and the "
+                                                       "precision audit"),
+                 (("cpu_isa",), "On an AVX-512 CPU: `amptool run --epochs 1` with oneDNN free to "
+                                "use AVX-512, against the AVX2 cap amptool sets (ratio of wall "
+                                "times)"))
+"""Benchmarks whose every summary row the README shows too, under a heading of their own
+(one heading over one or more benchmarks)."""
 
 
 def markers(name: str = "") -> tuple:
@@ -467,15 +472,16 @@ def readme_tables(results: dict) -> list:
     """The lines of README's tables of whole benchmarks (``README_TABLES``), each after a
     blank line and its heading; a benchmark the results lack says so."""
     lines = []
-    for name, heading in README_TABLES:
+    for names, heading in README_TABLES:
         lines += ["", f"{heading}:", "", "| what | figure | target |", "| --- | --- | --- |"]
-        entry = results["benchmarks"].get(name)
-        if entry is None:
-            lines.append(f"| {name} | not measured: run `python -m bench --only {name}` | |")
-            continue
-        other = measured_elsewhere(results, entry)
-        lines += [f"| {_cell(w)} | {_cell(f'{v} ({other})' if other else v)} | {_cell(t)} |"
-                  for w, v, t in summary_rows(name, entry)]
+        for name in names:
+            entry = results["benchmarks"].get(name)
+            if entry is None:
+                lines.append(f"| {name} | not measured: run `python -m bench --only {name}` | |")
+                continue
+            other = measured_elsewhere(results, entry)
+            lines += [f"| {_cell(w)} | {_cell(f'{v} ({other})' if other else v)} | {_cell(t)} |"
+                      for w, v, t in summary_rows(name, entry)]
     return lines
 
 
