@@ -28,7 +28,7 @@ LIMIT_HELP = {"min_cosine": "Least cosine similarity", "min_top1": "Least top-1 
               "max_p999_abs_scaled": "Largest 99.9th percentile of |c - r| / max(1, max|ref|) "
                                      "over an output's elements"}
 LIMIT_OPTIONS = {name: _limit(what, name) for name, what in LIMIT_HELP.items()}
-"""The threshold options parity and the search share, in the order they are listed."""
+"""The threshold options parity, the search and verify share, in the order they are listed."""
 FP16_LIMIT_OPTIONS = {name: _limit(what, name, fp16_only=True)
                       for name, what in LIMIT_HELP.items()}
 """The same, their defaults the fp16 pair's alone (the search holds only fp16 to them)."""
