@@ -46,15 +46,14 @@ def _demote_conv1(path: Path) -> str:
     return mutation.label.split()[2]
 
 
-@pytest.fixture
-def buggy_exporter(monkeypatch):
-    """The MINDIR writer, with a bug that demotes a kept cell's node after writing."""
+def _edit_after_writing(monkeypatch, fmt: str, edit) -> None:
+    """Make the ``fmt`` writer call ``edit(written)`` on each graph file it has written,
+    as an exporter bug (or quirk) would leave it."""
     import amptool.export.writer as writer
 
     real = writer.format_module
-    planted: list = []
 
-    class Buggy:
+    class Edited:
         def __init__(self, module):
             self.module = module
 
@@ -63,46 +62,42 @@ def buggy_exporter(monkeypatch):
 
         def write(self, *args, **kwargs):
             written, facts = self.module.write(*args, **kwargs)
-            planted.append(_demote_conv1(written))
+            edit(written)
             return written, facts
 
     monkeypatch.setattr(writer, "format_module",
-                        lambda fmt: Buggy(real(fmt)) if fmt == "MINDIR" else real(fmt))
+                        lambda name: Edited(real(name)) if name == fmt else real(name))
+
+
+@pytest.fixture
+def buggy_exporter(monkeypatch):
+    """The MINDIR writer, with a bug that demotes a kept cell's node after writing."""
+    planted: list = []
+    _edit_after_writing(monkeypatch, "MINDIR", lambda written: planted.append(
+        _demote_conv1(written)))
     return planted
+
+
+def _cast_again(written: Path) -> None:
+    """A Cast to float16 of the float16 tensor the last node reads, inserted before it."""
+    import onnx
+
+    model = onnx.load(str(written))
+    last = model.graph.node[-1]
+    fed = last.input[0]
+    cast = onnx.helper.make_node("Cast", [fed], [fed + "_again"], name="Cast_again",
+                                 to=onnx.TensorProto.FLOAT16)
+    last.input[0] = fed + "_again"
+    model.graph.node.insert(len(model.graph.node) - 1, cast)
+    os.chmod(written, stat.S_IRUSR | stat.S_IWUSR)
+    onnx.save(model, str(written))
 
 
 @pytest.fixture
 def noop_cast_exporter(monkeypatch):
-    """The ONNX writer, with a harmless quirk: a Cast to float16 of a float16 tensor inserted
-    before the last node (no contradiction of the policy, one note)."""
-    import onnx
-
-    import amptool.export.writer as writer
-
-    real = writer.format_module
-
-    class Quirky:
-        def __init__(self, module):
-            self.module = module
-
-        def __getattr__(self, name):
-            return getattr(self.module, name)
-
-        def write(self, *args, **kwargs):
-            written, facts = self.module.write(*args, **kwargs)
-            model = onnx.load(str(written))
-            last = model.graph.node[-1]
-            fed = last.input[0]
-            cast = onnx.helper.make_node("Cast", [fed], [fed + "_again"], name="Cast_again",
-                                         to=onnx.TensorProto.FLOAT16)
-            last.input[0] = fed + "_again"
-            model.graph.node.insert(len(model.graph.node) - 1, cast)
-            os.chmod(written, stat.S_IRUSR | stat.S_IWUSR)
-            onnx.save(model, str(written))
-            return written, facts
-
-    monkeypatch.setattr(writer, "format_module",
-                        lambda fmt: Quirky(real(fmt)) if fmt == "ONNX" else real(fmt))
+    """The ONNX writer, with a harmless quirk: a Cast that does nothing (no contradiction of
+    the policy, one note)."""
+    _edit_after_writing(monkeypatch, "ONNX", _cast_again)
 
 
 @pytest.fixture(scope="module")
